@@ -1,0 +1,14 @@
+module github.com/idemgo/idem/bench
+
+go 1.26.0
+
+require github.com/idemgo/idem v0.0.0
+
+require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/zeebo/blake3 v0.2.4 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+replace github.com/idemgo/idem => ../
