@@ -1,0 +1,182 @@
+package canonjson
+
+import "unicode/utf8"
+
+// plainEnd returns the index of the first byte at or after i that cannot be
+// copied verbatim from a JSON string to its canonical form: a quote, a
+// backslash or a control character. It returns len(src) if there is none.
+// The input is known to be valid UTF-8, so multi-byte sequences (all bytes
+// >= 0x80) are plain.
+func plainEnd(src []byte, i int) int {
+	for i < len(src) {
+		if c := src[i]; c < 0x20 || c == '"' || c == '\\' {
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// stringValue parses the string starting at p.pos and writes its canonical
+// form. A string without escapes is already canonical and is copied as is.
+func (p *parser) stringValue() error {
+	start := p.pos
+	end := plainEnd(p.src, start+1)
+	if end < len(p.src) && p.src[end] == '"' {
+		p.pos = end + 1
+		p.dst = append(p.dst, p.src[start:p.pos]...)
+		return nil
+	}
+	mark := len(p.names)
+	var err error
+	if p.names, err = p.unquote(p.names); err != nil {
+		return err
+	}
+	p.dst = appendString(p.dst, p.names[mark:])
+	p.names = p.names[:mark]
+	return nil
+}
+
+// unquote parses the string starting at p.pos (an opening quote), appends
+// its unescaped content to buf as UTF-8 and moves p.pos past the closing
+// quote.
+func (p *parser) unquote(buf []byte) ([]byte, error) {
+	src := p.src
+	i := p.pos + 1
+	for {
+		end := plainEnd(src, i)
+		buf = append(buf, src[i:end]...)
+		i = end
+		if i >= len(src) {
+			return buf, p.eof()
+		}
+		switch c := src[i]; {
+		case c == '"':
+			p.pos = i + 1
+			return buf, nil
+		case c < 0x20:
+			return buf, p.syntax(i, "(unescaped control character "+quoteByte(c)+" in string)")
+		}
+		// A backslash.
+		if i+1 >= len(src) {
+			return buf, p.eof()
+		}
+		switch e := src[i+1]; e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, n, err := p.unicodeEscape(i)
+			if err != nil {
+				return buf, err
+			}
+			buf = utf8.AppendRune(buf, r)
+			i += n
+			continue
+		default:
+			return buf, p.syntax(i, "(invalid escape "+quoteInput(src[i:i+2])+" in string)")
+		}
+		i += 2
+	}
+}
+
+// unicodeEscape decodes the \uXXXX escape at src[i], combining a surrogate
+// pair written as two escapes into one code point. It returns the code
+// point and the number of input bytes used (6 or 12).
+func (p *parser) unicodeEscape(i int) (rune, int, error) {
+	r, err := p.hex4(i)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case r < 0xD800 || r > 0xDFFF:
+		return r, 6, nil
+	case r >= 0xDC00:
+		return 0, 0, p.loneSurrogate(i)
+	}
+	// A high surrogate must be followed at once by a low one.
+	j := i + 6
+	if j+1 >= len(p.src) || p.src[j] != '\\' || p.src[j+1] != 'u' {
+		return 0, 0, p.loneSurrogate(i)
+	}
+	lo, err := p.hex4(j)
+	if err != nil || lo < 0xDC00 || lo > 0xDFFF {
+		return 0, 0, p.loneSurrogate(i)
+	}
+	return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil
+}
+
+// hex4 decodes the four hex digits of the \u escape at src[i].
+func (p *parser) hex4(i int) (rune, error) {
+	var r rune
+	for k := i + 2; k < i+6; k++ {
+		if k >= len(p.src) {
+			return 0, p.eof()
+		}
+		var d byte
+		switch c := p.src[k]; {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, p.syntax(i, "(invalid escape "+quoteInput(p.src[i:k+1])+" in string)")
+		}
+		r = r<<4 | rune(d)
+	}
+	return r, nil
+}
+
+// loneSurrogate reports the unpaired surrogate escape at src[i].
+func (p *parser) loneSurrogate(i int) error {
+	return &Error{Offset: i, Err: ErrLoneSurrogate, detail: string(p.src[i : i+6])}
+}
+
+// appendString appends s, which is valid UTF-8, to dst as a canonical JSON
+// string (RFC 8785 section 3.2.2.2): quote, backslash and the control
+// characters with short escapes are written as \" \\ \b \f \n \r \t, other
+// control characters as \u00xx with lowercase hex, and everything else,
+// including U+007F and U+2028, as literal UTF-8.
+func appendString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		end := plainEnd(s, i)
+		dst = append(dst, s[i:end]...)
+		if end >= len(s) {
+			break
+		}
+		c := s[end]
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		i = end + 1
+	}
+	return append(dst, '"')
+}
+
+// hexDigits are the lowercase hex digits RFC 8785 prescribes for \u escapes.
+const hexDigits = "0123456789abcdef"
