@@ -1,0 +1,149 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DoOpts configure Do. A nil *DoOpts means defaults.
+type DoOpts struct {
+	// Begin are the options of the underlying Begin (retention, lease).
+	Begin *BeginOpts
+	// Typed configure encoding and decoding.
+	Typed *TypedOpts
+	// HeartbeatEvery is how often the lease is extended while fn runs.
+	// Defaults to a third of the lease. Negative disables heartbeats.
+	HeartbeatEvery time.Duration
+	// SettleTimeout bounds the Commit or Fail call after fn returns. That
+	// call runs even when ctx is cancelled, so that finished work is
+	// recorded. Defaults to 10 seconds.
+	SettleTimeout time.Duration
+}
+
+// ErrLeaseLost is the cause of the cancellation of fn's context when Do's
+// heartbeat finds that the key was taken over (context.Cause reports it).
+var ErrLeaseLost = errors.New("idem: lease lost while running")
+
+// Do runs fn at most once per key and replays its result to every later
+// call with the same key and request:
+//
+//   - no record: fn runs; its result is committed and returned;
+//   - committed: the stored result is returned, fn does not run;
+//   - fn returned an error marked with Permanent: the error is recorded and
+//     returned now and to every retry (as a *StoredError);
+//   - fn returned another error, or panicked: the key is released (so a
+//     retry runs fn again) and the error is returned (the panic re-raised);
+//   - another caller is running fn: *InFlightError (ErrInFlight);
+//   - the key was used with another request: *MismatchError (ErrMismatch).
+//
+// While fn runs, Do extends the lease in the background; if the key is taken
+// over (the lease lapsed), fn's context is cancelled with cause
+// ErrLeaseLost. When recording the result fails, Do returns fn's result
+// together with the error: the effect happened but a retry may run it again.
+func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
+	if opts == nil {
+		opts = &DoOpts{}
+	}
+	t := NewTyped[Req, Res](s, opts.Typed)
+	var zero Res
+	o, err := t.Begin(ctx, key, req, opts.Begin)
+	if err != nil {
+		return zero, err
+	}
+	switch o.Kind {
+	case PriorResult:
+		return o.Result, nil
+	case Fresh:
+	default:
+		return zero, o.Err()
+	}
+	return runFresh(ctx, t, key, o.Lease, fn, opts)
+}
+
+func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := heartbeat(runCtx, t.store, key, lease, opts, cancel)
+	settle := func() (context.Context, context.CancelFunc) {
+		d := opts.SettleTimeout
+		if d <= 0 {
+			d = 10 * time.Second
+		}
+		return context.WithTimeout(context.WithoutCancel(ctx), d)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			stop()
+			sctx, scancel := settle()
+			_ = t.FailTransient(sctx, key, lease)
+			scancel()
+			panic(p)
+		}
+	}()
+	res, err = fn(runCtx)
+	stop()
+	sctx, scancel := settle()
+	defer scancel()
+	if err != nil {
+		var serr error
+		if IsPermanent(err) {
+			serr = t.FailPermanent(sctx, key, lease, err)
+		} else {
+			serr = t.FailTransient(sctx, key, lease)
+		}
+		if serr != nil {
+			return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
+		}
+		return res, err
+	}
+	if cerr := t.Commit(sctx, key, lease, res); cerr != nil {
+		return res, fmt.Errorf("idem: result not recorded: %w", cerr)
+	}
+	return res, nil
+}
+
+// heartbeat extends the lease until the returned stop is called. It cancels
+// the run with ErrLeaseLost when the lease is gone.
+func heartbeat(ctx context.Context, s Store, key Key, lease Lease, opts *DoOpts, cancel context.CancelCauseFunc) (stop func()) {
+	every := opts.HeartbeatEvery
+	if every < 0 || lease.TTL <= 0 && every == 0 {
+		return func() {}
+	}
+	if every == 0 {
+		every = lease.TTL / 3
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				l, err := s.Heartbeat(ctx, key, lease, lease.TTL)
+				switch {
+				case err == nil:
+					lease = l
+				case errors.Is(err, ErrStaleToken):
+					cancel(ErrLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+		<-exited
+	}
+}

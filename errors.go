@@ -1,0 +1,113 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors for the outcomes and failures a caller branches on. Test
+// with errors.Is; the typed errors below carry the details.
+var (
+	// ErrInFlight: another caller owns the key right now (*InFlightError).
+	ErrInFlight = errors.New("idem: a request with this key is in flight")
+	// ErrMismatch: the key is bound to a different request (*MismatchError).
+	ErrMismatch = errors.New("idem: key reused with a different request")
+	// ErrStaleToken: the lease passed to Commit, FailPermanent,
+	// FailTransient or Heartbeat is not the current one (the key was taken
+	// over, settled or has expired). Nothing was changed.
+	ErrStaleToken = errors.New("idem: lease is no longer held (stale token)")
+	// ErrNotFound: no live record for the key.
+	ErrNotFound = errors.New("idem: no record for key")
+	// ErrUnavailable: the store could not be reached or failed. The call may
+	// be retried; nothing was written.
+	ErrUnavailable = errors.New("idem: store unavailable")
+	// ErrIncompatibleState: a stored result or error no longer decodes into
+	// the current type (*DecodeError). This is a bug-class error: the
+	// schema changed without a drain or an adapter.
+	ErrIncompatibleState = errors.New("idem: stored state is incompatible with the current type")
+	// ErrInvalidPayload: a request or result payload is not valid JSON.
+	ErrInvalidPayload = errors.New("idem: payload is not valid JSON")
+	// ErrPayloadTooLarge: a payload exceeds the store's limit
+	// (*PayloadTooLargeError).
+	ErrPayloadTooLarge = errors.New("idem: payload too large")
+	// ErrInvalidFingerprint: a zero or malformed fingerprint.
+	ErrInvalidFingerprint = errors.New("idem: invalid fingerprint")
+)
+
+// InFlightError reports an InFlight outcome as an error.
+type InFlightError struct {
+	// RetryAfter is how long until the owner's lease expires.
+	RetryAfter time.Duration
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("idem: a request with this key is in flight; retry after %s", e.RetryAfter)
+}
+
+// Is reports true for ErrInFlight.
+func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
+
+// MismatchError reports a Mismatch outcome as an error.
+type MismatchError struct {
+	RecordedHash    Fingerprint
+	SubmittedHash   Fingerprint
+	RecordedRequest []byte
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("idem: key reused with a different request (recorded %s, submitted %s)", e.RecordedHash, e.SubmittedHash)
+}
+
+// Is reports true for ErrMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// DecodeError reports that a stored value no longer decodes into the
+// current Go type.
+type DecodeError struct {
+	// What is "result", "request" or "error".
+	What string
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("idem: stored %s does not decode into the current type: %v", e.What, e.Err)
+}
+
+// Unwrap returns the decoder's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Is reports true for ErrIncompatibleState.
+func (e *DecodeError) Is(target error) bool { return target == ErrIncompatibleState }
+
+// PayloadTooLargeError reports a payload over a store's limit.
+type PayloadTooLargeError struct {
+	// What is "request" or "result" (or "error").
+	What  string
+	Size  int
+	Limit int
+}
+
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("idem: %s payload is %d bytes, the limit is %d", e.What, e.Size, e.Limit)
+}
+
+// Is reports true for ErrPayloadTooLarge.
+func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
+
+// Unavailable wraps err, a failure to reach or use a store's backend, so
+// that errors.Is(result, ErrUnavailable) holds while errors.Is and errors.As
+// still see err. It returns nil for nil. Backends use it; callers test for
+// ErrUnavailable.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err: err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string        { return "idem: store unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() error        { return e.err }
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }

@@ -1,0 +1,115 @@
+package idem
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// fingerprintV1 is the version byte of the only encoding so far.
+const fingerprintV1 = 1
+
+// Fingerprint identifies a request: a version byte followed by a SHA-256
+// digest of a versioned, length-prefixed encoding of what identifies the
+// request. Fingerprints are comparable with ==; the zero Fingerprint is
+// invalid. Stores keep Bytes() and rebuild it with ParseFingerprint.
+type Fingerprint struct {
+	b string
+}
+
+// ParseFingerprint rebuilds a fingerprint from its Bytes.
+func ParseFingerprint(b []byte) (Fingerprint, error) {
+	if len(b) != 1+sha256.Size || b[0] != fingerprintV1 {
+		return Fingerprint{}, fmt.Errorf("%w: %d bytes, version %d", ErrInvalidFingerprint, len(b), firstByte(b))
+	}
+	return Fingerprint{b: string(b)}, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+// Bytes returns the binary form: version byte, then digest.
+func (f Fingerprint) Bytes() []byte { return []byte(f.b) }
+
+// IsZero reports whether f is the zero Fingerprint.
+func (f Fingerprint) IsZero() bool { return f.b == "" }
+
+// String returns "v1:" followed by the hex digest.
+func (f Fingerprint) String() string {
+	if f.b == "" {
+		return "v0:"
+	}
+	return fmt.Sprintf("v%d:%s", f.b[0], hex.EncodeToString([]byte(f.b[1:])))
+}
+
+// FingerprintJSON fingerprints a JSON document by its canonical form, so
+// documents that differ only in member order, whitespace or escapes get the
+// same fingerprint. Errors are those of CanonicalJSON.
+func FingerprintJSON(doc []byte, lim *CanonicalLimits) (Fingerprint, error) {
+	c, err := CanonicalJSON(doc, lim)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return fingerprint("json", "", "", c), nil
+}
+
+// FingerprintBytes fingerprints opaque bytes as they are.
+func FingerprintBytes(b []byte) Fingerprint {
+	return fingerprint("raw", "", "", b)
+}
+
+// RequestParts is what identifies an HTTP-style request.
+type RequestParts struct {
+	// Method is compared case-insensitively ("post" is POST).
+	Method string
+	// Target is the path and query, e.g. "/v1/charges?expand=customer".
+	Target string
+	// Body is the request body.
+	Body []byte
+	// JSON says Body is JSON and is fingerprinted by its canonical form.
+	JSON bool
+	// Limits bound the canonical-JSON parse when JSON is set; nil means the
+	// defaults.
+	Limits *CanonicalLimits
+}
+
+// FingerprintRequest fingerprints a request by its method, target and body.
+// With p.JSON the body counts by its canonical JSON form, and an empty body
+// counts as no body; a body that is not valid JSON gives the CanonicalJSON
+// error (callers may fall back to raw bytes).
+func FingerprintRequest(p RequestParts) (Fingerprint, error) {
+	method := strings.ToUpper(p.Method)
+	if !p.JSON || len(p.Body) == 0 {
+		return fingerprint("request/raw", method, p.Target, p.Body), nil
+	}
+	c, err := CanonicalJSON(p.Body, p.Limits)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return fingerprint("request/json", method, p.Target, c), nil
+}
+
+// fingerprint hashes the length-prefixed encoding of its fields.
+func fingerprint(kind, method, target string, body []byte) Fingerprint {
+	h := sha256.New()
+	var n [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("idem/fingerprint/v1"))
+	field([]byte(kind))
+	field([]byte(method))
+	field([]byte(target))
+	field(body)
+	out := make([]byte, 1, 1+sha256.Size)
+	out[0] = fingerprintV1
+	return Fingerprint{b: string(h.Sum(out))}
+}

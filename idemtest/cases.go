@@ -1,0 +1,481 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+func cases() []testCase {
+	return []testCase{
+		{"S1/BeginFreshRecordsInProgress", testBeginFresh},
+		{"S2/CommitThenReplayByteIdentical", testCommitReplay},
+		{"S3/FailPermanentThenReplayError", testFailPermanentReplay},
+		{"S4/FailTransientThenFresh", testFailTransient},
+		{"S5/MismatchCarriesRecordedRequest", testMismatch},
+		{"S5/MismatchBeatsInFlight", testMismatchBeatsInFlight},
+		{"S6/SecondBeginInFlight", testInFlight},
+		{"S7/ConcurrentBeginsElectOne", testConcurrentBegin},
+		{"S8/LeaseTakeoverFencesOldOwner", testTakeover},
+		{"S8/HeartbeatKeepsLease", testHeartbeat},
+		{"S8/SettledLeaseIsStale", testSettledLeaseStale},
+		{"S9/PurgeExpiredOwnNamespaceOnly", testPurge},
+		{"S10/RetentionAndLeaseOverride", testOverride},
+		{"S11/TypedRoundTrip", testTyped},
+		{"Expiry/ExpiredRecordCountsAsAbsent", testExpiry},
+		{"Keys/ScopesAndNamespacesAreIndependent", testIsolation},
+		{"Input/RejectedWithTypedErrors", testBadInput},
+		{"Input/InvalidResultLeavesReservation", testInvalidResult},
+		{"Input/CancelledContext", testCancelled},
+		{"Input/PayloadLimit", testPayloadLimit},
+		{"Do/RunsOnceAndReplays", testDo},
+	}
+}
+
+func testBeginFresh(t *testing.T, b *bundle) {
+	k := b.key(t, "order-1")
+	r := request(t, `{"amount": 100, "currency": "EUR"}`)
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.Fresh)
+	now := b.clock.Now()
+	if o.Lease.Token == "" || o.Lease.Fence < 1 {
+		t.Fatalf("Fresh lease = %+v, want a token and a fence >= 1", o.Lease)
+	}
+	if !sameTime(o.Lease.ExpiresAt, now.Add(Lease)) || o.Lease.TTL != Lease {
+		t.Errorf("lease expires %v ttl %v, want %v ttl %v", o.Lease.ExpiresAt, o.Lease.TTL, now.Add(Lease), Lease)
+	}
+	if o.TakenOver {
+		t.Error("first Begin reports TakenOver")
+	}
+	rec := get(t, b.store, k)
+	if rec.Status != idem.StatusInProgress || rec.Fingerprint != r.Fingerprint || rec.Fence != o.Lease.Fence {
+		t.Errorf("record = %+v, want in_progress with the request's fingerprint and fence %d", rec, o.Lease.Fence)
+	}
+	if !sameJSON(t, rec.Request, r.Payload) {
+		t.Errorf("recorded request = %s, want %s", rec.Request, r.Payload)
+	}
+	if !sameTime(rec.ExpiresAt, now.Add(Retention)) {
+		t.Errorf("expires_at = %v, want now+retention = %v", rec.ExpiresAt, now.Add(Retention))
+	}
+	if rec.Key != k {
+		t.Errorf("record key = %v, want %v", rec.Key, k)
+	}
+}
+
+func testCommitReplay(t *testing.T, b *bundle) {
+	k := b.key(t, "order-2")
+	r := request(t, `{"amount":100}`)
+	lease := fresh(t, b.store, k, r)
+	result := []byte(`{"id": "ch_1",  "amount":100, "nested":{"z":1,"a":[3,2,1]}, "s":"é\u00e9"}`)
+	ok(t, b.store.Commit(context.Background(), k, lease, result), "Commit")
+	for i := 0; i < 3; i++ {
+		o := begin(t, b.store, k, r, nil)
+		wantKind(t, o, idem.PriorResult)
+		if string(o.Result) != string(result) {
+			t.Fatalf("replay %d: result = %q, want byte-identical %q", i, o.Result, result)
+		}
+	}
+	rec := get(t, b.store, k)
+	if rec.Status != idem.StatusCommitted || string(rec.Result) != string(result) {
+		t.Errorf("record = %s %q, want committed with the result", rec.Status, rec.Result)
+	}
+	// The same request in another key order is the same fingerprint.
+	o := begin(t, b.store, k, request(t, ` { "amount" : 100 } `), nil)
+	wantKind(t, o, idem.PriorResult)
+}
+
+func testFailPermanentReplay(t *testing.T, b *bundle) {
+	k := b.key(t, "order-3")
+	r := request(t, `{"card":"4000"}`)
+	lease := fresh(t, b.store, k, r)
+	want := idem.StoredError{Class: "payment.declined", Message: "card declined: insufficient funds", Cause: "issuer said no"}
+	ok(t, b.store.FailPermanent(context.Background(), k, lease, want), "FailPermanent")
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.PriorError)
+	if o.Error == nil || *o.Error != want {
+		t.Fatalf("replayed error = %+v, want %+v", o.Error, want)
+	}
+	var se *idem.StoredError
+	if err := o.Err(); !errors.As(err, &se) || se.Class != want.Class {
+		t.Errorf("Outcome.Err() = %v, want the *StoredError", err)
+	}
+	if rec := get(t, b.store, k); rec.Status != idem.StatusFailed || rec.Error == nil || *rec.Error != want {
+		t.Errorf("record = %s %+v, want failed_permanent with the error", rec.Status, rec.Error)
+	}
+}
+
+func testFailTransient(t *testing.T, b *bundle) {
+	k := b.key(t, "order-4")
+	r := request(t, `{"n":1}`)
+	lease := fresh(t, b.store, k, r)
+	ok(t, b.store.FailTransient(context.Background(), k, lease), "FailTransient")
+	if _, err := b.store.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get after FailTransient: %v, want ErrNotFound", err)
+	}
+	lease2 := fresh(t, b.store, k, r)
+	if lease2.Token == lease.Token {
+		t.Error("a new reservation reused the old token")
+	}
+	if err := b.store.Commit(context.Background(), k, lease, []byte(`1`)); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Commit with the released lease: %v, want ErrStaleToken", err)
+	}
+	ok(t, b.store.Commit(context.Background(), k, lease2, []byte(`2`)), "Commit")
+}
+
+func testMismatch(t *testing.T, b *bundle) {
+	k := b.key(t, "order-5")
+	a := request(t, `{"amount":100}`)
+	bb := request(t, `{"amount":200}`)
+	lease := fresh(t, b.store, k, a)
+	ok(t, b.store.Commit(context.Background(), k, lease, []byte(`{"ok":true}`)), "Commit")
+	o := begin(t, b.store, k, bb, nil)
+	wantKind(t, o, idem.Mismatch)
+	if o.RecordedHash != a.Fingerprint || o.SubmittedHash != bb.Fingerprint {
+		t.Errorf("mismatch hashes = %s / %s, want %s / %s", o.RecordedHash, o.SubmittedHash, a.Fingerprint, bb.Fingerprint)
+	}
+	if !sameJSON(t, o.RecordedRequest, a.Payload) {
+		t.Errorf("recorded request = %s, want %s", o.RecordedRequest, a.Payload)
+	}
+	var me *idem.MismatchError
+	if err := o.Err(); !errors.As(err, &me) || !errors.Is(err, idem.ErrMismatch) {
+		t.Errorf("Outcome.Err() = %v, want *MismatchError", err)
+	}
+	// The record is unchanged: the original still replays.
+	wantKind(t, begin(t, b.store, k, a, nil), idem.PriorResult)
+}
+
+func testMismatchBeatsInFlight(t *testing.T, b *bundle) {
+	k := b.key(t, "order-6")
+	fresh(t, b.store, k, request(t, `{"a":1}`))
+	wantKind(t, begin(t, b.store, k, request(t, `{"a":2}`), nil), idem.Mismatch)
+	// Even after the lease lapsed, another request does not take over.
+	b.clock.Advance(Lease + time.Second)
+	wantKind(t, begin(t, b.store, k, request(t, `{"a":2}`), nil), idem.Mismatch)
+}
+
+func testInFlight(t *testing.T, b *bundle) {
+	k := b.key(t, "order-7")
+	r := request(t, `{"a":1}`)
+	lease := fresh(t, b.store, k, r)
+	b.clock.Advance(2 * time.Second)
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.InFlight)
+	if want := Lease - 2*time.Second; o.RetryAfter != want {
+		t.Errorf("RetryAfter = %v, want the rest of the lease %v", o.RetryAfter, want)
+	}
+	if err := o.Err(); !errors.Is(err, idem.ErrInFlight) {
+		t.Errorf("Outcome.Err() = %v, want ErrInFlight", err)
+	}
+	// The rejected caller changed nothing: the owner still commits.
+	ok(t, b.store.Commit(context.Background(), k, lease, []byte(`{}`)), "owner Commit")
+}
+
+func testConcurrentBegin(t *testing.T, b *bundle) {
+	const n = 32
+	k := b.key(t, "order-8")
+	r := request(t, `{"a":1}`)
+	var wg sync.WaitGroup
+	kinds := make([]idem.Kind, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			o, err := b.store.Begin(context.Background(), k, r, nil)
+			kinds[i], errs[i] = o.Kind, err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	counts := map[idem.Kind]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Begin %d: %v", i, errs[i])
+		}
+		counts[kinds[i]]++
+	}
+	if counts[idem.Fresh] != 1 || counts[idem.InFlight] != n-1 {
+		t.Fatalf("outcomes = %v, want exactly one fresh and %d in_flight", counts, n-1)
+	}
+}
+
+func testTakeover(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "order-9")
+	r := request(t, `{"a":1}`)
+	old := fresh(t, b.store, k, r)
+	b.clock.Advance(Lease - time.Millisecond)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	b.clock.Advance(time.Millisecond)
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.Fresh)
+	if !o.TakenOver || o.Lease.Fence <= old.Fence || o.Lease.Token == old.Token {
+		t.Fatalf("takeover lease = %+v (taken over %v), want a higher fence than %d and a new token", o.Lease, o.TakenOver, old.Fence)
+	}
+	for name, err := range map[string]error{
+		"Commit":        b.store.Commit(ctx, k, old, []byte(`"late"`)),
+		"FailPermanent": b.store.FailPermanent(ctx, k, old, idem.StoredError{Class: "late"}),
+		"FailTransient": b.store.FailTransient(ctx, k, old),
+	} {
+		if !errors.Is(err, idem.ErrStaleToken) {
+			t.Errorf("%s with the old lease: %v, want ErrStaleToken", name, err)
+		}
+	}
+	if _, err := b.store.Heartbeat(ctx, k, old, 0); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Heartbeat with the old lease: %v, want ErrStaleToken", err)
+	}
+	// Same token, other fence: still stale.
+	forged := o.Lease
+	forged.Fence = old.Fence
+	if err := b.store.Commit(ctx, k, forged, []byte(`"forged"`)); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Commit with the new token and the old fence: %v, want ErrStaleToken", err)
+	}
+	rec := get(t, b.store, k)
+	if rec.Status != idem.StatusInProgress || rec.Fence != o.Lease.Fence {
+		t.Fatalf("record after stale calls = %s fence %d, want in_progress fence %d", rec.Status, rec.Fence, o.Lease.Fence)
+	}
+	ok(t, b.store.Commit(ctx, k, o.Lease, []byte(`"new"`)), "new owner Commit")
+	p := begin(t, b.store, k, r, nil)
+	wantKind(t, p, idem.PriorResult)
+	if string(p.Result) != `"new"` {
+		t.Errorf("replayed %s, want the new owner's result", p.Result)
+	}
+}
+
+func testHeartbeat(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "order-10")
+	r := request(t, `{"a":1}`)
+	lease := fresh(t, b.store, k, r)
+	b.clock.Advance(Lease - time.Second)
+	l2, err := b.store.Heartbeat(ctx, k, lease, 0)
+	ok(t, err, "Heartbeat")
+	if want := b.clock.Now().Add(Lease); !sameTime(l2.ExpiresAt, want) || l2.Token != lease.Token || l2.Fence != lease.Fence {
+		t.Fatalf("heartbeat lease = %+v, want same token and fence, expiring %v", l2, want)
+	}
+	b.clock.Advance(2 * time.Second) // past the original lease
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	l3, err := b.store.Heartbeat(ctx, k, l2, time.Minute)
+	ok(t, err, "Heartbeat with explicit extension")
+	if want := b.clock.Now().Add(time.Minute); !sameTime(l3.ExpiresAt, want) {
+		t.Errorf("extended lease expires %v, want %v", l3.ExpiresAt, want)
+	}
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`1`)), "Commit with the lease from Begin")
+}
+
+func testSettledLeaseStale(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "order-11")
+	r := request(t, `{"a":1}`)
+	lease := fresh(t, b.store, k, r)
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`1`)), "Commit")
+	if err := b.store.Commit(ctx, k, lease, []byte(`2`)); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("second Commit: %v, want ErrStaleToken", err)
+	}
+	if err := b.store.FailTransient(ctx, k, lease); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("FailTransient after Commit: %v, want ErrStaleToken", err)
+	}
+	if _, err := b.store.Heartbeat(ctx, k, lease, 0); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Heartbeat after Commit: %v, want ErrStaleToken", err)
+	}
+	if rec := get(t, b.store, k); string(rec.Result) != `1` {
+		t.Errorf("result = %s, want the first commit's", rec.Result)
+	}
+	// A lease that lapsed without a takeover is still the owner's.
+	k2 := b.key(t, "order-11b")
+	lease2 := fresh(t, b.store, k2, r)
+	b.clock.Advance(2 * Lease)
+	ok(t, b.store.Commit(ctx, k2, lease2, []byte(`3`)), "Commit after the lease lapsed, not taken over")
+}
+
+func testPurge(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	other := RandomNamespace(t)
+	r := request(t, `{"a":1}`)
+	short := &idem.BeginOpts{Retention: time.Minute}
+	for _, v := range []string{"p1", "p2"} {
+		wantKind(t, begin(t, b.store, b.key(t, v), r, short), idem.Fresh)
+	}
+	live := b.key(t, "p3")
+	wantKind(t, begin(t, b.store, live, r, nil), idem.Fresh)
+	ko, err := idem.ParseKey(other, "p1")
+	ok(t, err, "ParseKey")
+	wantKind(t, begin(t, b.store, ko, r, short), idem.Fresh)
+
+	n, err := b.store.PurgeExpired(ctx, b.ns, b.clock.Now().Add(time.Minute-time.Millisecond))
+	ok(t, err, "PurgeExpired before expiry")
+	if n != 0 {
+		t.Fatalf("purged %d records before they expired", n)
+	}
+	b.clock.Advance(time.Minute)
+	n, err = b.store.PurgeExpired(ctx, b.ns, b.clock.Now())
+	ok(t, err, "PurgeExpired")
+	if n != 2 {
+		t.Errorf("purged %d, want 2 (expires_at <= asOf, own namespace)", n)
+	}
+	get(t, b.store, live)
+	n, err = b.store.PurgeExpired(ctx, other, b.clock.Now())
+	ok(t, err, "PurgeExpired other namespace")
+	if n != 1 {
+		t.Errorf("other namespace purged %d, want 1: its expired record must have survived the first purge", n)
+	}
+}
+
+func testOverride(t *testing.T, b *bundle) {
+	k := b.key(t, "order-12")
+	o := begin(t, b.store, k, request(t, `{}`), &idem.BeginOpts{Retention: 90 * time.Minute, Lease: 3 * time.Second})
+	wantKind(t, o, idem.Fresh)
+	now := b.clock.Now()
+	if rec := get(t, b.store, k); !sameTime(rec.ExpiresAt, now.Add(90*time.Minute)) {
+		t.Errorf("expires_at = %v, want now + override = %v", rec.ExpiresAt, now.Add(90*time.Minute))
+	}
+	if !sameTime(o.Lease.ExpiresAt, now.Add(3*time.Second)) || o.Lease.TTL != 3*time.Second {
+		t.Errorf("lease = %+v, want 3s", o.Lease)
+	}
+	b.clock.Advance(3 * time.Second)
+	wantKind(t, begin(t, b.store, k, request(t, `{}`), nil), idem.Fresh)
+}
+
+func testExpiry(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "order-13")
+	r := request(t, `{"a":1}`)
+	lease := fresh(t, b.store, k, r)
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`"v1"`)), "Commit")
+	b.clock.Advance(Retention - time.Millisecond)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.PriorResult)
+	b.clock.Advance(time.Millisecond)
+	if _, err := b.store.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get of an expired record: %v, want ErrNotFound", err)
+	}
+	// Expired counts as absent, even for another request.
+	o := begin(t, b.store, k, request(t, `{"a":2}`), nil)
+	wantKind(t, o, idem.Fresh)
+	if o.Lease.Fence <= lease.Fence {
+		t.Errorf("fence %d after expiry, want more than %d", o.Lease.Fence, lease.Fence)
+	}
+}
+
+func testIsolation(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	r := request(t, `{"a":1}`)
+	k := b.key(t, "shared")
+	ka, err := k.WithScope("caller-a")
+	ok(t, err, "WithScope")
+	kb, err := k.WithScope("caller-b")
+	ok(t, err, "WithScope")
+	other, err := idem.ParseKey(RandomNamespace(t), "shared")
+	ok(t, err, "ParseKey")
+	leases := map[idem.Key]idem.Lease{}
+	for _, key := range []idem.Key{k, ka, kb, other} {
+		leases[key] = fresh(t, b.store, key, r)
+	}
+	for i, key := range []idem.Key{k, ka, kb, other} {
+		ok(t, b.store.Commit(ctx, key, leases[key], []byte{'0' + byte(i)}), "Commit")
+	}
+	for i, key := range []idem.Key{k, ka, kb, other} {
+		o := begin(t, b.store, key, r, nil)
+		wantKind(t, o, idem.PriorResult)
+		if string(o.Result) != string([]byte{'0' + byte(i)}) {
+			t.Errorf("%s replayed %s, want its own result %c", key, o.Result, '0'+byte(i))
+		}
+	}
+	if rec := get(t, b.store, ka); rec.Key != ka {
+		t.Errorf("Get(%v).Key = %v", ka, rec.Key)
+	}
+}
+
+func testBadInput(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "bad")
+	r := request(t, `{}`)
+	if _, err := b.store.Begin(ctx, idem.Key{}, r, nil); !errors.Is(err, idem.ErrInvalidKey) {
+		t.Errorf("Begin with the zero Key: %v, want ErrInvalidKey", err)
+	}
+	if _, err := b.store.Begin(ctx, k, idem.Request{Payload: []byte(`{}`)}, nil); !errors.Is(err, idem.ErrInvalidFingerprint) {
+		t.Errorf("Begin without a fingerprint: %v, want ErrInvalidFingerprint", err)
+	}
+	bad := idem.Request{Fingerprint: r.Fingerprint, Payload: []byte(`{"a":`)}
+	if _, err := b.store.Begin(ctx, k, bad, nil); !errors.Is(err, idem.ErrInvalidPayload) {
+		t.Errorf("Begin with invalid JSON: %v, want ErrInvalidPayload", err)
+	}
+	if _, err := b.store.Begin(ctx, k, r, &idem.BeginOpts{Retention: -time.Second}); err == nil {
+		t.Error("Begin with a negative retention succeeded")
+	}
+	if _, err := b.store.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("rejected Begins left a record: Get = %v", err)
+	}
+	if err := b.store.Commit(ctx, k, idem.Lease{}, []byte(`1`)); !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Commit with the zero Lease: %v, want ErrStaleToken", err)
+	}
+	if _, err := b.store.PurgeExpired(ctx, idem.Namespace("Bad NS"), time.Now()); !errors.Is(err, idem.ErrInvalidNamespace) {
+		t.Errorf("PurgeExpired with an invalid namespace: %v, want ErrInvalidNamespace", err)
+	}
+	// A nil payload is recorded as null.
+	wantKind(t, begin(t, b.store, k, idem.Request{Fingerprint: r.Fingerprint}, nil), idem.Fresh)
+	if rec := get(t, b.store, k); !sameJSON(t, rec.Request, []byte("null")) {
+		t.Errorf("nil payload recorded as %s, want null", rec.Request)
+	}
+}
+
+func testInvalidResult(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "bad-result")
+	r := request(t, `{}`)
+	lease := fresh(t, b.store, k, r)
+	if err := b.store.Commit(ctx, k, lease, []byte(`{"unterminated"`)); !errors.Is(err, idem.ErrInvalidPayload) {
+		t.Fatalf("Commit with invalid JSON: %v, want ErrInvalidPayload", err)
+	}
+	if rec := get(t, b.store, k); rec.Status != idem.StatusInProgress {
+		t.Fatalf("record after a rejected Commit = %s, want in_progress", rec.Status)
+	}
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`{"fine":true}`)), "Commit after a rejected one")
+}
+
+func testCancelled(t *testing.T, b *bundle) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := b.key(t, "cancelled")
+	r := request(t, `{}`)
+	if _, err := b.store.Begin(ctx, k, r, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Begin with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := b.store.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("cancelled Begin left a record: %v", err)
+	}
+	lease := fresh(t, b.store, k, r)
+	if err := b.store.Commit(ctx, k, lease, []byte(`1`)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Commit with a cancelled context: %v, want context.Canceled", err)
+	}
+	if rec := get(t, b.store, k); rec.Status != idem.StatusInProgress {
+		t.Errorf("cancelled Commit changed the record to %s", rec.Status)
+	}
+}
+
+func testPayloadLimit(t *testing.T, b *bundle) {
+	if b.h.MaxPayload <= 0 {
+		t.Skip("Harness.MaxPayload not set")
+	}
+	ctx := context.Background()
+	big := []byte(`"` + strings.Repeat("x", b.h.MaxPayload) + `"`)
+	k := b.key(t, "big")
+	r := request(t, `{}`)
+	var tooLarge *idem.PayloadTooLargeError
+	if _, err := b.store.Begin(ctx, k, idem.Request{Fingerprint: r.Fingerprint, Payload: big}, nil); !errors.As(err, &tooLarge) {
+		t.Errorf("Begin with a payload over the limit: %v, want *PayloadTooLargeError", err)
+	}
+	lease := fresh(t, b.store, k, r)
+	if err := b.store.Commit(ctx, k, lease, big); !errors.Is(err, idem.ErrPayloadTooLarge) {
+		t.Errorf("Commit with a result over the limit: %v, want ErrPayloadTooLarge", err)
+	}
+	if rec := get(t, b.store, k); rec.Status != idem.StatusInProgress {
+		t.Errorf("oversized Commit changed the record to %s", rec.Status)
+	}
+}

@@ -1,0 +1,66 @@
+package idem
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// NewRequest builds the Request for a JSON payload: its fingerprint is
+// FingerprintJSON(payload) and the payload is recorded as is.
+func NewRequest(payload []byte) (Request, error) {
+	fp, err := FingerprintJSON(payload, nil)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{Fingerprint: fp, Payload: payload}, nil
+}
+
+// CheckBegin validates the arguments of Store.Begin. Backends call it first,
+// so that every backend rejects the same input with the same errors: the
+// zero Key (ErrInvalidKey), a zero fingerprint (ErrInvalidFingerprint), an
+// invalid or oversized payload, and negative options.
+func CheckBegin(key Key, req Request, opts *BeginOpts, maxPayload int) error {
+	if key.IsZero() {
+		return &KeyError{Kind: ErrKeyEmpty, Detail: "zero Key"}
+	}
+	if req.Fingerprint.IsZero() {
+		return fmt.Errorf("%w: zero fingerprint", ErrInvalidFingerprint)
+	}
+	if opts != nil && (opts.Retention < 0 || opts.Lease < 0) {
+		return fmt.Errorf("idem: BeginOpts: negative Retention or Lease")
+	}
+	if req.Payload == nil {
+		return nil
+	}
+	return CheckPayload("request", req.Payload, maxPayload)
+}
+
+// CheckPayload validates a JSON payload against a size limit (0 means
+// DefaultMaxPayload): *PayloadTooLargeError when too large, ErrInvalidPayload
+// when not JSON.
+func CheckPayload(what string, b []byte, maxPayload int) error {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if len(b) > maxPayload {
+		return &PayloadTooLargeError{What: what, Size: len(b), Limit: maxPayload}
+	}
+	if !json.Valid(b) {
+		return fmt.Errorf("%w: %s", ErrInvalidPayload, what)
+	}
+	return nil
+}
+
+// CheckLease validates the key and lease arguments of the settle calls.
+func CheckLease(key Key, lease Lease) error {
+	if key.IsZero() {
+		return &KeyError{Kind: ErrKeyEmpty, Detail: "zero Key"}
+	}
+	if lease.Token == "" {
+		return fmt.Errorf("%w: empty lease token", ErrStaleToken)
+	}
+	return nil
+}
+
+// NullPayload is what a store records for a nil request payload.
+var NullPayload = []byte("null")

@@ -1,0 +1,144 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Defaults shared by every backend.
+const (
+	// DefaultRetention is how long a record is kept (and replayed) after Begin
+	// when neither the store's configuration nor BeginOpts says otherwise.
+	DefaultRetention = 24 * time.Hour
+	// DefaultLease is how long a Fresh reservation is owned before another
+	// Begin of the same key may take it over.
+	DefaultLease = 30 * time.Second
+	// DefaultMaxPayload is the largest request or result payload a store
+	// accepts, in bytes.
+	DefaultMaxPayload = 4 << 20
+)
+
+// Store is the contract every backend implements (memstore, sqlitestore,
+// pgstore, redisstore). Most callers use Do or Typed on top of it; the HTTP
+// middleware uses it directly. Every backend passes the conformance suite in
+// package idemtest.
+//
+// A store keeps one record per Key. Begin creates the record (state
+// in_progress) or answers from the existing one; the owner of a Fresh
+// reservation settles it with exactly one of Commit, FailPermanent or
+// FailTransient, and may extend its lease with Heartbeat meanwhile.
+//
+// Lease mode: a Fresh reservation is visible to every process at once. It
+// carries a lease that expires; after that a Begin with the same fingerprint
+// takes the record over, which bumps the fence and hands out a new token. The
+// settle calls and Heartbeat require the current Lease (token and fence) and
+// fail with ErrStaleToken, changing nothing, when it is not current. A
+// rejected caller never releases a reservation it does not own.
+//
+// Transactional mode (SQL backends bound to the caller's transaction): the
+// record is written in the caller's transaction, so it appears, is settled
+// and disappears together with the caller's own writes.
+//
+// Expiry is decided from the stored expires_at, not only by a backend's TTL:
+// a record past it counts as absent everywhere (Begin, Get).
+//
+// Errors: an unreachable or failing backend gives an error satisfying
+// errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
+// satisfying errors.Is(err, ctx.Err()). Invalid arguments give ErrInvalidKey,
+// ErrInvalidPayload or *PayloadTooLargeError. No failed call leaves a partial
+// write behind.
+type Store interface {
+	// Begin reserves key for req, or reports what is already recorded:
+	//   Fresh        no live record, or an in-flight one whose lease expired
+	//                (takeover, fence+1): the caller owns the key now;
+	//   PriorResult  committed with the same fingerprint: replay Result;
+	//   PriorError   failed permanently with the same fingerprint: replay Error;
+	//   Mismatch     a record with another fingerprint (in any state; this
+	//                takes precedence over InFlight);
+	//   InFlight     in progress under a live lease held by someone else.
+	Begin(ctx context.Context, key Key, req Request, opts *BeginOpts) (Outcome, error)
+
+	// Commit records result (a JSON document, replayed byte for byte) as the
+	// outcome of the reservation held by lease.
+	Commit(ctx context.Context, key Key, lease Lease, result []byte) error
+
+	// FailPermanent records e as the outcome: later Begins with the same
+	// fingerprint get PriorError.
+	FailPermanent(ctx context.Context, key Key, lease Lease, e StoredError) error
+
+	// FailTransient deletes the reservation, so the next Begin is Fresh.
+	FailTransient(ctx context.Context, key Key, lease Lease) error
+
+	// Heartbeat extends the lease to now+extend (the store's lease duration
+	// when extend is 0) and returns the extended lease.
+	Heartbeat(ctx context.Context, key Key, lease Lease, extend time.Duration) (Lease, error)
+
+	// PurgeExpired deletes the records of namespace ns whose expires_at is at
+	// or before asOf and returns how many it deleted. Other namespaces are
+	// never touched.
+	PurgeExpired(ctx context.Context, ns Namespace, asOf time.Time) (int, error)
+
+	// Get returns the live record of key, for operators and tests. A missing
+	// or expired record gives ErrNotFound.
+	Get(ctx context.Context, key Key) (Record, error)
+}
+
+// Request is what Begin records about the operation a key stands for.
+type Request struct {
+	// Fingerprint identifies the request; a later Begin with the same key and
+	// another fingerprint gets Mismatch. Required.
+	Fingerprint Fingerprint
+	// Payload is a JSON document recorded for diagnosis and returned as
+	// RecordedRequest on Mismatch. Optional: nil is recorded as JSON null.
+	Payload []byte
+}
+
+// BeginOpts are per-call options of Begin. A nil *BeginOpts means defaults.
+type BeginOpts struct {
+	// Retention overrides the store's retention for this record: it is kept
+	// until now+Retention. Zero means the store's default.
+	Retention time.Duration
+	// Lease overrides the store's lease duration for this reservation. Zero
+	// means the store's default.
+	Lease time.Duration
+}
+
+// Lease is the proof of ownership of a Fresh reservation. Pass it unchanged
+// to Commit, FailPermanent, FailTransient and Heartbeat.
+type Lease struct {
+	// Token is an opaque random value identifying this owner.
+	Token string
+	// Fence increases by one each time the key is taken over.
+	Fence int64
+	// ExpiresAt is when another Begin may take the key over.
+	ExpiresAt time.Time
+	// TTL is the length of the lease as granted (and as Heartbeat extends
+	// it by default).
+	TTL time.Duration
+}
+
+// Status is the state of a record.
+type Status string
+
+// Record states.
+const (
+	StatusInProgress Status = "in_progress"
+	StatusCommitted  Status = "committed"
+	StatusFailed     Status = "failed_permanent"
+)
+
+// Record is a stored record as Get reports it.
+type Record struct {
+	Key         Key
+	Status      Status
+	Fingerprint Fingerprint
+	Request     []byte       // the recorded request payload (JSON)
+	Result      []byte       // the committed result (JSON), when committed
+	Error       *StoredError // the stored error, when failed
+	Fence       int64
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	// LeaseExpiresAt is when the current reservation may be taken over; zero
+	// unless the record is in progress.
+	LeaseExpiresAt time.Time
+}
