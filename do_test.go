@@ -1,0 +1,175 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+func newMem(t *testing.T, now func() time.Time) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.Config{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testKey(t *testing.T, v string) idem.Key {
+	t.Helper()
+	k, err := idem.ParseKey(idem.MustNamespace("test"), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestDoPanicReleasesKey(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "panic")
+	func() {
+		defer func() {
+			if p := recover(); p != "kaboom" {
+				t.Fatalf("recovered %v, want the handler's panic", p)
+			}
+		}()
+		_, _ = idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { panic("kaboom") }, nil)
+	}()
+	if _, err := s.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("after a panic the key is still held: %v", err)
+	}
+	n, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { return 7, nil }, nil)
+	if err != nil || n != 7 {
+		t.Fatalf("retry after a panic = %d, %v", n, err)
+	}
+}
+
+func TestDoMismatchAndInFlight(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "m")
+	ctx := context.Background()
+	if _, err := idem.Do(ctx, s, k, "a", func(context.Context) (int, error) { return 1, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := idem.Do(ctx, s, k, "b", func(context.Context) (int, error) {
+		t.Error("ran for a mismatched request")
+		return 0, nil
+	}, nil)
+	var me *idem.MismatchError
+	if !errors.As(err, &me) || !errors.Is(err, idem.ErrMismatch) {
+		t.Fatalf("Do with another request = %v, want *MismatchError", err)
+	}
+
+	k2 := testKey(t, "inflight")
+	o, err := s.Begin(ctx, k2, mustRequest(t, `"a"`), nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatal(o, err)
+	}
+	_, err = idem.Do(ctx, s, k2, "a", func(context.Context) (int, error) {
+		t.Error("ran while in flight")
+		return 0, nil
+	}, nil)
+	var ife *idem.InFlightError
+	if !errors.As(err, &ife) || ife.RetryAfter <= 0 {
+		t.Fatalf("Do while in flight = %v, want *InFlightError with a retry hint", err)
+	}
+}
+
+// TestDoLeaseLostCancelsRun: when the lease lapses and another caller takes
+// the key over, the heartbeat finds out and cancels fn's context with
+// ErrLeaseLost; the late result is not recorded over the new owner's.
+func TestDoLeaseLostCancelsRun(t *testing.T) {
+	clock := idemtest.NewClock()
+	s := newMem(t, clock.Now)
+	k := testKey(t, "lost")
+	ctx := context.Background()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := idem.Do(ctx, s, k, "a", func(ctx context.Context) (int, error) {
+			close(started)
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), idem.ErrLeaseLost) {
+				t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
+			}
+			return 1, nil
+		}, &idem.DoOpts{HeartbeatEvery: time.Millisecond})
+		done <- err
+	}()
+	<-started
+	clock.Advance(idem.DefaultLease + time.Second)
+	o, err := s.Begin(ctx, k, mustRequest(t, `"a"`), nil)
+	if err != nil || o.Kind != idem.Fresh || !o.TakenOver {
+		t.Fatalf("takeover = %+v, %v", o, err)
+	}
+	if err := <-done; !errors.Is(err, idem.ErrStaleToken) {
+		t.Fatalf("Do after losing the lease = %v, want ErrStaleToken (result not recorded)", err)
+	}
+	if err := s.Commit(ctx, k, o.Lease, []byte(`2`)); err != nil {
+		t.Fatalf("new owner's commit: %v", err)
+	}
+}
+
+func TestDoHeartbeatKeepsLease(t *testing.T) {
+	clock := idemtest.NewClock()
+	s := newMem(t, clock.Now)
+	k := testKey(t, "beat")
+	ctx := context.Background()
+	beats := make(chan struct{})
+	_, err := idem.Do(ctx, s, k, "a", func(ctx context.Context) (int, error) {
+		for range 3 {
+			clock.Advance(idem.DefaultLease / 2)
+			// Wait until a heartbeat has extended the lease past now.
+			for {
+				rec, err := s.Get(ctx, k)
+				if err != nil {
+					return 0, err
+				}
+				if rec.LeaseExpiresAt.After(clock.Now().Add(idem.DefaultLease / 2)) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if o, _ := s.Begin(ctx, k, mustRequest(t, `"a"`), nil); o.Kind != idem.InFlight {
+				t.Errorf("Begin while running = %s, want in_flight", o.Kind)
+			}
+		}
+		close(beats)
+		return 1, nil
+	}, &idem.DoOpts{HeartbeatEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-beats
+}
+
+func TestDoRecordsAfterCallerCancels(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "cancel")
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := idem.Do(ctx, s, k, "a", func(context.Context) (int, error) {
+		cancel() // the client went away; the work finished anyway
+		return 5, nil
+	}, nil)
+	if err != nil || n != 5 {
+		t.Fatalf("Do = %d, %v", n, err)
+	}
+	rec, err := s.Get(context.Background(), k)
+	if err != nil || rec.Status != idem.StatusCommitted {
+		t.Fatalf("record after the caller cancelled: %+v, %v; want committed", rec, err)
+	}
+}
+
+func mustRequest(t *testing.T, payload string) idem.Request {
+	t.Helper()
+	r, err := idem.NewRequest([]byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -1,0 +1,79 @@
+package idem_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+func TestNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"simple", "email-job", true},
+		{"digits and underscore", "svc_2", true},
+		{"max length", strings.Repeat("a", 64), true},
+		{"empty", "", false},
+		{"too long", strings.Repeat("a", 65), false},
+		{"upper case", "Email", false},
+		{"space", "a b", false},
+		{"dot", "a.b", false},
+		{"unicode", "é", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, err := idem.NewNamespace(tc.in)
+			if tc.ok != (err == nil) {
+				t.Fatalf("NewNamespace(%q) = %q, %v; want ok=%v", tc.in, ns, err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, idem.ErrInvalidNamespace) {
+				t.Errorf("error %v is not ErrInvalidNamespace", err)
+			}
+		})
+	}
+}
+
+func TestMustNamespacePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("MustNamespace(\"Bad\") did not panic")
+		}
+	}()
+	idem.MustNamespace("Bad")
+}
+
+func TestKeyScope(t *testing.T) {
+	ns := idem.MustNamespace("http")
+	k, err := idem.ParseKey(ns, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Scope() != "" || k.String() != "http/k1" {
+		t.Errorf("unscoped key = %q scope %q", k, k.Scope())
+	}
+	s, err := k.WithScope("caller-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s == k || s.Scope() != "caller-a" || s.Value() != "k1" || s.Namespace() != ns || s.String() != "http/caller-a/k1" {
+		t.Errorf("scoped key = %q (%q, %q, %q)", s, s.Namespace(), s.Scope(), s.Value())
+	}
+	if u, _ := s.WithScope(""); u != k {
+		t.Errorf("removing the scope gave %q, want %q", u, k)
+	}
+	for name, scope := range map[string]string{
+		"too long": strings.Repeat("s", idem.MaxScopeLen+1),
+		"control":  "a\x00b",
+		"bad utf8": "a\xffb",
+	} {
+		if _, err := k.WithScope(scope); !errors.Is(err, idem.ErrInvalidKey) {
+			t.Errorf("WithScope(%s) = %v, want ErrInvalidKey", name, err)
+		}
+	}
+	if (idem.Key{}).IsZero() != true || k.IsZero() {
+		t.Error("IsZero wrong")
+	}
+}

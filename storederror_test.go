@@ -1,0 +1,79 @@
+package idem_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/idemgo/idem"
+)
+
+type declined struct{ reason string }
+
+func (d *declined) Error() string     { return "declined: " + d.reason }
+func (d *declined) IdemClass() string { return "payment.declined" }
+
+func TestErrorOf(t *testing.T) {
+	cause := errors.New("issuer unavailable")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want idem.StoredError
+	}{
+		{"plain", errors.New("x"), idem.StoredError{Class: "*errors.errorString", Message: "x"}},
+		{"wrapped", fmt.Errorf("charge: %w", cause), idem.StoredError{Class: "*fmt.wrapError", Message: "charge: issuer unavailable", Cause: "issuer unavailable"}},
+		{"classifier", &declined{"limit"}, idem.StoredError{Class: "payment.declined", Message: "declined: limit"}},
+		{"classifier in chain", fmt.Errorf("op: %w", &declined{"limit"}), idem.StoredError{Class: "payment.declined", Message: "op: declined: limit", Cause: "declined: limit"}},
+		{"permanent", idem.Permanent("card.expired", fmt.Errorf("card: %w", cause)), idem.StoredError{Class: "card.expired", Message: "card: issuer unavailable", Cause: "issuer unavailable"}},
+		{"stored", &idem.StoredError{Class: "c", Message: "m", Cause: "z"}, idem.StoredError{Class: "c", Message: "m", Cause: "z"}},
+		{"path error", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist}, idem.StoredError{Class: "*fs.PathError", Message: "open /x: file does not exist", Cause: "file does not exist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, idem.ErrorOf(tc.err)); diff != "" {
+				t.Errorf("ErrorOf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	base := errors.New("no")
+	p := idem.Permanent("c", base)
+	if !errors.Is(p, base) || !idem.IsPermanent(p) || p.Error() != "no" {
+		t.Errorf("Permanent wrapper: is=%v permanent=%v text=%q", errors.Is(p, base), idem.IsPermanent(p), p)
+	}
+	if idem.IsPermanent(base) {
+		t.Error("a plain error is permanent")
+	}
+	if idem.Permanent("c", nil) != nil {
+		t.Error("Permanent(nil) != nil")
+	}
+	if !idem.IsPermanent(fmt.Errorf("x: %w", &idem.StoredError{Class: "c"})) {
+		t.Error("a replayed StoredError is not permanent")
+	}
+}
+
+func TestOutcomeErrAndKind(t *testing.T) {
+	if (idem.Outcome{Kind: idem.Fresh}).Err() != nil || (idem.Outcome{Kind: idem.PriorResult}).Err() != nil {
+		t.Error("Fresh/PriorResult give an error")
+	}
+	if err := (idem.Outcome{Kind: idem.InFlight}).Err(); !errors.Is(err, idem.ErrInFlight) {
+		t.Errorf("InFlight.Err() = %v", err)
+	}
+	if err := (idem.Outcome{}).Err(); err == nil {
+		t.Error("zero outcome gives no error")
+	}
+	for k, want := range map[idem.Kind]string{idem.Fresh: "fresh", idem.PriorResult: "prior_result", idem.PriorError: "prior_error", idem.Mismatch: "mismatch", idem.InFlight: "in_flight", 0: "invalid", 42: "Kind(42)"} {
+		if k.String() != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", k, k.String(), want)
+		}
+	}
+	if err := idem.Unavailable(errors.New("dial tcp: refused")); !errors.Is(err, idem.ErrUnavailable) || errors.Unwrap(err) == nil {
+		t.Errorf("Unavailable: %v", err)
+	}
+	if idem.Unavailable(nil) != nil {
+		t.Error("Unavailable(nil) != nil")
+	}
+}
