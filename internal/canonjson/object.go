@@ -17,9 +17,10 @@ type member struct {
 }
 
 // sortMembers puts the members of the object that is closing into RFC 8785
-// order and rejects duplicate names. The members were written to dst in
-// input order, separated by commas; if they are not already in order they
-// are copied aside and written back sorted.
+// order and rejects duplicate names. The members' text stays where it is in
+// parser.dst, in input order; if that order is wrong, the sorted order is
+// recorded for parser.reorder, which moves every byte at most once however
+// deeply such objects nest.
 func (p *parser) sortMembers(obj frame) error {
 	ms := p.members[obj.memberBase:]
 	if len(ms) < 2 {
@@ -40,12 +41,10 @@ func (p *parser) sortMembers(obj frame) error {
 		return nil
 	}
 
-	// Copy the members' text aside, sort the members, and write the text
-	// back in the new order. Ties are broken by input offset, so that equal
-	// names end up next to each other in input order and the duplicate
-	// reported is the earliest second occurrence of a name.
-	base := ms[0].start
-	p.scratch = append(p.scratch[:0], p.dst[base:]...)
+	// Ties are broken by input offset, so that equal names end up next to
+	// each other in input order and the duplicate reported is the earliest
+	// second occurrence of a name.
+	ord := order{start: ms[0].start, end: len(p.dst), first: len(p.spans), count: len(ms)}
 	slices.SortFunc(ms, func(a, b member) int {
 		if c := compareNames(name(a), name(b)); c != 0 {
 			return c
@@ -61,14 +60,10 @@ func (p *parser) sortMembers(obj frame) error {
 	if dup >= 0 {
 		return &Error{Offset: ms[dup].offset, Err: ErrDuplicateName, detail: quoteInput(name(ms[dup]))}
 	}
-	out := p.dst[:base]
-	for i, m := range ms {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, p.scratch[m.start-base:m.end-base]...)
+	for _, m := range ms {
+		p.spans = append(p.spans, span{m.start, m.end})
 	}
-	p.dst = out
+	p.orders = append(p.orders, ord)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package canonjson
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -55,6 +56,30 @@ func TestMemberOrder(t *testing.T) {
 				t.Errorf("Canonicalize(%s)\n got: %s\nwant: %s", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDeepUnsortedObjects nests objects whose members are out of order far
+// deeper than the default limit; reordering must stay linear and correct.
+func TestDeepUnsortedObjects(t *testing.T) {
+	for _, depth := range []int{1, 2, 3, 1000, 100000} {
+		in := strings.Repeat(`{"b":0,"a":`, depth) + "1" + strings.Repeat("}", depth)
+		want := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat(`,"b":0}`, depth)
+		got, err := Canonicalize([]byte(in), Limits{MaxDepth: depth})
+		if err != nil {
+			t.Fatalf("depth %d: %v", depth, err)
+		}
+		if string(got) != want {
+			t.Fatalf("depth %d: got %.200s, want %.200s", depth, got, want)
+		}
+	}
+	// Sorted and unsorted objects at many levels, in arrays and as members
+	// whose sorted position is first, middle and last.
+	in := `[{"m":{"z":[{"c":3,"b":{"y":1,"x":2},"a":1}],"a":{"b":{"d":1,"c":2},"a":0}},"a":[{"b":1,"a":2},{"a":1,"b":2}],"z":{"b":{},"a":[]}},{"b":[],"a":{"d":{"f":1,"e":2},"c":3}}]`
+	want := `[{"a":[{"a":2,"b":1},{"a":1,"b":2}],"m":{"a":{"a":0,"b":{"c":2,"d":1}},"z":[{"a":1,"b":{"x":2,"y":1},"c":3}]},"z":{"a":[],"b":{}}},{"a":{"c":3,"d":{"e":2,"f":1}},"b":[]}]`
+	got, err := Canonicalize([]byte(in), Limits{})
+	if err != nil || string(got) != want {
+		t.Errorf("Canonicalize(%s)\n got: %s, %v\nwant: %s", in, got, err, want)
 	}
 }
 

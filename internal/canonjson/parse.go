@@ -19,7 +19,10 @@ type parser struct {
 	stack   []frame  // open arrays and objects, innermost last
 	members []member // members of all open objects, innermost object last
 	names   []byte   // unescaped member names of all open objects
-	scratch []byte   // temporary copy of an object's members while sorting
+	orders  []order  // objects whose members must be reordered
+	spans   []span   // members of those objects, in sorted order
+	visits  []visit  // stack for reorder
+	scratch []byte   // copy of the output for reorder
 }
 
 // frame is an open array or object.
@@ -40,6 +43,9 @@ func (p *parser) release() {
 	p.stack = keep(p.stack[:0])
 	p.members = keep(p.members[:0])
 	p.names = keep(p.names[:0])
+	p.orders = keep(p.orders[:0])
+	p.spans = keep(p.spans[:0])
+	p.visits = keep(p.visits[:0])
 	p.scratch = keep(p.scratch[:0])
 }
 
@@ -64,6 +70,7 @@ func (p *parser) canonicalize(dst, src []byte, lim Limits) ([]byte, error) {
 	if err := p.run(); err != nil {
 		return nil, err
 	}
+	p.reorder(len(dst))
 	return p.dst, nil
 }
 

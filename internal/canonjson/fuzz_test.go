@@ -1,0 +1,191 @@
+package canonjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fuzzSeeds are hand-picked inputs near the edges of the grammar, added to
+// the RFC 8785 vectors as the seed corpus.
+var fuzzSeeds = []string{
+	``, ` `, `0`, `-0`, `1e21`, `1e-7`, `5e-324`, `1.7976931348623157e308`, `1e400`, `-1e-400`,
+	`9007199254740993`, `0.30000000000000004`, `[1,]`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`,
+	`"\ud83d\ude00"`, `"\ud800"`, `"\udc00\ud800"`, `"\u0000\u001f\u007f\u2028"`, "\"\x7f\"",
+	"\xef\xbb\xbf{}", "\"\xff\"", `{"\ufb33":1,"\ud83d\ude00":2,"\u20ac":3,"a":4}`,
+	`[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]`, `{"b":{"d":[1,{"f":0,"e":1}],"c":null},"a":"\n"}`,
+	`truex`, `nul`, `01`, `1.`, `.5`, `"\x"`, `"\u12"`, " [ 1 , 2 ] \n",
+}
+
+func FuzzCanonicalize(f *testing.F) {
+	for _, in := range vectorFiles(f) {
+		src, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		orig := bytes.Clone(src)
+		out, err := Canonicalize(src, Limits{})
+		if !bytes.Equal(src, orig) {
+			t.Fatalf("input modified")
+		}
+		if err != nil {
+			checkFuzzError(t, src, err)
+			return
+		}
+		if !utf8.Valid(src) || !json.Valid(src) {
+			t.Fatalf("accepted input that is not valid JSON: %q", src)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("output is not valid JSON: %q", out)
+		}
+		again, err := Canonicalize(out, Limits{})
+		if err != nil {
+			t.Fatalf("canonicalising the output %q: %v", out, err)
+		}
+		if !bytes.Equal(again, out) {
+			t.Fatalf("not idempotent:\n once: %q\ntwice: %q", out, again)
+		}
+		var in, got any
+		if err := json.Unmarshal(src, &in); err != nil {
+			t.Fatalf("encoding/json rejects accepted input %q: %v", src, err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("encoding/json rejects output %q: %v", out, err)
+		}
+		if diff := cmp.Diff(in, got); diff != "" {
+			t.Fatalf("output means something else (-input +output):\n%s", diff)
+		}
+		if want := refCanonical(nil, in); !bytes.Equal(out, want) {
+			t.Fatalf("output differs from the reference:\n got: %q\nwant: %q", out, want)
+		}
+		prefixed, err := AppendCanonical([]byte("x"), src, Limits{})
+		if err != nil || !bytes.Equal(prefixed[1:], out) || prefixed[0] != 'x' {
+			t.Fatalf("AppendCanonical = %q, %v; want x%q", prefixed, err, out)
+		}
+	})
+}
+
+// checkFuzzError checks an error against the package contract and, for
+// syntax errors, against encoding/json's own validator.
+func checkFuzzError(t *testing.T, src []byte, err error) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not an *Error", err, err)
+	}
+	matches := 0
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			matches++
+		}
+	}
+	if matches != 1 || e.Unwrap() != e.Err {
+		t.Fatalf("error %v matches %d sentinels", err, matches)
+	}
+	if e.Offset < 0 || e.Offset > len(src) {
+		t.Fatalf("offset %d outside input of %d bytes: %v", e.Offset, len(src), err)
+	}
+	switch {
+	case errors.Is(err, ErrSyntax):
+		if json.Valid(src) {
+			t.Fatalf("ErrSyntax for input encoding/json accepts: %q: %v", src, err)
+		}
+	case errors.Is(err, ErrInvalidUTF8):
+		if utf8.Valid(src) {
+			t.Fatalf("ErrInvalidUTF8 for valid UTF-8: %q", src)
+		}
+	}
+	// Duplicate names, lone surrogates and out-of-range numbers are found
+	// part way through, so the rest of the input may be anything.
+	_ = e.Error()
+}
+
+// refCanonical is a deliberately simple reference for the canonical form
+// of a value decoded by encoding/json: recursive, map-based, sorting names
+// by their UTF-16 encoding and escaping strings rune by rune. It shares only
+// the number formatting with the package, which number_test.go covers.
+func refCanonical(dst []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, v)
+	case float64:
+		return appendNumber(dst, v)
+	case string:
+		return refString(dst, v)
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = refCanonical(dst, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		names := make([]string, 0, len(v))
+		for name := range v {
+			names = append(names, name)
+		}
+		slices.SortFunc(names, func(a, b string) int {
+			return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+		})
+		dst = append(dst, '{')
+		for i, name := range names {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = refString(dst, name)
+			dst = append(dst, ':')
+			dst = refCanonical(dst, v[name])
+		}
+		return append(dst, '}')
+	}
+	panic("unexpected type")
+}
+
+// refString writes s as RFC 8785 section 3.2.2.2 describes, rune by rune.
+func refString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			dst = append(dst, `\"`...)
+		case '\\':
+			dst = append(dst, `\\`...)
+		case '\b':
+			dst = append(dst, `\b`...)
+		case '\f':
+			dst = append(dst, `\f`...)
+		case '\n':
+			dst = append(dst, `\n`...)
+		case '\r':
+			dst = append(dst, `\r`...)
+		case '\t':
+			dst = append(dst, `\t`...)
+		default:
+			if r < 0x20 {
+				dst = append(dst, `\u00`...)
+				dst = append(dst, "0123456789abcdef"[r>>4], "0123456789abcdef"[r&0xF])
+			} else {
+				dst = utf8.AppendRune(dst, r)
+			}
+		}
+	}
+	return append(dst, '"')
+}

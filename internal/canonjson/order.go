@@ -1,0 +1,78 @@
+package canonjson
+
+import (
+	"cmp"
+	"slices"
+)
+
+// order records an object whose members were written in the wrong order.
+// Its members occupy parser.dst[start:end], separated by commas, and
+// parser.spans[first:first+count] lists them in canonical order.
+type order struct {
+	start, end   int
+	first, count int
+}
+
+// span is the text `"name":value` of one member in parser.dst.
+type span struct{ start, end int }
+
+// visit is a reordered object being written out by reorder: the index of
+// its order, the next member to write, and the rest of the enclosing text
+// to resume with once all members are written.
+type visit struct {
+	order, next int
+	resume, hi  int
+}
+
+// reorder rewrites p.dst[base:] so that the members of every object in
+// p.orders come out in their canonical order. The text is copied aside once
+// and written back once, descending into the recorded objects with an
+// explicit stack: the recorded objects nest properly, each one lying inside
+// a single member of any recorded object around it.
+func (p *parser) reorder(base int) {
+	if len(p.orders) == 0 {
+		return
+	}
+	orders := p.orders
+	slices.SortFunc(orders, func(a, b order) int { return cmp.Compare(a.start, b.start) })
+	p.scratch = append(p.scratch[:0], p.dst[base:]...)
+	text := p.scratch // text[i] is the byte at p.dst[base+i]
+	out := p.dst[:base]
+	stack := p.visits[:0]
+
+	pos, hi := 0, len(text) // the text still to be written at this level
+	for {
+		// Write text[pos:hi], stopping at the first recorded object that
+		// starts after pos. (Not at pos: a member starts where the first
+		// member of its own object does when it is written first.)
+		k, _ := slices.BinarySearchFunc(orders, base+pos+1, func(o order, at int) int {
+			return cmp.Compare(o.start, at)
+		})
+		if k < len(orders) && orders[k].start-base < hi {
+			o := orders[k]
+			out = append(out, text[pos:o.start-base]...)
+			stack = append(stack, visit{order: k, resume: o.end - base, hi: hi})
+		} else {
+			out = append(out, text[pos:hi]...)
+			if len(stack) == 0 {
+				break
+			}
+		}
+		// Go on with the next member of the innermost recorded object, or
+		// with the text after it once all its members are written.
+		v := &stack[len(stack)-1]
+		if o := orders[v.order]; v.next < o.count {
+			if v.next > 0 {
+				out = append(out, ',')
+			}
+			s := p.spans[o.first+v.next]
+			v.next++
+			pos, hi = s.start-base, s.end-base
+		} else {
+			pos, hi = v.resume, v.hi
+			stack = stack[:len(stack)-1]
+		}
+	}
+	p.dst = out
+	p.visits = stack[:0]
+}
