@@ -1,0 +1,73 @@
+package redisstore
+
+import (
+	"errors"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// DefaultPrefix is the key prefix a Store uses when Config.Prefix is empty.
+const DefaultPrefix = "idem:"
+
+// Config configures a Store. The zero Config is valid.
+type Config struct {
+	// Prefix is put in front of every Redis key the store reads or writes,
+	// so that the store can share a database with other data. Records of
+	// namespace ns live under Prefix+ns+":". A prefix holding a hash tag
+	// ("{idem}:") puts every record in one Redis Cluster hash slot, which
+	// the store does not need. Defaults to DefaultPrefix ("idem:").
+	Prefix string
+	// Retention is how long a record is kept after Begin: its expires_at is
+	// Begin's time plus Retention, and Redis evicts the key that much later.
+	// It is kept to the millisecond, rounded up. Defaults to
+	// idem.DefaultRetention.
+	Retention time.Duration
+	// Lease is how long a Fresh reservation is owned before another Begin
+	// may take it over, and how far Heartbeat extends it by default. It is
+	// kept to the millisecond, rounded up. Defaults to idem.DefaultLease.
+	Lease time.Duration
+	// MaxPayload is the largest request payload, result or encoded stored
+	// error accepted, in bytes. Larger ones are rejected with a
+	// *idem.PayloadTooLargeError before anything is sent to Redis. Defaults
+	// to idem.DefaultMaxPayload.
+	MaxPayload int
+	// Now is the clock every decision is taken by: lease and record expiry
+	// are compared with Now, never with the Redis server's clock. Defaults
+	// to time.Now.
+	Now func() time.Time
+}
+
+// validate checks c and fills in the defaults.
+func (c *Config) validate() error {
+	switch {
+	case c.Retention < 0:
+		return errors.New("redisstore: Config.Retention must not be negative")
+	case c.Lease < 0:
+		return errors.New("redisstore: Config.Lease must not be negative")
+	case c.MaxPayload < 0:
+		return errors.New("redisstore: Config.MaxPayload must not be negative")
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Retention == 0 {
+		c.Retention = idem.DefaultRetention
+	}
+	if c.Lease == 0 {
+		c.Lease = idem.DefaultLease
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = idem.DefaultMaxPayload
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// millis converts a positive duration to whole milliseconds, rounding up,
+// so that a retention or lease is never shorter than asked for.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

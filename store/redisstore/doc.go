@@ -1,0 +1,96 @@
+// Package redisstore is the idem.Store on Redis, through go-redis v9: a
+// single server, a Sentinel failover group, a Ring, or Redis Cluster. It
+// works in lease mode: a Fresh reservation is visible to every process at
+// once, carries a lease and a fencing token, and is taken over when its
+// lease lapses. It passes the idemtest conformance suite against a single
+// server and against a Redis Cluster.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	store, err := redisstore.New(client, redisstore.Config{})
+//
+// # Data layout
+//
+// Each record is one Redis hash, at the key
+//
+//	<Prefix><namespace>:<n>:<scope>:<value>
+//
+// where Prefix defaults to "idem:", n is the length in bytes of the scope
+// as written (0 and an empty scope for unscoped keys) and, in scope and
+// value, '%', '{' and '}' are written as %25, %7B and %7D. For example
+// "idem:orders:0::order-1" and "idem:api:8:caller-a:order-1". The
+// encoding is injective, whatever bytes scopes and values hold, and no
+// caller can choose a record's hash slot with a hash tag. The hash holds:
+//
+//	st       in_progress, committed or failed_permanent
+//	fp       the request fingerprint (binary, idem.Fingerprint.Bytes)
+//	req      the request payload, as given
+//	res      the committed result, as given (replayed byte for byte)
+//	err      the stored error of FailPermanent, as JSON
+//	tok      the current owner's lease token
+//	fence    the fencing number, counting up with each takeover
+//	created  creation time, Unix milliseconds
+//	exp      expires_at, Unix milliseconds
+//	lease    the lease's expiry while in progress, Unix milliseconds
+//	tko      1 when the reservation was a takeover
+//
+// Times are kept to the millisecond and come from the store's clock
+// (Config.Now), never from the Redis server's: clients and server need
+// not agree on the time, but the application hosts sharing a store must
+// (as for every lease-based store).
+//
+// # Atomicity and expiry
+//
+// Every operation but Get and PurgeExpired's scan is one Lua script on one
+// key (EVALSHA, falling back to EVAL when the server has lost its script
+// cache), so each transition is atomic and the decision of Begin is the
+// one idem.Decide takes. A record whose stored expires_at has passed
+// counts as absent in every script and in Get, whether or not Redis has
+// evicted it yet. Redis evicts it by its own clock: each record's TTL is
+// set to the retention (PEXPIRE) when it is created, so it lives in Redis
+// as long as the retention, whatever the skew between the clocks.
+// PurgeExpired deletes expired records sooner and counts them.
+//
+// The settle scripts check the token, the fence and the status together:
+// a late owner whose reservation was taken over, settled or has expired
+// gets idem.ErrStaleToken and changes nothing.
+//
+// go-redis resends a command whose reply was lost (Options.MaxRetries), so
+// a script may run twice for one call. The scripts are written for that:
+// Begin sends the new token with the script and a repeat of the same call
+// gets the same Fresh lease back instead of InFlight; a repeated Commit or
+// FailPermanent with the same lease and the same value succeeds again. A
+// repeated FailTransient finds the record gone and reports
+// idem.ErrStaleToken.
+//
+// # Redis Cluster
+//
+// Every script touches exactly one key, so the store works unchanged on
+// Redis Cluster with a *redis.ClusterClient, and records spread over all
+// hash slots. PurgeExpired scans every master (ForEachMaster) and deletes
+// through the cluster client, which follows slot migrations.
+//
+// # Durability
+//
+// A record is as durable as the Redis deployment that holds it. Redis
+// without persistence loses every record on a restart, and with RDB
+// snapshots only it loses the writes since the last snapshot; a lost
+// reservation or result lets the same key run again. For exactly-once
+// effects across restarts, run Redis with AOF (appendonly yes) and
+// appendfsync everysec (at most about a second of writes lost on a crash)
+// or always (none), and keep writes on the master: an asynchronous
+// replica promoted by Sentinel or Cluster failover may lack the last
+// writes the old master acknowledged (WAIT can narrow, not close, that
+// gap). Eviction policies other than noeviction (or volatile-* with
+// enough memory) may drop live records under memory pressure.
+//
+// # Errors
+//
+// A failure of Redis or of the connection to it (refused, closed client,
+// pool timeout, CLUSTERDOWN, LOADING, OOM, READONLY, a script error)
+// satisfies errors.Is(err, idem.ErrUnavailable), and errors.As still finds
+// the go-redis error. A call whose ctx is cancelled or expires satisfies
+// errors.Is(err, ctx.Err()). Such a call may or may not have reached
+// Redis: retrying a settle call with the same lease is safe (see above).
+// A payload over Config.MaxPayload is a *idem.PayloadTooLargeError,
+// returned before anything is sent.
+package redisstore

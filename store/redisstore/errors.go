@@ -1,0 +1,47 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/idemgo/idem"
+)
+
+// callError turns the failure of a Redis call made for operation op into
+// the error the Store method returns:
+//
+//   - when ctx is done, an error satisfying errors.Is(err, ctx.Err()) that
+//     keeps the client's error text: the call was cut short by its caller,
+//     and the store may or may not be healthy;
+//   - otherwise every failure, whether the server cannot be reached (refused
+//     connection, closed client, pool timeout, CLUSTERDOWN, LOADING…) or
+//     answers with an error (OOM, READONLY, a script error), is wrapped with
+//     idem.Unavailable so that errors.Is(err, idem.ErrUnavailable) holds and
+//     errors.As still reaches the go-redis error.
+//
+// redis.Nil never reaches callError: the store's scripts always reply with
+// a value, and Get reads with HMGET, which answers nil fields instead.
+func callError(ctx context.Context, op string, err error) error {
+	if ce := ctx.Err(); ce != nil {
+		if errors.Is(err, ce) {
+			return fmt.Errorf("redisstore: %s: %w", op, err)
+		}
+		return fmt.Errorf("redisstore: %s: %w (%v)", op, ce, err)
+	}
+	return idem.Unavailable(fmt.Errorf("redisstore: %s: %w", op, err))
+}
+
+// replyError reports a reply of an unexpected shape: a record written by
+// something else under the store's prefix, or a server that does not run
+// the scripts as Redis does. It wraps idem.ErrUnavailable: the backend is
+// failing, and the call changed nothing it could report.
+func replyError(op string, reply any) error {
+	return idem.Unavailable(fmt.Errorf("redisstore: %s: unexpected reply %#v", op, reply))
+}
+
+// corruptError reports a stored record that does not decode.
+func corruptError(op, key, field string, err error) error {
+	return idem.Unavailable(fmt.Errorf("redisstore: %s: record %s: field %s: %w", op, strconv.Quote(key), field, err))
+}

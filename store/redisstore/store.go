@@ -1,0 +1,272 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgo/idem"
+)
+
+// Store is an idem.Store on Redis, in lease mode. It is safe for concurrent
+// use, and any number of Stores in any number of processes may share one
+// Redis deployment: every transition is one atomic Lua script.
+type Store struct {
+	client redis.UniversalClient
+	cfg    Config
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// New returns a Store keeping its records through client: a *redis.Client
+// (a single server, or Sentinel failover), a *redis.ClusterClient or a
+// *redis.Ring. New does no I/O; the scripts are loaded into the server on
+// first use. The store does not own client: closing it is the caller's
+// business, after the last call on the store.
+//
+// The error names the offending Config field.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: client is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// key returns the Redis key of the record of k.
+func (s *Store) key(k idem.Key) string { return recordKey(s.cfg.Prefix, k) }
+
+// nowMillis reads the store's clock, in Unix milliseconds.
+func (s *Store) nowMillis() int64 { return s.cfg.Now().UnixMilli() }
+
+// timeOf converts stored Unix milliseconds to a time.
+func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// Begin implements idem.Store. The decision is taken by a Lua script in one
+// atomic step on the record's key, with the time of the store's clock.
+func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
+		return idem.Outcome{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return idem.Outcome{}, err
+	}
+	retention, leaseTTL := s.cfg.Retention, s.cfg.Lease
+	if opts != nil {
+		if opts.Retention > 0 {
+			retention = opts.Retention
+		}
+		if opts.Lease > 0 {
+			leaseTTL = opts.Lease
+		}
+	}
+	payload := req.Payload
+	if payload == nil {
+		payload = idem.NullPayload
+	}
+	now := s.nowMillis()
+	token := idem.NewToken()
+	retentionMs := millis(retention)
+	rkey := s.key(key)
+	reply, err := beginScript.Run(ctx, s.client, []string{rkey},
+		now, req.Fingerprint.Bytes(), payload, token,
+		now+retentionMs, now+millis(leaseTTL), retentionMs,
+	).Slice()
+	if err != nil {
+		return idem.Outcome{}, callError(ctx, "begin", err)
+	}
+	return s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now)
+}
+
+// beginOutcome decodes the reply of beginScript.
+func (s *Store) beginOutcome(rkey string, reply []any, fp idem.Fingerprint, token string, leaseTTL time.Duration, now int64) (idem.Outcome, error) {
+	code, ok := int64Of(first(reply))
+	if !ok {
+		return idem.Outcome{}, replyError("begin", reply)
+	}
+	switch {
+	case code == codeFresh && len(reply) == 4:
+		fence, ok1 := int64Of(reply[1])
+		leaseExp, ok2 := int64Of(reply[2])
+		takenOver, ok3 := int64Of(reply[3])
+		if !ok1 || !ok2 || !ok3 {
+			return idem.Outcome{}, replyError("begin", reply)
+		}
+		return idem.Outcome{
+			Kind:      idem.Fresh,
+			Lease:     idem.Lease{Token: token, Fence: fence, ExpiresAt: timeOf(leaseExp), TTL: leaseTTL},
+			TakenOver: takenOver == 1,
+		}, nil
+	case code == codePriorResult && len(reply) == 2:
+		result, ok := bytesOf(reply[1])
+		if !ok {
+			return idem.Outcome{}, replyError("begin", reply)
+		}
+		return idem.Outcome{Kind: idem.PriorResult, Result: result}, nil
+	case code == codePriorError && len(reply) == 2:
+		enc, ok := bytesOf(reply[1])
+		if !ok {
+			return idem.Outcome{}, replyError("begin", reply)
+		}
+		var se idem.StoredError
+		if err := json.Unmarshal(enc, &se); err != nil {
+			return idem.Outcome{}, corruptError("begin", rkey, fieldError, err)
+		}
+		return idem.Outcome{Kind: idem.PriorError, Error: &se}, nil
+	case code == codeMismatch && len(reply) == 3:
+		fpBytes, ok1 := bytesOf(reply[1])
+		request, ok2 := bytesOf(reply[2])
+		if !ok1 || !ok2 {
+			return idem.Outcome{}, replyError("begin", reply)
+		}
+		recorded, err := idem.ParseFingerprint(fpBytes)
+		if err != nil {
+			return idem.Outcome{}, corruptError("begin", rkey, fieldFingerprint, err)
+		}
+		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: recorded, SubmittedHash: fp, RecordedRequest: request}, nil
+	case code == codeInFlight && len(reply) == 2:
+		leaseExp, ok := int64Of(reply[1])
+		if !ok {
+			return idem.Outcome{}, replyError("begin", reply)
+		}
+		return idem.Outcome{Kind: idem.InFlight, RetryAfter: time.Duration(leaseExp-now) * time.Millisecond}, nil
+	}
+	return idem.Outcome{}, replyError("begin", reply)
+}
+
+// Commit implements idem.Store. The result is stored as given and replayed
+// byte for byte. A repeat of a Commit that succeeded, with the same lease
+// and the same result, succeeds again and changes nothing; any other call
+// with a lease that is not current fails with idem.ErrStaleToken.
+func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	if err := idem.CheckPayload("result", result, s.cfg.MaxPayload); err != nil {
+		return err
+	}
+	return s.settle(ctx, "commit", commitScript, key, lease, result)
+}
+
+// FailPermanent implements idem.Store. The error is stored as JSON, and
+// counts against Config.MaxPayload. A repeat with the same lease and the
+// same error succeeds again, as for Commit.
+func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	enc, err := json.Marshal(e)
+	if err != nil { // a struct of strings always encodes
+		return err
+	}
+	if len(enc) > s.cfg.MaxPayload {
+		return &idem.PayloadTooLargeError{What: "error", Size: len(enc), Limit: s.cfg.MaxPayload}
+	}
+	return s.settle(ctx, "fail permanent", failPermanentScript, key, lease, enc)
+}
+
+// FailTransient implements idem.Store: it deletes the record, so the next
+// Begin is Fresh (with fence 1 again: the fence counts only while a record
+// exists; tokens, being random, are never current twice).
+func (s *Store) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	return s.settle(ctx, "fail transient", failTransientScript, key, lease)
+}
+
+// Heartbeat implements idem.Store.
+func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return idem.Lease{}, err
+	}
+	if extend <= 0 {
+		extend = s.cfg.Lease
+	}
+	leaseExp := s.nowMillis() + millis(extend)
+	if err := s.settle(ctx, "heartbeat", heartbeatScript, key, lease, leaseExp); err != nil {
+		return idem.Lease{}, err
+	}
+	return idem.Lease{Token: lease.Token, Fence: lease.Fence, ExpiresAt: timeOf(leaseExp), TTL: extend}, nil
+}
+
+// settle runs one of the scripts that begin with ownerCheck: ARGV now,
+// token, fence, then args. A reply of 0 is idem.ErrStaleToken.
+func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key idem.Key, lease idem.Lease, args ...any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	argv := make([]any, 0, 3+len(args))
+	argv = append(argv, s.nowMillis(), lease.Token, lease.Fence)
+	argv = append(argv, args...)
+	n, err := script.Run(ctx, s.client, []string{s.key(key)}, argv...).Int64()
+	switch {
+	case err != nil:
+		return callError(ctx, op, err)
+	case n == 0:
+		return idem.ErrStaleToken
+	case n == 1:
+		return nil
+	}
+	return replyError(op, n)
+}
+
+// Get implements idem.Store. It reads the record with one HMGET; a record
+// whose stored expires_at is at or before the store's now is
+// idem.ErrNotFound, even while Redis still holds it.
+func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	if key.IsZero() {
+		return idem.Record{}, idem.ErrInvalidKey
+	}
+	if err := ctx.Err(); err != nil {
+		return idem.Record{}, err
+	}
+	now := s.nowMillis()
+	rkey := s.key(key)
+	vals, err := s.client.HMGet(ctx, rkey, recordFields[:]...).Result()
+	if err != nil {
+		return idem.Record{}, callError(ctx, "get", err)
+	}
+	rec, err := decodeRecord(rkey, vals)
+	if err != nil {
+		return idem.Record{}, err
+	}
+	if rec == nil || !timeOf(now).Before(rec.ExpiresAt) {
+		return idem.Record{}, idem.ErrNotFound
+	}
+	rec.Key = key
+	return *rec, nil
+}
+
+// first returns the first element of a reply, or nil.
+func first(reply []any) any {
+	if len(reply) == 0 {
+		return nil
+	}
+	return reply[0]
+}
+
+// int64Of reads an integer reply element, which a script may give as an
+// integer or as the decimal string it stored.
+func int64Of(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// bytesOf reads a bulk-string reply element.
+func bytesOf(v any) ([]byte, bool) {
+	s, ok := v.(string)
+	return []byte(s), ok
+}

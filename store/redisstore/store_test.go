@@ -1,0 +1,142 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/redistest"
+	"github.com/idemgo/idem/store/redisstore"
+)
+
+// maxPayload is the payload limit of the stores under test.
+const maxPayload = 1 << 16
+
+// sharedClient returns a client of the shared test server, closed when t
+// ends.
+func sharedClient(t testing.TB) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newStore returns a store on client with the suite's defaults, under
+// prefix.
+func newStore(t testing.TB, client redis.UniversalClient, prefix string, now func() time.Time) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(client, redisstore.Config{
+		Prefix:     prefix,
+		Retention:  idemtest.Retention,
+		Lease:      idemtest.Lease,
+		MaxPayload: maxPayload,
+		Now:        now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	client := sharedClient(t)
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+			return newStore(t, client, redistest.Prefix(t), now)
+		},
+		MaxPayload: maxPayload,
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	t.Cleanup(func() { _ = client.Close() })
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+			return newStore(t, client, redisstore.DefaultPrefix, now)
+		},
+		MaxPayload: maxPayload,
+	})
+}
+
+// TestPurgeExpiredEveryMaster spreads records over the hash slots of a
+// cluster, so that they live on every master, and checks that
+// PurgeExpired finds and deletes them all.
+func TestPurgeExpiredEveryMaster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := redistest.StartCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	t.Cleanup(func() { _ = client.Close() })
+	clock := idemtest.NewClock()
+	s := newStore(t, client, redisstore.DefaultPrefix, clock.Now)
+	ns := idemtest.RandomNamespace(t)
+	const n = 300
+	req := mustRequest(t, `{"n":1}`)
+	for i := range n {
+		k := mustKey(t, ns, "purge-"+strconv.Itoa(i))
+		if o, err := s.Begin(ctx, k, req, nil); err != nil || o.Kind != idem.Fresh {
+			t.Fatalf("Begin %d: %v %v", i, o.Kind, err)
+		}
+	}
+	// Every master holds some of the records.
+	var mu sync.Mutex
+	perMaster := map[string]int{}
+	err := client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, redisstore.DefaultPrefix+string(ns)+":*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		perMaster[c.Options().Addr] = len(keys)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perMaster) != 3 {
+		t.Fatalf("records per master = %v, want 3 masters", perMaster)
+	}
+	for addr, k := range perMaster {
+		if k == 0 {
+			t.Fatalf("master %s holds no record (%v): the test needs records on every master", addr, perMaster)
+		}
+	}
+	clock.Advance(idemtest.Retention)
+	got, err := s.PurgeExpired(ctx, ns, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Errorf("PurgeExpired = %d, want %d", got, n)
+	}
+}
+
+func mustRequest(t testing.TB, payload string) idem.Request {
+	t.Helper()
+	r, err := idem.NewRequest([]byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func mustKey(t testing.TB, ns idem.Namespace, value string) idem.Key {
+	t.Helper()
+	k, err := idem.ParseKey(ns, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
