@@ -1,0 +1,85 @@
+package dedup
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"sync"
+
+	"github.com/zeebo/blake3"
+)
+
+// Key identifies one operation of one session: the first 16 bytes of
+// BLAKE3(session ‖ seq as 8 bytes little-endian ‖ op), in digest order.
+//
+// The Rust design this package follows stores the same 16 bytes as a u128
+// read little-endian (u128::from_le_bytes), so Key is bit-compatible with it:
+// byte i of Key is byte i of that integer's little-endian encoding.
+type Key [16]byte
+
+// String returns the key as 32 lowercase hexadecimal digits, in byte order.
+func (k Key) String() string {
+	return hex.EncodeToString(k[:])
+}
+
+// deriveHeader is the length of the fixed prefix of the hashed input: a
+// 16-byte session id followed by an 8-byte sequence number.
+const deriveHeader = 16 + 8
+
+// deriveSmall and deriveChunk are the sizes of the stack buffers Derive
+// hashes from. BLAKE3 compresses an input of up to one chunk (1024 bytes)
+// without its tree state, which is what blake3.Sum256 does; short inputs get
+// a smaller buffer because zeroing a whole chunk costs a tenth of their hash.
+const (
+	deriveSmall = 128
+	deriveChunk = 1024
+)
+
+// Derive returns the Key of operation op, numbered seq, of session.
+//
+// The same inputs give the same Key in every process and on every platform;
+// Derive is safe for concurrent use and allocates nothing. Operations of up
+// to 1000 bytes are hashed from a stack buffer; longer ones stream through a
+// pooled hasher.
+func Derive(session [16]byte, seq uint64, op []byte) Key {
+	switch n := deriveHeader + len(op); {
+	case n <= deriveSmall:
+		var buf [deriveSmall]byte
+		return deriveFrom(buf[:n], session, seq, op)
+	case n <= deriveChunk:
+		var buf [deriveChunk]byte
+		return deriveFrom(buf[:n], session, seq, op)
+	default:
+		return deriveLong(session, seq, op)
+	}
+}
+
+// deriveFrom lays session, seq and op out in buf, which has exactly their
+// length, and hashes it in one call.
+func deriveFrom(buf []byte, session [16]byte, seq uint64, op []byte) Key {
+	copy(buf[:16], session[:])
+	binary.LittleEndian.PutUint64(buf[16:deriveHeader], seq)
+	copy(buf[deriveHeader:], op)
+	sum := blake3.Sum256(buf)
+	return Key(sum[:16])
+}
+
+// hashers holds reusable BLAKE3 hashers for operations too long for the
+// stack path; each holds an 8 KiB buffer, so making one per call would cost
+// far more than the hash itself.
+var hashers = sync.Pool{New: func() any { return blake3.New() }}
+
+func deriveLong(session [16]byte, seq uint64, op []byte) Key {
+	var hdr [deriveHeader]byte
+	copy(hdr[:16], session[:])
+	binary.LittleEndian.PutUint64(hdr[16:], seq)
+
+	h := hashers.Get().(*blake3.Hasher)
+	h.Reset()
+	_, _ = h.Write(hdr[:])
+	_, _ = h.Write(op)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	hashers.Put(h)
+
+	return Key(sum[:16])
+}
