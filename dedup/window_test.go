@@ -1,0 +1,199 @@
+package dedup
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// testKey returns a distinct Key for each i, with structure (a counter in
+// the last bytes) rather than randomness, so the hash mix is exercised too.
+func testKey(i uint64) Key {
+	var k Key
+	binary.BigEndian.PutUint64(k[8:], i)
+	return k
+}
+
+// TestWindowFirstTrueThenFalse pins D2: true the first time, false after.
+func TestWindowFirstTrueThenFalse(t *testing.T) {
+	t.Parallel()
+	w := NewWindow(8)
+	k := Derive([16]byte{1}, 1, []byte("put"))
+	if !w.CheckAndRecord(k) {
+		t.Fatal("first CheckAndRecord = false, want true")
+	}
+	for i := range 3 {
+		if w.CheckAndRecord(k) {
+			t.Fatalf("repeat %d: CheckAndRecord = true, want false", i+1)
+		}
+	}
+}
+
+// TestWindowEvictsOldestBeyondCapacity pins D2: after more than capacity
+// distinct keys the oldest look new again, and the last capacity keys are
+// all remembered.
+func TestWindowEvictsOldestBeyondCapacity(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ capacity, extra int }{
+		{capacity: 1, extra: 1},
+		{capacity: 3, extra: 2},
+		{capacity: 100, extra: 1},
+		{capacity: 1000, extra: 999},
+		{capacity: 4096, extra: 5000},
+	} {
+		t.Run(fmt.Sprintf("cap=%d/extra=%d", tc.capacity, tc.extra), func(t *testing.T) {
+			t.Parallel()
+			w := NewWindow(tc.capacity)
+			total := tc.capacity + tc.extra
+			for i := range total {
+				if !w.CheckAndRecord(testKey(uint64(i))) {
+					t.Fatalf("key %d: first CheckAndRecord = false", i)
+				}
+			}
+			// Check the last capacity keys first: a hit evicts nothing.
+			for i := total - tc.capacity; i < total; i++ {
+				if w.CheckAndRecord(testKey(uint64(i))) {
+					t.Errorf("key %d of the last %d: CheckAndRecord = true, want remembered", i, tc.capacity)
+				}
+			}
+			oldest := min(tc.extra, tc.capacity)
+			for i := range oldest {
+				if !w.CheckAndRecord(testKey(uint64(i))) {
+					t.Errorf("evicted key %d: CheckAndRecord = false, want it to look new", i)
+				}
+			}
+		})
+	}
+}
+
+// TestWindowHitRefreshesRecency pins the LRU half of D2: seeing a key again
+// makes it the most recent, so the next eviction takes another.
+func TestWindowHitRefreshesRecency(t *testing.T) {
+	t.Parallel()
+	a, b, c, d := testKey(1), testKey(2), testKey(3), testKey(4)
+	w := NewWindow(3)
+	for _, k := range []Key{a, b, c} {
+		w.CheckAndRecord(k)
+	}
+	w.CheckAndRecord(a) // a is now the most recent; b the oldest
+	w.CheckAndRecord(d) // evicts b
+	for _, tc := range []struct {
+		name string
+		k    Key
+		want bool
+	}{
+		{"a refreshed", a, false},
+		{"c kept", c, false},
+		{"d recorded", d, false},
+		{"b evicted", b, true},
+	} {
+		if got := w.CheckAndRecord(tc.k); got != tc.want {
+			t.Errorf("%s: CheckAndRecord = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWindowLenStartsAtZeroAndNeverExceedsCap pins D3's Len half.
+func TestWindowLenStartsAtZeroAndNeverExceedsCap(t *testing.T) {
+	t.Parallel()
+	const capacity = 50
+	w := NewWindow(capacity)
+	if w.Len() != 0 {
+		t.Fatalf("Len of a new window = %d, want 0", w.Len())
+	}
+	if w.Cap() != capacity {
+		t.Fatalf("Cap = %d, want %d", w.Cap(), capacity)
+	}
+	for i := range 3 * capacity {
+		w.CheckAndRecord(testKey(uint64(i)))
+		if want := min(i+1, capacity); w.Len() != want {
+			t.Fatalf("after %d distinct keys Len = %d, want %d", i+1, w.Len(), want)
+		}
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestWindowMemoryBound pins D3's memory half: a full 1,000,000-key window
+// takes at most the documented 40 bytes per key (measured, not computed),
+// and recording another million keys into it takes no more.
+func TestWindowMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a million-key window")
+	}
+	const n = 1_000_000
+	before := heapInUse()
+	w := NewWindow(n)
+	for i := range uint64(n) {
+		w.CheckAndRecord(testKey(i))
+	}
+	full := heapInUse()
+	for i := range uint64(n) {
+		w.CheckAndRecord(testKey(n + i))
+	}
+	after := heapInUse()
+	runtime.KeepAlive(w)
+
+	perKey := float64(full-before) / n
+	t.Logf("%.1f bytes per key at %d keys", perKey, n)
+	if perKey > 40 {
+		t.Errorf("window takes %.1f bytes per key, documented bound is 40", perKey)
+	}
+	if grew := int64(after) - int64(full); grew > n/100 {
+		t.Errorf("recording %d more keys into a full window grew the heap by %d bytes", n, grew)
+	}
+}
+
+// TestWindowConcurrentFirstSightingOnce: goroutines racing to record the
+// same keys into a window big enough for all of them see each key as new
+// exactly once between them.
+func TestWindowConcurrentFirstSightingOnce(t *testing.T) {
+	t.Parallel()
+	const keys, workers = 2000, 16
+	w := NewWindow(keys)
+	var firsts [keys]atomic.Int32
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for _, i := range r.Perm(keys) {
+				if w.CheckAndRecord(testKey(uint64(i))) {
+					firsts[i].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range firsts {
+		if n := firsts[i].Load(); n != 1 {
+			t.Errorf("key %d was new to %d goroutines, want 1", i, n)
+		}
+	}
+	if w.Len() != keys {
+		t.Errorf("Len = %d, want %d", w.Len(), keys)
+	}
+}
+
+func TestNewWindowRejectsBadCapacity(t *testing.T) {
+	t.Parallel()
+	for _, capacity := range []int{0, -1, maxCapacity + 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewWindow(%d) did not panic", capacity)
+				}
+			}()
+			NewWindow(capacity)
+		}()
+	}
+}
