@@ -1,0 +1,56 @@
+package dedup_test
+
+import (
+	"fmt"
+
+	"github.com/idemgo/idem/dedup"
+)
+
+func ExampleDerive() {
+	var session [16]byte // all zero
+	k := dedup.Derive(session, 42, []byte(`{"action":"put"}`))
+	fmt.Println(k)
+	// Output: 0c3ba128156645ab1c7760055e8ec900
+}
+
+func ExampleWindow() {
+	w := dedup.NewWindow(2)
+	a := dedup.Derive([16]byte{1}, 1, []byte("a"))
+	b := dedup.Derive([16]byte{1}, 2, []byte("b"))
+	c := dedup.Derive([16]byte{1}, 3, []byte("c"))
+
+	fmt.Println(w.CheckAndRecord(a), w.CheckAndRecord(a)) // new, then remembered
+	w.CheckAndRecord(b)
+	w.CheckAndRecord(c) // the window is full: a is forgotten
+	fmt.Println(w.CheckAndRecord(a), w.Len(), w.Cap())
+	// Output:
+	// true false
+	// true 2 2
+}
+
+func ExampleSeqTracker() {
+	s := dedup.NewSeqTracker()
+	session := [16]byte{7}
+	for _, seq := range []uint64{1, 2, 2, 1, 3} {
+		fmt.Print(s.ShouldApply(session, seq), " ")
+	}
+	// Output: true true false false true
+}
+
+func ExampleFilter() {
+	f := dedup.NewFilter(100_000)
+	session := [16]byte{7}
+	deliveries := []struct {
+		seq uint64
+		op  string
+	}{{1, "put x"}, {2, "put y"}, {1, "put x"}, {3, "del x"}, {2, "put y"}}
+	for _, d := range deliveries {
+		if f.Accept(session, d.seq, []byte(d.op)) {
+			fmt.Println("apply", d.seq, d.op)
+		}
+	}
+	// Output:
+	// apply 1 put x
+	// apply 2 put y
+	// apply 3 del x
+}

@@ -1,0 +1,42 @@
+package dedup
+
+// Filter drops duplicate operations in two layers, in the order of the
+// design's receiver: first the session's sequence high-water mark (cheap,
+// unbounded in time), then the window of recent operation keys (bounded,
+// catches a duplicate the mark cannot, such as one replayed after the
+// session's mark was forgotten or restored from an older snapshot).
+//
+// A Filter is safe for concurrent use.
+type Filter struct {
+	seqs   *SeqTracker
+	window *Window
+}
+
+// NewFilter returns a Filter whose window remembers the last capacity
+// operation keys; see NewWindow for the memory this takes and the capacities
+// it accepts.
+func NewFilter(capacity int) *Filter {
+	return &Filter{seqs: NewSeqTracker(), window: NewWindow(capacity)}
+}
+
+// Accept reports whether the operation should be applied: false if seq is
+// at or below the session's high-water mark, or if the window remembers the
+// operation's key; true otherwise, in which case the mark is raised to seq
+// and the key recorded. Of several concurrent Accepts of one operation,
+// exactly one returns true.
+//
+// An accepted operation counts as seen whether or not the caller manages to
+// apply it; as in the design, a failed apply is not retried by redelivery.
+func (f *Filter) Accept(session [16]byte, seq uint64, op []byte) bool {
+	if !f.seqs.ShouldApply(session, seq) {
+		return false
+	}
+	return f.window.CheckAndRecord(Derive(session, seq, op))
+}
+
+// SeqTracker returns the Filter's first layer, for restoring (Advance) or
+// dropping (Forget) a session's high-water mark.
+func (f *Filter) SeqTracker() *SeqTracker { return f.seqs }
+
+// Window returns the Filter's second layer.
+func (f *Filter) Window() *Window { return f.window }

@@ -1,0 +1,75 @@
+package dedup
+
+import "sync"
+
+// SeqTracker keeps, per session, the high-water mark (HWM): the highest
+// sequence number applied so far. It is the unbounded second line of
+// defence behind a Window: a seqno at or below its session's HWM is never
+// applied again, however long ago it was applied.
+//
+// ShouldApply claims a seqno: it both checks and advances the HWM, under one
+// lock, so of several concurrent deliveries of one (session, seq) exactly
+// one is told to apply it. A session's operations must therefore arrive in
+// seqno order, as a replication stream delivers them; a seqno that arrives
+// after a higher one of its session is treated as a duplicate.
+//
+// A SeqTracker is safe for concurrent use. It holds one 24-byte entry per
+// session it has seen (plus the map's overhead) until Forget is called.
+type SeqTracker struct {
+	mu  sync.Mutex
+	hwm map[[16]byte]uint64
+}
+
+// NewSeqTracker returns a SeqTracker that knows no session.
+func NewSeqTracker() *SeqTracker {
+	return &SeqTracker{hwm: make(map[[16]byte]uint64)}
+}
+
+// ShouldApply reports whether seq is above the session's high-water mark,
+// and if so raises the mark to seq. A session not seen before has no mark,
+// so any seq, 0 included, applies.
+func (s *SeqTracker) ShouldApply(session [16]byte, seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hwm, ok := s.hwm[session]; ok && seq <= hwm {
+		return false
+	}
+	s.hwm[session] = seq
+	return true
+}
+
+// Advance raises the session's high-water mark to seq, as if seq had been
+// applied; it never lowers it. Use it to restore marks recorded elsewhere,
+// for instance after a restart.
+func (s *SeqTracker) Advance(session [16]byte, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hwm, ok := s.hwm[session]; !ok || seq > hwm {
+		s.hwm[session] = seq
+	}
+}
+
+// HighWater returns the session's high-water mark, and false if the session
+// has none.
+func (s *SeqTracker) HighWater(session [16]byte) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hwm, ok := s.hwm[session]
+	return hwm, ok
+}
+
+// Forget drops the session's high-water mark, so that its memory is freed.
+// Call it only for a session that will send nothing more: afterwards any of
+// its seqnos applies again.
+func (s *SeqTracker) Forget(session [16]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hwm, session)
+}
+
+// Len returns how many sessions have a high-water mark.
+func (s *SeqTracker) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.hwm)
+}
