@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := heartbeat(runCtx, t.store, key, lease, opts, cancel)
+	stop := KeepAlive(runCtx, t.store, key, lease, opts.HeartbeatEvery, func() { cancel(ErrLeaseLost) })
 	settle := func() (context.Context, context.CancelFunc) {
 		d := opts.SettleTimeout
 		if d <= 0 {
@@ -104,10 +105,14 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	return res, nil
 }
 
-// heartbeat extends the lease until the returned stop is called. It cancels
-// the run with ErrLeaseLost when the lease is gone.
-func heartbeat(ctx context.Context, s Store, key Key, lease Lease, opts *DoOpts, cancel context.CancelCauseFunc) (stop func()) {
-	every := opts.HeartbeatEvery
+// KeepAlive extends lease in the background every interval (a third of
+// lease.TTL when every is 0) until the returned stop function is called;
+// stop waits for the background goroutine to exit. When the store reports
+// that the lease is no longer held (ErrStaleToken), KeepAlive calls lost once
+// and stops extending. Other heartbeat errors (an unavailable store) are
+// retried at the next tick. A negative every, or a lease without TTL and no
+// explicit every, disables it.
+func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
 	if every < 0 || lease.TTL <= 0 && every == 0 {
 		return func() {}
 	}
@@ -132,18 +137,15 @@ func heartbeat(ctx context.Context, s Store, key Key, lease Lease, opts *DoOpts,
 				case err == nil:
 					lease = l
 				case errors.Is(err, ErrStaleToken):
-					cancel(ErrLeaseLost)
+					lost()
 					return
 				}
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		select {
-		case <-done:
-		default:
-			close(done)
-		}
+		once.Do(func() { close(done) })
 		<-exited
 	}
 }

@@ -1,0 +1,183 @@
+package idemhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxCapture = 1 << 20
+)
+
+// DefaultNamespace is the namespace of the middleware's records unless
+// Config.Namespace says otherwise.
+var DefaultNamespace = idem.MustNamespace("http")
+
+// DefaultReplayHeaders are the response headers recorded and replayed by
+// default.
+var DefaultReplayHeaders = []string{
+	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
+	"Content-Location", "Location", "ETag", "Last-Modified", "Link", "Cache-Control",
+	"Vary", "X-Request-Id",
+}
+
+// neverReplayed headers are dropped from recordings whatever ReplayHeaders
+// says: cookies, credentials, hop-by-hop headers and framing.
+var neverReplayed = map[string]bool{
+	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
+	"Www-Authenticate": true, "Proxy-Authenticate": true, "Connection": true, "Keep-Alive": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Proxy-Connection": true,
+	"Content-Length": true, "Idempotent-Replayed": true,
+}
+
+// Event describes one request the middleware handled, for metrics and logs.
+type Event struct {
+	Request *http.Request
+	// Outcome says what happened; see the Outcome constants.
+	Outcome Outcome
+	// Status is the status code sent to the client.
+	Status int
+	// StoreTime is the time spent in store calls.
+	StoreTime time.Duration
+	// HandlerTime is the time spent in the wrapped handler (zero unless it
+	// ran).
+	HandlerTime time.Duration
+	// Err is the store error, for OutcomeStoreError and for failures to
+	// record or release (OutcomeExecuted with Err set).
+	Err error
+}
+
+// Outcome classifies a request in an Event.
+type Outcome string
+
+// Outcomes of Event.
+const (
+	OutcomePassThrough Outcome = "pass_through" // not protected, or no key and none required
+	OutcomeExecuted    Outcome = "executed"     // the handler ran and its response was recorded
+	OutcomeReleased    Outcome = "released"     // the handler ran; its response was not stored
+	OutcomeReplayed    Outcome = "replayed"     // answered from the record
+	OutcomeInProgress  Outcome = "in_progress"  // 409: the original is still running
+	OutcomeMismatch    Outcome = "mismatch"     // 422/400: key reused with another request
+	OutcomeKeyMissing  Outcome = "key_missing"
+	OutcomeKeyInvalid  Outcome = "key_invalid"
+	OutcomeTooLarge    Outcome = "body_too_large"
+	OutcomeStoreError  Outcome = "store_error" // 503, or passed through with FailOpen
+)
+
+// Config configures the middleware. Only Store is required.
+type Config struct {
+	// Store keeps the records. Required.
+	Store idem.Store
+	// Namespace of the records. Defaults to DefaultNamespace ("http").
+	Namespace idem.Namespace
+	// Methods are the protected methods, compared case-insensitively; other
+	// methods pass through untouched. Defaults to POST and PATCH.
+	Methods []string
+	// RequireKey makes a protected request without a key fail with 400.
+	// Defaults to false: such requests pass through and nothing is recorded.
+	RequireKey bool
+	// KeyScope returns the scope of a request's key, so that callers cannot
+	// see or probe each other's records. Defaults to ScopeByAuthorization.
+	KeyScope func(*http.Request) string
+	// Profile selects IETF (default) or Stripe conventions.
+	Profile Profile
+	// StoreStatus, when set, decides which response statuses are recorded,
+	// overriding the profile.
+	StoreStatus func(status int) bool
+	// Fingerprint, when set, replaces the request fingerprint (method, path,
+	// query and body, the body by its canonical JSON form when the
+	// Content-Type is JSON). body is the whole request body.
+	Fingerprint func(r *http.Request, body []byte) (idem.Fingerprint, error)
+	// ReplayHeaders are the response headers recorded and replayed.
+	// Defaults to DefaultReplayHeaders. Set-Cookie, authentication and
+	// hop-by-hop headers are never recorded.
+	ReplayHeaders []string
+	// MaxBody is the largest request body accepted on protected requests
+	// with a key, in bytes; larger bodies get 413. Defaults to DefaultMaxBody
+	// (1 MiB).
+	MaxBody int64
+	// MaxCapture is the largest response body recorded, in bytes; larger
+	// responses are delivered but not recorded. Defaults to
+	// DefaultMaxCapture (1 MiB).
+	MaxCapture int
+	// Retention is how long records are kept. Defaults to the store's.
+	Retention time.Duration
+	// Lease is how long a request owns its key before a retry may take it
+	// over; it is extended while the handler runs. Defaults to the store's.
+	Lease time.Duration
+	// FailOpen passes requests through unprotected when the store fails.
+	// Defaults to false: fail closed with 503.
+	FailOpen bool
+	// ErrorWriter writes problem responses. Defaults to WriteProblem.
+	ErrorWriter ErrorWriter
+	// OnEvent, when set, is called once per protected request after the
+	// response was written. It must be safe for concurrent use.
+	OnEvent func(Event)
+	// SettleTimeout bounds the store calls that record or release a key
+	// after the handler ran. Defaults to 10 seconds.
+	SettleTimeout time.Duration
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("idemhttp: Config.Store is required")
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if err := c.Namespace.Validate(); err != nil {
+		return fmt.Errorf("idemhttp: Config.Namespace: %w", err)
+	}
+	if c.Methods == nil {
+		c.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	for _, m := range c.Methods {
+		if m == "" || strings.ContainsAny(m, " \t\r\n") {
+			return fmt.Errorf("idemhttp: Config.Methods: invalid method %q", m)
+		}
+	}
+	if c.KeyScope == nil {
+		c.KeyScope = ScopeByAuthorization
+	}
+	if c.Profile != ProfileIETF && c.Profile != ProfileStripe {
+		return fmt.Errorf("idemhttp: Config.Profile: unknown profile %d", c.Profile)
+	}
+	if c.StoreStatus == nil {
+		c.StoreStatus = c.Profile.stores
+	}
+	if c.ReplayHeaders == nil {
+		c.ReplayHeaders = DefaultReplayHeaders
+	}
+	switch {
+	case c.MaxBody < 0:
+		return errors.New("idemhttp: Config.MaxBody must not be negative")
+	case c.MaxCapture < 0:
+		return errors.New("idemhttp: Config.MaxCapture must not be negative")
+	case c.Retention < 0:
+		return errors.New("idemhttp: Config.Retention must not be negative")
+	case c.Lease < 0:
+		return errors.New("idemhttp: Config.Lease must not be negative")
+	case c.SettleTimeout < 0:
+		return errors.New("idemhttp: Config.SettleTimeout must not be negative")
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxCapture == 0 {
+		c.MaxCapture = DefaultMaxCapture
+	}
+	if c.ErrorWriter == nil {
+		c.ErrorWriter = WriteProblem
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = 10 * time.Second
+	}
+	return nil
+}

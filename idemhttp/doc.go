@@ -1,0 +1,40 @@
+// Package idemhttp adds Idempotency-Key semantics to any HTTP handler, as
+// the IETF draft "The Idempotency-Key HTTP Header Field" describes them (and,
+// as an option, as Stripe's API does): a retried POST with the same key is
+// answered from the recorded response instead of running twice.
+//
+//	mw, err := idemhttp.New(idemhttp.Config{Store: store, RequireKey: true})
+//	if err != nil { … }
+//	http.ListenAndServe(addr, mw(apiHandler))
+//
+// For each request with a protected method (POST and PATCH by default):
+//
+//   - no key: 400 when the key is required, else the request passes through
+//     and nothing is recorded;
+//   - an invalid key (empty, over 255 bytes, control characters, malformed
+//     sf-string, several values): 400;
+//   - a body over Config.MaxBody: 413;
+//   - the same key (within the caller's scope) with another request (method,
+//     path, query or body; JSON bodies compared by their canonical form): 422
+//     (400 in the Stripe profile), even while the original still runs;
+//   - the same key while the original runs: 409 with Retry-After;
+//   - the same key after the original completed: the recorded status, the
+//     allowlisted headers and the body, plus "Idempotent-Replayed: true";
+//   - the store unreachable: 503 (or pass-through with Config.FailOpen).
+//
+// Errors are RFC 9457 application/problem+json documents with a stable type
+// URI per condition (see the Problem… constants) and Cache-Control: no-store.
+//
+// What is recorded: the status, the headers in Config.ReplayHeaders (never
+// Set-Cookie, authentication or hop-by-hop headers, whatever the
+// configuration says) and the body up to Config.MaxCapture. Not recorded, so
+// a retry runs again: statuses the profile does not store (IETF: all 5xx,
+// 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
+// (the handler called Flush or Hijack), and handler panics (the key is
+// released and the panic goes on).
+//
+// The handler runs with a context detached from the client's cancellation
+// (context.WithoutCancel): a client that disconnects does not abort the work
+// it started, so its retry finds the result instead of running again. The
+// lease is extended in the background while the handler runs.
+package idemhttp

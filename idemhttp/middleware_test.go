@@ -1,0 +1,637 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// upstream is a counting handler standing in for the protected API.
+type upstream struct {
+	n       atomic.Int32
+	status  int
+	header  http.Header
+	body    string
+	hold    chan struct{} // when set, requests wait on it
+	started chan struct{} // when set, receives once per request as it starts
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := u.n.Add(1)
+	if u.started != nil {
+		u.started <- struct{}{}
+	}
+	if u.hold != nil {
+		<-u.hold
+	}
+	for k, v := range u.header {
+		w.Header()[k] = v
+	}
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	status := u.status
+	if status == 0 {
+		status = http.StatusCreated
+	}
+	w.WriteHeader(status)
+	body := u.body
+	if body == "" {
+		b, _ := io.ReadAll(r.Body)
+		body = `{"run":` + strconv.Itoa(int(n)) + `,"echo":` + strconv.Quote(string(b)) + `}`
+	}
+	_, _ = io.WriteString(w, body)
+}
+
+type bundle struct {
+	store  *memstore.Store
+	clock  *idemtest.Clock
+	up     *upstream
+	h      http.Handler
+	events chan idemhttp.Event
+}
+
+func setup(t *testing.T, cfg idemhttp.Config) *bundle {
+	t.Helper()
+	clock := idemtest.NewClock()
+	s, err := memstore.New(memstore.Config{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{store: s, clock: clock, up: &upstream{}, events: make(chan idemhttp.Event, 1000)}
+	if cfg.Store == nil {
+		cfg.Store = s
+	}
+	cfg.OnEvent = func(e idemhttp.Event) { b.events <- e }
+	mw, err := idemhttp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.h = mw(b.up)
+	return b
+}
+
+type reqOpt func(*http.Request)
+
+func header(k, v string) reqOpt { return func(r *http.Request) { r.Header.Add(k, v) } }
+
+func (b *bundle) do(t *testing.T, method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	for _, o := range opts {
+		o(r)
+	}
+	w := httptest.NewRecorder()
+	b.h.ServeHTTP(w, r)
+	return w
+}
+
+func key(v string) reqOpt { return header("Idempotency-Key", v) }
+
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", cc)
+	}
+	var p idemhttp.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("problem body %q: %v", w.Body, err)
+	}
+	if p.Type != typ || p.Status != status || p.Title == "" {
+		t.Errorf("problem = %+v, want type %s status %d", p, typ, status)
+	}
+}
+
+func (b *bundle) runs() int { return int(b.up.n.Load()) }
+
+func wantRuns(t *testing.T, b *bundle, n int) {
+	t.Helper()
+	if got := b.runs(); got != n {
+		t.Fatalf("upstream ran %d times, want %d", got, n)
+	}
+}
+
+func TestH1SFStringAndRawAreOneKey(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	w1 := b.do(t, "POST", "/charges", `{"a":1}`, key(`"k1"`))
+	w2 := b.do(t, "POST", "/charges", `{"a":1}`, key(`k1`))
+	if w1.Code != 201 || w2.Code != 201 || w1.Body.String() != w2.Body.String() {
+		t.Fatalf("responses %d %q / %d %q", w1.Code, w1.Body, w2.Code, w2.Body)
+	}
+	if w2.Header().Get("Idempotent-Replayed") != "true" || w1.Header().Get("Idempotent-Replayed") != "" {
+		t.Errorf("replayed headers: first %q, retry %q", w1.Header().Get("Idempotent-Replayed"), w2.Header().Get("Idempotent-Replayed"))
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH2MissingKey(t *testing.T) {
+	t.Run("required", func(t *testing.T) {
+		b := setup(t, idemhttp.Config{RequireKey: true})
+		wantProblem(t, b.do(t, "POST", "/charges", `{}`), 400, idemhttp.ProblemKeyMissing)
+		wantRuns(t, b, 0)
+	})
+	t.Run("optional", func(t *testing.T) {
+		b := setup(t, idemhttp.Config{})
+		for range 2 {
+			if w := b.do(t, "POST", "/charges", `{}`); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" {
+				t.Fatalf("status %d", w.Code)
+			}
+		}
+		wantRuns(t, b, 2)
+	})
+}
+
+func TestH3InvalidKeys(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	k255 := strings.Repeat("k", 255)
+	for name, opts := range map[string][]reqOpt{
+		"empty":             {key("")},
+		"blank":             {key("   ")},
+		"256 bytes":         {key(k255 + "k")},
+		"control character": {key("a\x01b")},
+		"two header lines":  {key("a"), key("b")},
+		"malformed sf":      {key(`"abc`)},
+		"empty sf":          {key(`""`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantProblem(t, b.do(t, "POST", "/charges", `{}`, opts...), 400, idemhttp.ProblemKeyInvalid)
+		})
+	}
+	wantRuns(t, b, 0)
+	if w := b.do(t, "POST", "/charges", `{}`, key(k255)); w.Code != 201 {
+		t.Errorf("a 255-byte key got %d", w.Code)
+	}
+	b.do(t, "POST", "/charges", `{}`, key("Case"))
+	if w := b.do(t, "POST", "/charges", `{}`, key("case")); w.Header().Get("Idempotent-Replayed") != "" {
+		t.Error("keys are not case-sensitive")
+	}
+	wantRuns(t, b, 3)
+}
+
+func TestH4MethodsPassThrough(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	for _, m := range []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"} {
+		for range 2 {
+			w := b.do(t, m, "/x", ``, key("same"))
+			if w.Header().Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s replayed", m)
+			}
+		}
+	}
+	wantRuns(t, b, 10)
+	for _, m := range []string{"PATCH", "post"} {
+		b.do(t, m, "/y", `{}`, key("k-"+m))
+		if w := b.do(t, m, "/y", `{}`, key("k-"+m)); w.Header().Get("Idempotent-Replayed") != "true" {
+			t.Errorf("%s is not protected", m)
+		}
+	}
+	wantRuns(t, b, 12)
+}
+
+func TestH5ReplayIsExact(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.header = http.Header{
+		"Location":         {"/charges/ch_1"},
+		"Content-Type":     {"application/vnd.api+json; charset=utf-8"},
+		"Content-Encoding": {"identity"},
+		"X-Internal":       {"not allowlisted"},
+	}
+	first := b.do(t, "POST", "/charges", `{"a":1}`, key("k5"))
+	for i := range 10 {
+		w := b.do(t, "POST", "/charges", `{"a":1}`, key("k5"))
+		if w.Code != 201 || !bytes.Equal(w.Body.Bytes(), first.Body.Bytes()) {
+			t.Fatalf("retry %d: %d %q, want 201 %q", i, w.Code, w.Body, first.Body)
+		}
+		for _, h := range []string{"Location", "Content-Type", "Content-Encoding"} {
+			if w.Header().Get(h) != first.Header().Get(h) {
+				t.Errorf("retry %d: %s = %q, want %q", i, h, w.Header().Get(h), first.Header().Get(h))
+			}
+		}
+		if w.Header().Get("X-Internal") != "" {
+			t.Error("a header outside the allowlist was replayed")
+		}
+		if w.Header().Get("Idempotent-Replayed") != "true" {
+			t.Error("no Idempotent-Replayed: true")
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH6SensitiveHeadersNeverReplayed(t *testing.T) {
+	b := setup(t, idemhttp.Config{ReplayHeaders: append([]string{"Set-Cookie", "Authorization", "Connection", "WWW-Authenticate"}, idemhttp.DefaultReplayHeaders...)})
+	b.up.header = http.Header{
+		"Set-Cookie":       {"session=secret"},
+		"Authorization":    {"Bearer leaked"},
+		"Www-Authenticate": {"Basic"},
+		"Connection":       {"close"},
+	}
+	b.do(t, "POST", "/x", `{}`, key("k6"))
+	w := b.do(t, "POST", "/x", `{}`, key("k6"))
+	for _, h := range []string{"Set-Cookie", "Authorization", "Www-Authenticate", "Connection"} {
+		if w.Header().Get(h) != "" {
+			t.Errorf("%s replayed: %q", h, w.Header().Get(h))
+		}
+	}
+	if w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatal("not a replay")
+	}
+}
+
+func TestH7JSONCanonicalComparison(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.do(t, "POST", "/x", `{"a":1,"b":[1,2]}`, key("k7"))
+	if w := b.do(t, "POST", "/x", "{ \"b\" : [1,2],\n \"a\":1 }", key("k7")); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("reordered members: %d, want a replay", w.Code)
+	}
+	wantProblem(t, b.do(t, "POST", "/x", `{"a":1,"b":[2,1]}`, key("k7")), 422, idemhttp.ProblemKeyReused)
+	wantRuns(t, b, 1)
+}
+
+func TestH8MismatchLeavesRecord(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.body = `{"secret":"original-response"}`
+	b.do(t, "POST", "/x?q=1", `{"card":"4242"}`, key("k8"))
+	for name, w := range map[string]*httptest.ResponseRecorder{
+		"body":   b.do(t, "POST", "/x?q=1", `{"card":"0000"}`, key("k8")),
+		"path":   b.do(t, "POST", "/y?q=1", `{"card":"4242"}`, key("k8")),
+		"query":  b.do(t, "POST", "/x?q=2", `{"card":"4242"}`, key("k8")),
+		"method": b.do(t, "PATCH", "/x?q=1", `{"card":"4242"}`, key("k8")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantProblem(t, w, 422, idemhttp.ProblemKeyReused)
+			if s := w.Body.String(); strings.Contains(s, "4242") || strings.Contains(s, "original-response") {
+				t.Errorf("problem leaks the original: %s", s)
+			}
+		})
+	}
+	wantRuns(t, b, 1)
+	if w := b.do(t, "POST", "/x?q=1", `{"card":"4242"}`, key("k8")); w.Header().Get("Idempotent-Replayed") != "true" || w.Body.String() != `{"secret":"original-response"}` {
+		t.Errorf("original no longer replays: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestH9H10InFlight(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 1)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- b.do(t, "POST", "/x", `{"a":1}`, key("k9")) }()
+	<-b.up.started
+	// H9: another body while the original runs is a mismatch, not 409.
+	wantProblem(t, b.do(t, "POST", "/x", `{"a":2}`, key("k9")), 422, idemhttp.ProblemKeyReused)
+	// H10: the same request is 409 with Retry-After >= 1.
+	w := b.do(t, "POST", "/x", `{"a":1}`, key("k9"))
+	wantProblem(t, w, 409, idemhttp.ProblemInProgress)
+	if ra, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After = %q, want >= 1 s", w.Header().Get("Retry-After"))
+	}
+	close(b.up.hold)
+	first := <-done
+	if first.Code != 201 {
+		t.Fatalf("original = %d", first.Code)
+	}
+	if w := b.do(t, "POST", "/x", `{"a":1}`, key("k9")); w.Header().Get("Idempotent-Replayed") != "true" || w.Body.String() != first.Body.String() {
+		t.Errorf("after completion: %d %s, want the replay", w.Code, w.Body)
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH10FiftyConcurrent(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	start := make(chan struct{})
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			codes[i] = b.do(t, "POST", "/x", `{"a":1}`, key("k10")).Code
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wantRuns(t, b, 1)
+	for _, c := range codes {
+		if c != 201 && c != 409 {
+			t.Errorf("status %d, want 201 or 409", c)
+		}
+	}
+}
+
+func TestH11RejectedRequestKeepsReservation(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 1)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- b.do(t, "POST", "/x", `{"a":1}`, key("k11")) }()
+	<-b.up.started
+	b.do(t, "POST", "/x", `{"a":1}`, key("k11")) // 409
+	b.do(t, "POST", "/x", `{"a":2}`, key("k11")) // 422
+	k, _ := idem.ParseKey(idemhttp.DefaultNamespace, "k11")
+	rec, err := b.store.Get(context.Background(), k)
+	if err != nil || rec.Status != idem.StatusInProgress {
+		t.Fatalf("reservation after rejected requests: %+v %v", rec, err)
+	}
+	close(b.up.hold)
+	<-done
+	if w := b.do(t, "POST", "/x", `{"a":1}`, key("k11")); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("owner's result was not recorded")
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH12StoredStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		profile idemhttp.Profile
+		status  int
+		stored  bool
+	}{
+		{idemhttp.ProfileIETF, 200, true},
+		{idemhttp.ProfileIETF, 201, true},
+		{idemhttp.ProfileIETF, 302, true},
+		{idemhttp.ProfileIETF, 400, true},
+		{idemhttp.ProfileIETF, 404, true},
+		{idemhttp.ProfileIETF, 408, false},
+		{idemhttp.ProfileIETF, 409, false},
+		{idemhttp.ProfileIETF, 425, false},
+		{idemhttp.ProfileIETF, 429, false},
+		{idemhttp.ProfileIETF, 500, false},
+		{idemhttp.ProfileIETF, 503, false},
+		{idemhttp.ProfileStripe, 500, true},
+		{idemhttp.ProfileStripe, 429, false},
+		{idemhttp.ProfileStripe, 400, true},
+	} {
+		t.Run(strconv.Itoa(int(tc.profile))+"/"+strconv.Itoa(tc.status), func(t *testing.T) {
+			b := setup(t, idemhttp.Config{Profile: tc.profile})
+			b.up.status = tc.status
+			b.do(t, "POST", "/x", `{}`, key("k12"))
+			w := b.do(t, "POST", "/x", `{}`, key("k12"))
+			if replayed := w.Header().Get("Idempotent-Replayed") == "true"; replayed != tc.stored {
+				t.Fatalf("replayed = %v, want %v", replayed, tc.stored)
+			}
+			if w.Code != tc.status {
+				t.Errorf("status %d, want %d", w.Code, tc.status)
+			}
+			want := 1
+			if !tc.stored {
+				want = 2
+			}
+			wantRuns(t, b, want)
+		})
+	}
+	b := setup(t, idemhttp.Config{Profile: idemhttp.ProfileStripe})
+	b.do(t, "POST", "/x", `{"a":1}`, key("k"))
+	wantProblem(t, b.do(t, "POST", "/x", `{"a":2}`, key("k")), 400, idemhttp.ProblemKeyReused)
+}
+
+func TestH14RetentionExpiry(t *testing.T) {
+	b := setup(t, idemhttp.Config{Retention: time.Hour})
+	b.do(t, "POST", "/x", `{}`, key("k14"))
+	b.clock.Advance(time.Hour - time.Second)
+	if w := b.do(t, "POST", "/x", `{}`, key("k14")); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatal("not replayed within the retention")
+	}
+	b.clock.Advance(time.Second)
+	if w := b.do(t, "POST", "/x", `{}`, key("k14")); w.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatal("replayed after the retention")
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestH15LeaseTakeover(t *testing.T) {
+	b := setup(t, idemhttp.Config{Lease: 5 * time.Second})
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 2)
+	b.up.body = `{"v":"stale"}`
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- b.do(t, "POST", "/x", `{}`, key("k15")) }()
+	<-b.up.started
+	b.clock.Advance(6 * time.Second) // the owner's lease lapsed (it hangs)
+	second := make(chan *httptest.ResponseRecorder)
+	go func() { second <- b.do(t, "POST", "/x", `{}`, key("k15")) }()
+	<-b.up.started
+	close(b.up.hold)
+	w1, w2 := <-done, <-second
+	if w1.Code != 201 || w2.Code != 201 {
+		t.Fatalf("statuses %d %d", w1.Code, w2.Code)
+	}
+	wantRuns(t, b, 2)
+	// Exactly one of them recorded; the replay is that one, not overwritten.
+	k, _ := idem.ParseKey(idemhttp.DefaultNamespace, "k15")
+	rec, err := b.store.Get(context.Background(), k)
+	if err != nil || rec.Status != idem.StatusCommitted || rec.Fence != 2 {
+		t.Fatalf("record = %+v %v, want committed by the taker-over (fence 2)", rec, err)
+	}
+}
+
+func TestH17ScopesAreIndependent(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 2)
+	done := make(chan *httptest.ResponseRecorder, 2)
+	go func() { done <- b.do(t, "POST", "/x", `{"a":1}`, key("k17"), header("Authorization", "Bearer alice")) }()
+	<-b.up.started
+	// Bob uses the same key while Alice's request runs, with another body:
+	// neither 409 nor 422.
+	go func() { done <- b.do(t, "POST", "/x", `{"a":2}`, key("k17"), header("Authorization", "Bearer bob")) }()
+	<-b.up.started
+	close(b.up.hold)
+	for range 2 {
+		if w := <-done; w.Code != 201 {
+			t.Fatalf("status %d", w.Code)
+		}
+	}
+	wa := b.do(t, "POST", "/x", `{"a":1}`, key("k17"), header("Authorization", "Bearer alice"))
+	wb := b.do(t, "POST", "/x", `{"a":2}`, key("k17"), header("Authorization", "Bearer bob"))
+	if wa.Header().Get("Idempotent-Replayed") != "true" || wb.Header().Get("Idempotent-Replayed") != "true" || !strings.Contains(wa.Body.String(), `\"a\":1`) || !strings.Contains(wb.Body.String(), `\"a\":2`) {
+		t.Errorf("replays: alice %s, bob %s", wa.Body, wb.Body)
+	}
+	wantRuns(t, b, 2)
+}
+
+// failingStore is an idem.Store whose backend is down.
+type failingStore struct{ idem.Store }
+
+func (failingStore) Begin(context.Context, idem.Key, idem.Request, *idem.BeginOpts) (idem.Outcome, error) {
+	return idem.Outcome{}, idem.Unavailable(errors.New("connection refused"))
+}
+
+func TestH18StoreUnavailable(t *testing.T) {
+	b := setup(t, idemhttp.Config{Store: failingStore{}})
+	w := b.do(t, "POST", "/x", `{}`, key("k18"))
+	wantProblem(t, w, 503, idemhttp.ProblemStoreUnavailable)
+	wantRuns(t, b, 0)
+	open := setup(t, idemhttp.Config{Store: failingStore{}, FailOpen: true})
+	if w := open.do(t, "POST", "/x", `{}`, key("k18")); w.Code != 201 {
+		t.Errorf("fail-open: %d", w.Code)
+	}
+	wantRuns(t, open, 1)
+}
+
+func TestH19Limits(t *testing.T) {
+	b := setup(t, idemhttp.Config{MaxBody: 1024, MaxCapture: 64})
+	wantProblem(t, b.do(t, "POST", "/x", strings.Repeat("x", 1025), key("big")), 413, idemhttp.ProblemBodyTooLarge)
+	wantRuns(t, b, 0)
+	k, _ := idem.ParseKey(idemhttp.DefaultNamespace, "big")
+	if _, err := b.store.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("413 left a record: %v", err)
+	}
+	// 1024 bytes is accepted; a response over the capture cap is delivered
+	// whole but not stored.
+	body := strings.Repeat("y", 1024)
+	w := b.do(t, "POST", "/x", body, key("k19"))
+	if w.Code != 201 || !strings.Contains(w.Body.String(), body) {
+		t.Fatalf("large response: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	if w := b.do(t, "POST", "/x", body, key("k19")); w.Header().Get("Idempotent-Replayed") != "" {
+		t.Error("a response over the capture cap was stored")
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestH19StreamingNotStored(t *testing.T) {
+	clock := idemtest.NewClock()
+	s, _ := memstore.New(memstore.Config{Now: clock.Now})
+	var runs atomic.Int32
+	h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, "data: 2\n\n")
+	}))
+	for range 2 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/events", nil)
+		r.Header.Set("Idempotency-Key", "s1")
+		h.ServeHTTP(w, r)
+		if w.Body.String() != "data: 1\n\ndata: 2\n\n" || !w.Flushed {
+			t.Fatalf("stream delivered %q flushed=%v", w.Body, w.Flushed)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Errorf("runs = %d, want 2 (streams are not stored)", runs.Load())
+	}
+}
+
+func TestPanicReleasesKey(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	var runs atomic.Int32
+	h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		w.WriteHeader(201)
+	}))
+	serve := func() (code int, panicked any) {
+		defer func() { panicked = recover() }()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/x", nil)
+		r.Header.Set("Idempotency-Key", "p1")
+		h.ServeHTTP(w, r)
+		return w.Code, nil
+	}
+	if _, p := serve(); p != "boom" {
+		t.Fatalf("panic = %v, want it re-raised", p)
+	}
+	if code, p := serve(); p != nil || code != 201 {
+		t.Fatalf("retry after a panic: %d %v", code, p)
+	}
+}
+
+// H21: the client's cancellation does not reach the handler; its result is
+// recorded and the retry replays.
+func TestH21ClientDisconnectDoesNotCancel(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var sawCancel atomic.Bool
+	mw, _ := idemhttp.New(idemhttp.Config{Store: b.store})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cancel() // the client goes away mid-request
+		time.Sleep(10 * time.Millisecond)
+		sawCancel.Store(r.Context().Err() != nil)
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"done":true}`)
+	}))
+	r := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`)).WithContext(ctx)
+	r.Header.Set("Idempotency-Key", "k21")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if sawCancel.Load() {
+		t.Fatal("the handler's context was cancelled with the client's")
+	}
+	r2 := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
+	r2.Header.Set("Idempotency-Key", "k21")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r2)
+	if w.Header().Get("Idempotent-Replayed") != "true" || w.Body.String() != `{"done":true}` {
+		t.Errorf("retry after disconnect: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.do(t, "POST", "/x", `{}`, key("e"))
+	b.do(t, "POST", "/x", `{}`, key("e"))
+	b.do(t, "POST", "/x", `{"other":1}`, key("e"))
+	b.do(t, "POST", "/x", `{}`)
+	b.do(t, "GET", "/x", ``, key("e"))
+	var got []idemhttp.Outcome
+	for len(b.events) > 0 {
+		got = append(got, (<-b.events).Outcome)
+	}
+	want := []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed, idemhttp.OutcomeMismatch, idemhttp.OutcomePassThrough}
+	if strings.Join(outcomes(got), ",") != strings.Join(outcomes(want), ",") {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+func outcomes(o []idemhttp.Outcome) []string {
+	s := make([]string, len(o))
+	for i, x := range o {
+		s[i] = string(x)
+	}
+	return s
+}
+
+func TestConfigValidation(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for name, cfg := range map[string]idemhttp.Config{
+		"no store":         {},
+		"bad namespace":    {Store: s, Namespace: "Bad"},
+		"negative body":    {Store: s, MaxBody: -1},
+		"negative capture": {Store: s, MaxCapture: -1},
+		"bad method":       {Store: s, Methods: []string{"PO ST"}},
+		"bad profile":      {Store: s, Profile: 7},
+	} {
+		if _, err := idemhttp.New(cfg); err == nil || !strings.HasPrefix(err.Error(), "idemhttp: Config.") {
+			t.Errorf("%s: New = %v, want an error naming the field", name, err)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Problem type URIs, one per condition. They are stable: clients may branch
+// on them.
+const (
+	ProblemKeyMissing       = "urn:idem:problem:key-missing"
+	ProblemKeyInvalid       = "urn:idem:problem:key-invalid"
+	ProblemKeyReused        = "urn:idem:problem:key-reused"
+	ProblemInProgress       = "urn:idem:problem:request-in-progress"
+	ProblemStoreUnavailable = "urn:idem:problem:store-unavailable"
+	ProblemBodyTooLarge     = "urn:idem:problem:body-too-large"
+	ProblemUpstream         = "urn:idem:problem:upstream-unavailable"
+	ProblemUpstreamTimeout  = "urn:idem:problem:upstream-timeout"
+	ProblemInternal         = "urn:idem:problem:internal"
+)
+
+// Problem is an RFC 9457 problem detail.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// RetryAfter, when positive, is sent as the Retry-After header (whole
+	// seconds, at least 1).
+	RetryAfter time.Duration `json:"-"`
+}
+
+// ErrorWriter writes a problem response. The default is WriteProblem.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
+
+// WriteProblem writes p as application/problem+json with Cache-Control:
+// no-store, and Retry-After when p.RetryAfter is set.
+func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retrySeconds(p.RetryAfter)))
+	}
+	body, _ := json.Marshal(p)
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// retrySeconds rounds d up to whole seconds, at least 1.
+func retrySeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		return 1
+	}
+	return s
+}
