@@ -1,0 +1,134 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// ProxyConfig configures NewProxy.
+type ProxyConfig struct {
+	// Upstream is the API requests are forwarded to: scheme, host and an
+	// optional base path. Required.
+	Upstream *url.URL
+	// Middleware configures the Idempotency-Key handling in front of the
+	// upstream. Its Store is required.
+	Middleware Config
+	// Timeout bounds each upstream call, from sending the request to reading
+	// the whole response. Defaults to 60 seconds.
+	Timeout time.Duration
+	// Transport makes the upstream calls. Defaults to a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// ErrorLog receives upstream errors. Defaults to the log package's
+	// standard logger.
+	ErrorLog *log.Logger
+}
+
+// NewProxy returns a reverse proxy to cfg.Upstream with Idempotency-Key
+// semantics in front of it (see package doc). Upstream failures are problem
+// responses and are never recorded: 502 when the upstream cannot be reached,
+// 504 when it does not answer within Timeout; a retry runs again.
+//
+// The upstream call is not cancelled when the client disconnects, and the
+// whole response (up to Middleware.MaxCapture) is read from the upstream
+// before it is written to the client, so its result is recorded either way.
+// Server-sent events (text/event-stream) and responses larger than
+// MaxCapture are streamed through and not recorded.
+func NewProxy(cfg ProxyConfig) (http.Handler, error) {
+	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
+		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %v", cfg.Upstream)
+	}
+	if cfg.Timeout < 0 {
+		return nil, errors.New("idemhttp: ProxyConfig.Timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	mwcfg := cfg.Middleware
+	if err := mwcfg.validate(); err != nil {
+		return nil, err
+	}
+	mw, err := New(mwcfg)
+	if err != nil {
+		return nil, err
+	}
+	upstream := cfg.Upstream
+	capture := mwcfg.MaxCapture
+	writeProblem := mwcfg.ErrorWriter
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+		},
+		Transport: cfg.Transport,
+		ErrorLog:  cfg.ErrorLog,
+		ModifyResponse: func(res *http.Response) error {
+			return bufferResponse(res, capture)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if cfg.ErrorLog != nil {
+				cfg.ErrorLog.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
+			} else {
+				log.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
+			}
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+				writeProblem(w, r, &Problem{Type: ProblemUpstreamTimeout, Title: "Upstream timed out", Status: http.StatusGatewayTimeout,
+					Detail: "The upstream did not answer in time; the request was not recorded."})
+				return
+			}
+			writeProblem(w, r, &Problem{Type: ProblemUpstream, Title: "Upstream unavailable", Status: http.StatusBadGateway,
+				Detail: "The upstream could not be reached; the request was not recorded."})
+		},
+	}
+	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.Timeout)
+		defer cancel()
+		rp.ServeHTTP(w, r.WithContext(ctx))
+	})
+	return mw(timed), nil
+}
+
+// bufferResponse reads up to limit bytes of the upstream body ahead, so
+// that a complete response of known length is written to the client in one
+// go (ReverseProxy would otherwise flush responses of unknown length as they
+// arrive, which the middleware treats as streaming). Event streams and
+// longer bodies are left streaming.
+func bufferResponse(res *http.Response, limit int) error {
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
+		return nil
+	}
+	if res.ContentLength > int64(limit) {
+		return nil
+	}
+	head, err := io.ReadAll(io.LimitReader(res.Body, int64(limit)+1))
+	if err != nil {
+		return err
+	}
+	if len(head) > limit {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), res.Body), res.Body}
+		return nil
+	}
+	_ = res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(head))
+	res.ContentLength = int64(len(head))
+	res.TransferEncoding = nil
+	return nil
+}
