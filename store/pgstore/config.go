@@ -1,0 +1,90 @@
+package pgstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// Config configures a Store. The zero Config is valid: every field has a
+// default.
+type Config struct {
+	// Table is the name of the table holding the records, optionally
+	// schema-qualified ("idem.records"). Each part is 1–48 bytes of lowercase
+	// ASCII letters, digits and '_', not starting with a digit; anything else
+	// is rejected by New, never quoted into SQL as is. Migrate creates the
+	// table, an index named Table+"_expires_idx" and, for a qualified name,
+	// the schema. Defaults to DefaultTable ("idempotency_record").
+	Table string
+
+	// Retention is how long a record is kept, and replayed, after Begin.
+	// BeginOpts.Retention overrides it per call. Defaults to
+	// idem.DefaultRetention (24h).
+	Retention time.Duration
+
+	// Lease is how long a Fresh reservation is owned before another Begin of
+	// the same key and request may take it over. BeginOpts.Lease overrides
+	// it per call; Heartbeat extends by it when asked to extend by 0. It is
+	// also the RetryAfter of an InFlight answer given because another
+	// transaction is writing the key right now. Defaults to
+	// idem.DefaultLease (30s).
+	Lease time.Duration
+
+	// MaxPayload is the largest request payload, result or encoded stored
+	// error accepted, in bytes; larger ones are rejected with
+	// *idem.PayloadTooLargeError before anything is sent to the server.
+	// Defaults to idem.DefaultMaxPayload (4 MiB).
+	MaxPayload int
+
+	// PurgeBatch is how many records PurgeExpired deletes per statement, so
+	// that no statement holds many row locks or runs long. Defaults to 1000.
+	PurgeBatch int
+
+	// Now is the clock every timestamp is computed from, in Go, truncated to
+	// the microsecond PostgreSQL keeps: the store never reads the server's
+	// clock (no now() in its SQL), so that every process and every test
+	// decides expiry from one notion of time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// defaultPurgeBatch is the default of Config.PurgeBatch.
+const defaultPurgeBatch = 1000
+
+// validate checks c, fills in the defaults and returns the parsed table
+// name. Its messages name the field.
+func (c *Config) validate() (table, error) {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	t, err := parseTable(c.Table)
+	if err != nil {
+		return table{}, fmt.Errorf("pgstore: Config.Table: %w", err)
+	}
+	switch {
+	case c.Retention < 0:
+		return table{}, fmt.Errorf("pgstore: Config.Retention must not be negative, got %s", c.Retention)
+	case c.Lease < 0:
+		return table{}, fmt.Errorf("pgstore: Config.Lease must not be negative, got %s", c.Lease)
+	case c.MaxPayload < 0:
+		return table{}, fmt.Errorf("pgstore: Config.MaxPayload must not be negative, got %d", c.MaxPayload)
+	case c.PurgeBatch < 0:
+		return table{}, fmt.Errorf("pgstore: Config.PurgeBatch must not be negative, got %d", c.PurgeBatch)
+	}
+	if c.Retention == 0 {
+		c.Retention = idem.DefaultRetention
+	}
+	if c.Lease == 0 {
+		c.Lease = idem.DefaultLease
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = idem.DefaultMaxPayload
+	}
+	if c.PurgeBatch == 0 {
+		c.PurgeBatch = defaultPurgeBatch
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return t, nil
+}

@@ -1,0 +1,77 @@
+package pgstore_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/pgstore"
+)
+
+const maxPayload = 1 << 16
+
+// conformanceConfig is the configuration idemtest requires.
+func conformanceConfig(now func() time.Time) pgstore.Config {
+	return pgstore.Config{Now: now, Retention: idemtest.Retention, Lease: idemtest.Lease, MaxPayload: maxPayload}
+}
+
+// TestConformance runs the store contract in lease mode (the Store on its
+// pool) and in transactional mode bound to pgx transactions (WithTx).
+func TestConformance(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	newStore := func(t *testing.T, now func() time.Time) *pgstore.Store {
+		s, err := pgstore.New(tb.pool, conformanceConfig(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store { return newStore(t, now) },
+		NewTx: func(t *testing.T, now func() time.Time) (idem.Store, func() error, func() error) {
+			ctx := context.Background()
+			tx, err := tb.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback(ctx) })
+			return newStore(t, now).WithTx(tx),
+				func() error { return tx.Commit(ctx) },
+				func() error { return tx.Rollback(ctx) }
+		},
+		MaxPayload: maxPayload,
+	})
+}
+
+// TestConformanceSQLTx runs the transactional-mode cases on database/sql
+// transactions (WithSQLTx, through pgx's stdlib driver); the lease-mode
+// cases run on a Store made without a pool's help for reading back.
+func TestConformanceSQLTx(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	db := stdlib.OpenDBFromPool(tb.pool)
+	t.Cleanup(func() { _ = db.Close() })
+	newStore := func(t *testing.T, now func() time.Time) *pgstore.Store {
+		s, err := pgstore.New(tb.pool, conformanceConfig(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store { return newStore(t, now) },
+		NewTx: func(t *testing.T, now func() time.Time) (idem.Store, func() error, func() error) {
+			tx, err := db.BeginTx(context.Background(), &sql.TxOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback() })
+			return newStore(t, now).WithSQLTx(tx), tx.Commit, tx.Rollback
+		},
+		MaxPayload: maxPayload,
+	})
+}

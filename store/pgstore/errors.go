@@ -1,0 +1,62 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemgo/idem"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errNoPool is returned by the methods of a Store made without a pool,
+// which can only be used through WithTx and WithSQLTx.
+var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use WithTx or WithSQLTx")
+
+// classify turns the error of a database call made for op into the error
+// the store returns:
+//
+//   - ctx is done: an error satisfying errors.Is(err, ctx.Err());
+//   - the server rejected a value (SQLSTATE class 22, data exception, such
+//     as JSON that JSONB cannot hold; or 54001, nesting too deep): an error
+//     satisfying errors.Is(err, idem.ErrInvalidPayload);
+//   - anything else (connection refused or lost, server shutting down,
+//     missing table, serialization failure, closed transaction): an error
+//     satisfying errors.Is(err, idem.ErrUnavailable).
+//
+// Each keeps err in its chain, so errors.As finds a *pgconn.PgError.
+func classify(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ce := ctx.Err(); ce != nil {
+		return ctxError(op, ce, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || pe.Code == "54001") {
+		return fmt.Errorf("pgstore: %s: %w: %w", op, idem.ErrInvalidPayload, err)
+	}
+	return idem.Unavailable(fmt.Errorf("pgstore: %s: %w", op, err))
+}
+
+// ctxError reports that ctx ended (ce is its Err) during op, with the
+// database's own error when there was one.
+func ctxError(op string, ce, err error) error {
+	if err == nil || errors.Is(err, ce) {
+		return fmt.Errorf("pgstore: %s: %w", op, ce)
+	}
+	return fmt.Errorf("pgstore: %s: %w (%v)", op, ce, err)
+}
+
+// staleError reports a settle call whose lease is not current.
+func staleError(op string) error {
+	return fmt.Errorf("pgstore: %s: %w", op, idem.ErrStaleToken)
+}
+
+// corruptError reports a stored value the store cannot read back. A
+// record only gets there by being written outside the store; the store
+// counts it as a backend failure.
+func corruptError(op, what string, err error) error {
+	return idem.Unavailable(fmt.Errorf("pgstore: %s: stored %s is unreadable: %w", op, what, err))
+}

@@ -1,0 +1,97 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+// migrationFiles are the schema migrations, applied in file name order.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrateLockID is the advisory lock Migrate holds while it runs, so that
+// processes starting together do not race on CREATE TABLE IF NOT EXISTS
+// (which is not safe against itself). It is the same for every table:
+// migrations are rare and short. The value is the first 8 bytes of
+// SHA-256("idem/pgstore/migrate"), as a signed 64-bit integer.
+const migrateLockID int64 = -4464102279799023034 // 0xc20c52a0db915a46
+
+// migrations returns the SQL of every migration for t, in order.
+func migrations(t table) []string {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic("pgstore: embedded migrations: " + err.Error()) // cannot happen: embedded at build time
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent())
+	var out []string
+	if s := t.schemaIdent(); s != "" {
+		out = append(out, "CREATE SCHEMA IF NOT EXISTS "+s+";\n")
+	}
+	for _, name := range names {
+		b, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			panic("pgstore: embedded migrations: " + err.Error())
+		}
+		out = append(out, r.Replace(string(b)))
+	}
+	return out
+}
+
+// MigrationSQL returns the SQL that creates the schema objects of a Store
+// whose Config.Table is table ("" for DefaultTable), for teams that run
+// their own migration tool. Every statement is idempotent. It is the SQL
+// Migrate runs; it does not take Migrate's advisory lock, so run it from
+// one process (as migration tools do). The error reports an invalid table
+// name.
+func MigrationSQL(tableName string) (string, error) {
+	if tableName == "" {
+		tableName = DefaultTable
+	}
+	t, err := parseTable(tableName)
+	if err != nil {
+		return "", fmt.Errorf("pgstore: table: %w", err)
+	}
+	return strings.Join(migrations(t), "\n"), nil
+}
+
+// Migrate creates or updates the store's table, index and, when the table
+// name is schema-qualified, schema. It is idempotent, and safe to call from
+// several processes at once: it runs in one transaction that first takes a
+// transaction-level advisory lock (pg_advisory_xact_lock), so concurrent
+// callers run one after the other and the later ones find nothing to do.
+// Errors are wrapped as for the other methods (errors.Is(err,
+// idem.ErrUnavailable) when the server cannot be used).
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.pool == nil {
+		return errNoPool
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError("Migrate", err, nil)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return classify(ctx, "Migrate", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockID); err != nil {
+		return classify(ctx, "Migrate", err)
+	}
+	for _, m := range migrations(s.table) {
+		// No arguments: pgx sends the text with the simple protocol, which
+		// allows several statements.
+		if _, err := tx.Exec(ctx, m); err != nil {
+			return classify(ctx, "Migrate", err)
+		}
+	}
+	return classify(ctx, "Migrate", tx.Commit(ctx))
+}

@@ -1,0 +1,101 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// Commit implements idem.Store.
+func (b binding) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	if err := idem.CheckPayload("result", result, b.s.cfg.MaxPayload); err != nil {
+		return err
+	}
+	if err := checkText("result", result); err != nil {
+		return err
+	}
+	sql := b.s.sql.commit
+	if b.tx {
+		sql = b.s.sql.commitTx
+	}
+	return b.settle(ctx, "Commit", sql, key, lease, b.now(), result)
+}
+
+// FailPermanent implements idem.Store.
+func (b binding) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	enc, err := encodeError(e, b.s.cfg.MaxPayload)
+	if err != nil {
+		return err
+	}
+	sql := b.s.sql.failPermanent
+	if b.tx {
+		sql = b.s.sql.failPermanentTx
+	}
+	return b.settle(ctx, "FailPermanent", sql, key, lease, b.now(), enc)
+}
+
+// FailTransient implements idem.Store.
+func (b binding) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	sql := b.s.sql.failTransient
+	if b.tx {
+		sql = b.s.sql.failTransientTx
+	}
+	return b.settle(ctx, "FailTransient", sql, key, lease, b.now())
+}
+
+// Heartbeat implements idem.Store.
+func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return idem.Lease{}, err
+	}
+	if extend <= 0 {
+		extend = b.s.cfg.Lease
+	}
+	sql := b.s.sql.heartbeat
+	if b.tx {
+		sql = b.s.sql.heartbeatTx
+	}
+	now := b.now()
+	end := now.Add(extend)
+	if err := b.settle(ctx, "Heartbeat", sql, key, lease, now, end); err != nil {
+		return idem.Lease{}, err
+	}
+	return idem.Lease{Token: lease.Token, Fence: lease.Fence, ExpiresAt: end, TTL: extend}, nil
+}
+
+// settle runs one of the fenced statements: it changes the record only if
+// lease is its current reservation (token, fence, in_progress, not
+// expired at now), and reports ErrStaleToken when it changed nothing.
+// value is the statement's own parameter ($7), if any; in transactional
+// mode the lock text follows it.
+func (b binding) settle(ctx context.Context, op, sql string, key idem.Key, lease idem.Lease, now time.Time, value ...any) error {
+	if b.q == nil {
+		return errNoPool
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(op, err, nil)
+	}
+	ns, scope, v := keyArgs(key)
+	args := append([]any{ns, scope, v, lease.Token, lease.Fence, now}, value...)
+	if b.tx {
+		args = append(args, lockText(b.s.table, key))
+	}
+	n, err := b.q.exec(ctx, sql, args...)
+	if err != nil {
+		return classify(ctx, op, err)
+	}
+	if n == 0 {
+		return staleError(op)
+	}
+	return nil
+}
