@@ -23,6 +23,7 @@ var fuzzSeeds = []string{
 	"\xef\xbb\xbf{}", "\"\xff\"", `{"\ufb33":1,"\ud83d\ude00":2,"\u20ac":3,"a":4}`,
 	`[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]`, `{"b":{"d":[1,{"f":0,"e":1}],"c":null},"a":"\n"}`,
 	`truex`, `nul`, `01`, `1.`, `.5`, `"\x"`, `"\u12"`, " [ 1 , 2 ] \n",
+	benchRequest,
 }
 
 func FuzzCanonicalize(f *testing.F) {

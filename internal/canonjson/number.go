@@ -15,7 +15,9 @@ func (p *parser) number() error {
 	src := p.src
 	start := p.pos
 	i := start
+	neg := 0
 	if src[i] == '-' {
+		neg = 1
 		i++
 	}
 	switch {
@@ -28,7 +30,9 @@ func (p *parser) number() error {
 	default:
 		return p.unexpected(i, "in number")
 	}
+	fraction, exponent := false, false
 	if i < len(src) && src[i] == '.' {
+		fraction = true
 		i++
 		if i >= len(src) {
 			return p.eof()
@@ -39,6 +43,7 @@ func (p *parser) number() error {
 		i = digitsEnd(src, i)
 	}
 	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		exponent = true
 		i++
 		if i < len(src) && (src[i] == '+' || src[i] == '-') {
 			i++
@@ -50,6 +55,17 @@ func (p *parser) number() error {
 			return p.unexpected(i, "in exponent")
 		}
 		i = digitsEnd(src, i)
+	}
+	// Integers of up to 15 digits are exact doubles whose ECMAScript form
+	// is the literal itself, except that -0 is written as 0.
+	if !fraction && !exponent && i-start-neg <= 15 {
+		if src[start+neg] == '0' {
+			p.dst = append(p.dst, '0')
+		} else {
+			p.dst = append(p.dst, src[start:i]...)
+		}
+		p.pos = i
+		return nil
 	}
 	// The grammar above is stricter than ParseFloat's, so the only error
 	// left is overflow; underflow quietly yields ±0, as in ECMAScript.

@@ -25,6 +25,10 @@ func TestNumberFormatting(t *testing.T) {
 		{"exponent that yields an integer", "10.50e1", "105"},
 		{"upper case exponent", "1E2", "100"},
 		{"explicit plus exponent", "1e+2", "100"},
+		{"15 digits", "999999999999999", "999999999999999"},
+		{"negative 15 digits", "-123456789012345", "-123456789012345"},
+		{"16 digits round", "9999999999999999", "10000000000000000"},
+		{"17 digits round", "12345678901234567", "12345678901234568"},
 		{"1e20 has no exponent", "1e20", "100000000000000000000"},
 		{"1e21 has an exponent", "1e21", "1e+21"},
 		{"21 nines round to 1e21", "999999999999999999999", "1e+21"},
@@ -114,6 +118,31 @@ func TestNumberRoundTrip(t *testing.T) {
 		wantExp := abs != 0 && (abs >= 1e21 || abs < 1e-6)
 		if hasExp != wantExp {
 			t.Fatalf("appendNumber(%v) = %q: exponent %v, want %v", f, got, hasExp, wantExp)
+		}
+	}
+}
+
+// TestIntegerFastPath checks that integer literals, which skip the float
+// conversion when short, come out as the conversion would write them.
+func TestIntegerFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		digits := 1 + r.IntN(22)
+		lit := []byte(strconv.FormatUint(1+r.Uint64N(9), 10))
+		for len(lit) < digits {
+			lit = append(lit, byte('0'+r.IntN(10)))
+		}
+		if r.IntN(2) == 0 {
+			lit = append([]byte{'-'}, lit...)
+		}
+		f, err := strconv.ParseFloat(string(lit), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(appendNumber(nil, f))
+		got, err := Canonicalize(lit, Limits{})
+		if err != nil || string(got) != want {
+			t.Fatalf("Canonicalize(%s) = %s, %v; want %s", lit, got, err, want)
 		}
 	}
 }

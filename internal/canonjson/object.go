@@ -6,14 +6,16 @@ import (
 )
 
 // member is one member of an open object. Its canonical text
-// `"name":value` has already been written to parser.dst at [start, end),
-// and its unescaped name is parser.names[nameStart:nameEnd]. Members hold
-// offsets rather than slices so that growing the buffers is harmless and
-// pooled parsers keep no pointers into caller memory.
+// `"name":value` has already been written to parser.dst at [start, end).
+// Its unescaped name is parser.names[nameStart:nameEnd] if the name had
+// escapes, and parser.src[nameStart:nameEnd] otherwise. Members hold offsets
+// rather than slices so that growing the buffers is harmless and pooled
+// parsers keep no pointers into caller memory.
 type member struct {
-	offset             int // input offset of the name's opening quote
-	nameStart, nameEnd int // unescaped name in parser.names
-	start, end         int // canonical text in parser.dst
+	offset             int  // input offset of the name's opening quote
+	nameStart, nameEnd int  // unescaped name
+	unescaped          bool // the name is in parser.names, not parser.src
+	start, end         int  // canonical text in parser.dst
 }
 
 // sortMembers puts the members of the object that is closing into RFC 8785
@@ -26,8 +28,13 @@ func (p *parser) sortMembers(obj frame) error {
 	if len(ms) < 2 {
 		return nil
 	}
-	names := p.names
-	name := func(m member) []byte { return names[m.nameStart:m.nameEnd] }
+	src, names := p.src, p.names
+	name := func(m member) []byte {
+		if m.unescaped {
+			return names[m.nameStart:m.nameEnd]
+		}
+		return src[m.nameStart:m.nameEnd]
+	}
 
 	// Fast path: input that is already canonical needs no work.
 	sorted := true

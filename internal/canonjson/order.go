@@ -45,9 +45,7 @@ func (p *parser) reorder(base int) {
 		// Write text[pos:hi], stopping at the first recorded object that
 		// starts after pos. (Not at pos: a member starts where the first
 		// member of its own object does when it is written first.)
-		k, _ := slices.BinarySearchFunc(orders, base+pos+1, func(o order, at int) int {
-			return cmp.Compare(o.start, at)
-		})
+		k := firstOrderFrom(orders, base+pos+1)
 		if k < len(orders) && orders[k].start-base < hi {
 			o := orders[k]
 			out = append(out, text[pos:o.start-base]...)
@@ -75,4 +73,19 @@ func (p *parser) reorder(base int) {
 	}
 	p.dst = out
 	p.visits = stack[:0]
+}
+
+// firstOrderFrom returns the index of the first order in orders, sorted by
+// start, that starts at or after at, or len(orders) if there is none.
+func firstOrderFrom(orders []order, at int) int {
+	lo, hi := 0, len(orders)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if orders[mid].start < at {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

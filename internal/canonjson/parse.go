@@ -7,9 +7,10 @@ import (
 )
 
 // parser holds the state of one canonicalisation. It walks the input once,
-// left to right, writing canonical output as it goes; only object members
-// are rearranged, in place, when their object closes (see object.go).
-// Nesting is tracked on an explicit stack, so nothing recurses.
+// left to right, writing canonical output as it goes. Objects whose members
+// come in the wrong order are noted when they close (object.go), and their
+// members are moved into place in one final pass (order.go). Nesting is
+// tracked on explicit stacks, so nothing recurses.
 type parser struct {
 	src []byte // input
 	pos int    // next unread byte of src
@@ -18,7 +19,7 @@ type parser struct {
 
 	stack   []frame  // open arrays and objects, innermost last
 	members []member // members of all open objects, innermost object last
-	names   []byte   // unescaped member names of all open objects
+	names   []byte   // unescaped names with escapes, of all open objects' members
 	orders  []order  // objects whose members must be reordered
 	spans   []span   // members of those objects, in sorted order
 	visits  []visit  // stack for reorder
@@ -32,26 +33,29 @@ type frame struct {
 	nameBase   int  // objects: length of parser.names when the object opened
 }
 
-// maxPooledCap bounds the scratch buffers a pooled parser keeps, so that one
-// huge input does not pin memory for the life of the process.
-const maxPooledCap = 64 << 10
+// Pooled parsers keep buffers up to these sizes, so that one huge input
+// does not pin memory for the life of the process.
+const (
+	maxPooledBytes = 256 << 10 // for names and scratch
+	maxPooledElems = 4 << 10   // for the other slices
+)
 
 // release drops references to caller memory and oversized buffers before the
 // parser goes back to the pool.
 func (p *parser) release() {
 	p.src, p.dst = nil, nil
-	p.stack = keep(p.stack[:0])
-	p.members = keep(p.members[:0])
-	p.names = keep(p.names[:0])
-	p.orders = keep(p.orders[:0])
-	p.spans = keep(p.spans[:0])
-	p.visits = keep(p.visits[:0])
-	p.scratch = keep(p.scratch[:0])
+	p.stack = keep(p.stack[:0], maxPooledElems)
+	p.members = keep(p.members[:0], maxPooledElems)
+	p.names = keep(p.names[:0], maxPooledBytes)
+	p.orders = keep(p.orders[:0], maxPooledElems)
+	p.spans = keep(p.spans[:0], maxPooledElems)
+	p.visits = keep(p.visits[:0], maxPooledElems)
+	p.scratch = keep(p.scratch[:0], maxPooledBytes)
 }
 
-// keep returns s, or nil if its backing array is too large to pool.
-func keep[T any](s []T) []T {
-	if cap(s) > maxPooledCap {
+// keep returns s, or nil if its capacity exceeds limit elements.
+func keep[T any](s []T, limit int) []T {
+	if cap(s) > limit {
 		return nil
 	}
 	return s
@@ -239,20 +243,24 @@ func (p *parser) memberName() error {
 	if p.src[p.pos] != '"' {
 		return p.unexpected(p.pos, "looking for an object member name")
 	}
-	off := p.pos
-	nameStart := len(p.names)
-	var err error
-	if p.names, err = p.unquote(p.names); err != nil {
-		return err
+	m := member{offset: p.pos, start: len(p.dst)}
+	if end := plainEnd(p.src, p.pos+1); end < len(p.src) && p.src[end] == '"' {
+		// Without escapes the name is its own unescaped form, and is
+		// canonical as written.
+		m.nameStart, m.nameEnd = p.pos+1, end
+		p.pos = end + 1
+		p.dst = append(p.dst, p.src[m.offset:p.pos]...)
+	} else {
+		m.unescaped = true
+		m.nameStart = len(p.names)
+		var err error
+		if p.names, err = p.unquote(p.names); err != nil {
+			return err
+		}
+		m.nameEnd = len(p.names)
+		p.dst = appendString(p.dst, p.names[m.nameStart:])
 	}
-	start := len(p.dst)
-	p.dst = appendString(p.dst, p.names[nameStart:])
-	p.members = append(p.members, member{
-		offset:    off,
-		nameStart: nameStart,
-		nameEnd:   len(p.names),
-		start:     start,
-	})
+	p.members = append(p.members, m)
 	p.skipSpace()
 	if p.pos >= len(p.src) {
 		return p.eof()
