@@ -1,0 +1,79 @@
+package tracker
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"time"
+)
+
+// Config configures a Tracker. The zero value is valid: every field has a
+// default.
+type Config struct {
+	// TTL is how long a key is tracked: a completed key for TTL after its
+	// last Complete, a reservation for TTL after it was taken (or its owner
+	// last called ReserveOwned); a reservation neither completed nor released
+	// by then counts as abandoned and the key is free again.
+	//
+	// Defaults to 1 hour.
+	TTL time.Duration
+
+	// SweepInterval is how often the sweeper deletes expired keys. Whether a
+	// key has expired is decided from its stored deadline on every call, so
+	// the interval only bounds how long an expired key keeps its memory: at
+	// most TTL + SweepInterval after it was last refreshed.
+	//
+	// Defaults to TTL/4.
+	SweepInterval time.Duration
+
+	// Shards is how many independently locked partitions hold the keys. It
+	// must be a power of two, at most 65536; more shards means less lock
+	// contention between cores.
+	//
+	// Defaults to four per GOMAXPROCS, rounded up to a power of two, and at
+	// least 16.
+	Shards int
+
+	// Now returns the current time; tests inject a fake clock here.
+	//
+	// Defaults to time.Now.
+	Now func() time.Time
+}
+
+const (
+	defaultTTL = time.Hour
+	minShards  = 16
+	maxShards  = 1 << 16
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = defaultTTL
+	}
+	if c.SweepInterval == 0 && c.TTL > 0 {
+		c.SweepInterval = max(c.TTL/4, 1)
+	}
+	if c.Shards == 0 {
+		n := 4 * runtime.GOMAXPROCS(0)
+		c.Shards = max(minShards, 1<<bits.Len(uint(n-1)))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate reports the first invalid field of a config whose defaults have
+// been applied.
+func (c Config) validate() error {
+	switch {
+	case c.TTL < 0:
+		return fmt.Errorf("tracker: Config.TTL must not be negative, got %v", c.TTL)
+	case c.SweepInterval < 0:
+		return fmt.Errorf("tracker: Config.SweepInterval must not be negative, got %v", c.SweepInterval)
+	case c.Shards < 0 || c.Shards > maxShards || c.Shards&(c.Shards-1) != 0:
+		return fmt.Errorf("tracker: Config.Shards must be a power of two between 1 and %d, got %d", maxShards, c.Shards)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package tracker is an in-process reserve / complete / release tracker of
+// idempotency keys with a TTL, after the bloccs design (seeds/000): a
+// consumer reserves a message's key before handling it, so that a duplicate
+// delivery is dropped instead of running its effects twice.
+//
+// # Contract
+//
+// Keys live in scopes (a scope names a consumer or a tenant; the same key in
+// two scopes is two keys). For each key:
+//
+//   - Reserve is atomic: of many simultaneous first deliveries exactly one
+//     gets true and runs; the others get false and treat the delivery as a
+//     duplicate.
+//   - Complete, after success, keeps the key (Seen true, Reserve false) and
+//     refreshes its TTL.
+//   - Release, after a terminal failure, frees the key so that a genuinely
+//     new submission runs.
+//   - A reservation neither completed nor released within the TTL is
+//     abandoned (its holder crashed or hung) and the key is free again.
+//   - Expiry is decided from each key's stored deadline on every call; the
+//     sweeper started by Start only reclaims the memory of expired keys.
+//
+// The right way round for a consumer is reserve, handle, complete, and
+// release on error; never mark a key before handling it, or a failed
+// message is swallowed instead of redelivered.
+//
+// # Retries
+//
+// The design says retries bypass reservation because they already own the
+// key from the first attempt. Here ownership is proven by a Token: Acquire
+// is Reserve that also returns the reservation's Token, and a retry calls
+// ReserveOwned with it, which succeeds for the owner (and refreshes the
+// reservation's TTL, so a slow series of retries is not taken for an
+// abandoned reservation) and fails for anybody else. Tokens are minted by
+// the tracker, so a caller cannot claim ownership it was not granted, and
+// CompleteOwned and ReleaseOwned let an owner finish without touching a
+// reservation that has lapsed and been taken over by another delivery.
+//
+// # Fail-open
+//
+// As in the design, a Tracker that is not started (New returns one; Stop
+// leaves one), and a nil *Tracker, never panics and never blocks a
+// delivery: Reserve, Acquire and ReserveOwned return true, Seen returns
+// false, and Complete, Release and the Owned variants do nothing. Stop
+// drops every key.
+//
+// # Concurrency and memory
+//
+// Every method is safe for concurrent use. Keys are spread over a
+// power-of-two number of shards, each a mutex-guarded map, so calls on
+// different keys rarely contend. A call allocates nothing beyond map growth;
+// the tracker keeps the caller's scope and key strings (not copies) for as
+// long as it tracks them. Memory grows with the number of live keys, which
+// is the rate of new keys times the TTL: about 100 bytes per key (measured
+// at a million keys) plus its strings. An expired key is reclaimed at most
+// SweepInterval after it expires.
+package tracker

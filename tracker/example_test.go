@@ -1,0 +1,85 @@
+package tracker_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgo/idem/tracker"
+)
+
+// A consumer reserves a message's key, handles the message, and completes
+// the key on success or releases it on failure. A redelivery of a handled
+// message is dropped; a redelivery of a failed one runs again.
+func Example() {
+	tr := tracker.New(tracker.Config{TTL: time.Hour})
+	tr.Start()
+	defer tr.Stop()
+
+	handle := func(id string, fail bool) {
+		if !tr.Reserve("orders", id) {
+			fmt.Println(id, "duplicate: acknowledged without running")
+			return
+		}
+		if fail {
+			tr.Release("orders", id) // so that the redelivery runs again
+			fmt.Println(id, "failed: released")
+			return
+		}
+		tr.Complete("orders", id)
+		fmt.Println(id, "handled")
+	}
+
+	handle("m1", false)
+	handle("m1", false) // redelivery
+	handle("m2", true)
+	handle("m2", false) // redelivery after a failure
+	// Output:
+	// m1 handled
+	// m1 duplicate: acknowledged without running
+	// m2 failed: released
+	// m2 handled
+}
+
+// A retry proves it owns the key with the Token of the first attempt; a
+// concurrent duplicate, which has no token, is turned away.
+func ExampleTracker_Acquire() {
+	tr := tracker.New(tracker.Config{})
+	tr.Start()
+	defer tr.Stop()
+
+	tok, ok := tr.Acquire("payments", "pay-42")
+	fmt.Println("first attempt owns the key:", ok)
+
+	errTransient := errors.New("gateway timeout")
+	for attempt := 1; ; attempt++ {
+		if !tr.ReserveOwned("payments", "pay-42", tok) {
+			fmt.Println("lost the key; stop")
+			return
+		}
+		fmt.Println("duplicate delivery may run:", tr.Reserve("payments", "pay-42"))
+		var err error
+		if attempt == 1 {
+			err = errTransient
+		}
+		if err == nil {
+			tr.CompleteOwned("payments", "pay-42", tok)
+			fmt.Println("attempt", attempt, "succeeded")
+			return
+		}
+		fmt.Println("attempt", attempt, "failed:", err)
+	}
+	// Output:
+	// first attempt owns the key: true
+	// duplicate delivery may run: false
+	// attempt 1 failed: gateway timeout
+	// duplicate delivery may run: false
+	// attempt 2 succeeded
+}
+
+// A tracker that is not started fails open: every delivery runs.
+func ExampleTracker_Reserve_notStarted() {
+	tr := tracker.New(tracker.Config{})
+	fmt.Println(tr.Reserve("s", "k"), tr.Reserve("s", "k"), tr.Seen("s", "k"))
+	// Output: true true false
+}

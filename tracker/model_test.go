@@ -1,0 +1,165 @@
+package tracker
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// model is the reference for Tracker: the contract written as plainly as
+// possible, one map and no shards. Owners are the tokens the real tracker
+// hands out, which the model cannot predict but only needs to compare.
+type model struct {
+	ttl  int64
+	now  int64
+	keys map[scopedKey]entry
+}
+
+func (m *model) free(k scopedKey) bool {
+	e, ok := m.keys[k]
+	return !ok || m.now >= e.deadline
+}
+
+func (m *model) acquire(k scopedKey, tok Token) bool {
+	if !m.free(k) {
+		return false
+	}
+	m.keys[k] = entry{deadline: m.now + m.ttl, owner: tok.n}
+	return true
+}
+
+func (m *model) reserveOwned(k scopedKey, tok Token) bool {
+	if e := m.keys[k]; !m.free(k) && e.owner != tok.n {
+		return false
+	}
+	m.keys[k] = entry{deadline: m.now + m.ttl, owner: tok.n}
+	return true
+}
+
+func (m *model) completeOwned(k scopedKey, tok Token) bool {
+	if e := m.keys[k]; !m.free(k) && (tok.n == 0 || e.owner != tok.n) {
+		return false
+	}
+	m.keys[k] = entry{deadline: m.now + m.ttl}
+	return true
+}
+
+func (m *model) releaseOwned(k scopedKey, tok Token) bool {
+	e, ok := m.keys[k]
+	if !ok || tok.n == 0 || e.owner != tok.n {
+		return false
+	}
+	delete(m.keys, k)
+	return true
+}
+
+func (m *model) sweep() {
+	for k, e := range m.keys {
+		if m.now >= e.deadline {
+			delete(m.keys, k)
+		}
+	}
+}
+
+// TestTrackerMatchesModel runs random sequences of every operation, clock
+// advances and sweeps against the tracker and the model, comparing every
+// answer. Few scopes, keys and shards make collisions, takeovers and stale
+// tokens common.
+func TestTrackerMatchesModel(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		const ttlNanos = int64(100)
+		var now int64
+		base := time.Unix(1_700_000_000, 0)
+		tr := New(Config{
+			TTL:           time.Duration(ttlNanos),
+			SweepInterval: 1000 * time.Hour, // sweeps are driven by the test
+			Shards:        rapid.SampledFrom([]int{1, 2, 16}).Draw(rt, "shards"),
+			Now:           func() time.Time { return base.Add(time.Duration(now)) },
+		})
+		tr.Start()
+		defer tr.Stop()
+		m := &model{ttl: ttlNanos, keys: map[scopedKey]entry{}}
+		tokens := []Token{{}} // every token handed out, and the zero one
+
+		genKey := rapid.Custom(func(t *rapid.T) scopedKey {
+			return scopedKey{
+				scope: rapid.SampledFrom([]string{"a", "b"}).Draw(t, "scope"),
+				key:   rapid.SampledFrom([]string{"1", "2", "3"}).Draw(t, "key"),
+			}
+		})
+		check := func(rt *rapid.T, op string, k scopedKey, got, want bool) {
+			if got != want {
+				rt.Fatalf("%s(%q, %q) at %d = %v, model says %v", op, k.scope, k.key, now, got, want)
+			}
+		}
+
+		rt.Repeat(map[string]func(*rapid.T){
+			"Reserve": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				check(rt, "Reserve", k, tr.Reserve(k.scope, k.key), m.acquire(k, Token{}))
+			},
+			"Acquire": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok, ok := tr.Acquire(k.scope, k.key)
+				check(rt, "Acquire", k, ok, m.acquire(k, tok))
+				if ok == tok.IsZero() {
+					rt.Fatalf("Acquire returned %v with ok = %v", tok, ok)
+				}
+				if ok {
+					tokens = append(tokens, tok)
+				}
+			},
+			"ReserveOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				if tok.IsZero() {
+					return // behaves as Reserve, whose token the model cannot know
+				}
+				check(rt, "ReserveOwned", k, tr.ReserveOwned(k.scope, k.key, tok), m.reserveOwned(k, tok))
+			},
+			"Complete": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tr.Complete(k.scope, k.key)
+				m.keys[k] = entry{deadline: m.now + m.ttl}
+			},
+			"CompleteOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				check(rt, "CompleteOwned", k, tr.CompleteOwned(k.scope, k.key, tok), m.completeOwned(k, tok))
+			},
+			"Release": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tr.Release(k.scope, k.key)
+				delete(m.keys, k)
+			},
+			"ReleaseOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				check(rt, "ReleaseOwned", k, tr.ReleaseOwned(k.scope, k.key, tok), m.releaseOwned(k, tok))
+			},
+			"Seen": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				check(rt, "Seen", k, tr.Seen(k.scope, k.key), !m.free(k))
+			},
+			"Advance": func(rt *rapid.T) {
+				now += rapid.Int64Range(1, 2*ttlNanos).Draw(rt, "nanos")
+				m.now = now
+			},
+			"Sweep": func(rt *rapid.T) {
+				tr.sweep()
+				m.sweep()
+			},
+			"Reset": func(rt *rapid.T) {
+				tr.Reset()
+				clear(m.keys)
+			},
+			"": func(rt *rapid.T) {
+				if got, want := tr.Len(), len(m.keys); got != want {
+					rt.Fatalf("Len = %d, model holds %d", got, want)
+				}
+			},
+		})
+	})
+}

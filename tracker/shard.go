@@ -1,0 +1,54 @@
+package tracker
+
+import "sync"
+
+// scopedKey is a map key made of the caller's strings as they are: building
+// it copies two string headers and allocates nothing.
+type scopedKey struct {
+	scope, key string
+}
+
+// entry is what the tracker knows about a key: a reservation held by the
+// owner token, or a completed key when owner is 0, and when it expires.
+type entry struct {
+	deadline int64 // nanoseconds since the tracker's epoch
+	owner    uint64
+}
+
+// live reports whether the entry still counts at time now. A key whose
+// entry is no longer live is treated as absent by every method, whether or
+// not the sweeper has deleted it yet.
+func (e entry) live(now int64) bool { return now < e.deadline }
+
+// shard is one independently locked partition of the keys, padded to a
+// cache line of its own so that cores working on different shards do not
+// contend for one.
+type shard struct {
+	mu   sync.Mutex
+	keys map[scopedKey]entry
+	// minted counts the owner tokens handed out here. It only grows, also
+	// across Reset, Stop and Start, so a stale token never matches a newer
+	// reservation of the same key (a key always maps to the same shard).
+	minted uint64
+	id     uint64 // the shard's index, which tells its tokens from other shards'
+	_      [32]byte
+}
+
+// mint returns a token no other reservation of this tracker ever had: the
+// shard's count in the high bits and its index (below maxShards) in the low
+// 16 bits. The count would take 2^48 reservations on one shard to wrap.
+func (s *shard) mint() uint64 {
+	s.minted++
+	return s.minted<<16 | s.id
+}
+
+// sweep deletes the entries that are no longer live at now.
+func (s *shard) sweep(now int64) {
+	s.mu.Lock()
+	for k, e := range s.keys {
+		if !e.live(now) {
+			delete(s.keys, k)
+		}
+	}
+	s.mu.Unlock()
+}

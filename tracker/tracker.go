@@ -1,0 +1,162 @@
+package tracker
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tracker remembers which keys, per scope, are being processed (reserved)
+// or have been processed (completed), for a TTL. See the package
+// documentation for the contract.
+type Tracker struct {
+	ttl      int64 // nanoseconds
+	interval time.Duration
+	now      func() time.Time
+	epoch    time.Time
+	seed     maphash.Seed
+	mask     uint64 // len(shards) - 1
+	shards   []shard
+
+	running atomic.Bool // set between Start and Stop; unset means fail open
+
+	lifecycle sync.Mutex // serialises Start and Stop
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// New returns a Tracker configured by cfg. It is not started: until Start is
+// called it fails open, as every method documents.
+//
+// New panics if cfg is invalid; the message names the field.
+func New(cfg Config) *Tracker {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	t := &Tracker{
+		ttl:      int64(cfg.TTL),
+		interval: cfg.SweepInterval,
+		now:      cfg.Now,
+		epoch:    cfg.Now(),
+		seed:     maphash.MakeSeed(),
+		mask:     uint64(cfg.Shards - 1),
+		shards:   make([]shard, cfg.Shards),
+	}
+	for i := range t.shards {
+		t.shards[i].keys = make(map[scopedKey]entry)
+		t.shards[i].id = uint64(i)
+	}
+	return t
+}
+
+// started reports whether t is a started Tracker; every method of a nil or
+// unstarted Tracker fails open.
+func (t *Tracker) started() bool {
+	return t != nil && t.running.Load()
+}
+
+// clock returns the current time as nanoseconds since t.epoch, on the
+// monotonic clock when Now provides one.
+func (t *Tracker) clock() int64 {
+	return int64(t.now().Sub(t.epoch))
+}
+
+func (t *Tracker) shardOf(k scopedKey) *shard {
+	h := maphash.String(t.seed, k.key) ^ maphash.String(t.seed, k.scope)*0x9e3779b97f4a7c15
+	return &t.shards[h&t.mask]
+}
+
+// Reserve atomically reserves key in scope. It returns true if the caller
+// now owns the key and should proceed, false if the key is already reserved
+// or completed (a duplicate: do not run it). Of any number of simultaneous
+// Reserves of a free key exactly one returns true.
+//
+// Fail-open: Reserve returns true on a nil or unstarted Tracker.
+func (t *Tracker) Reserve(scope, key string) bool {
+	_, ok := t.Acquire(scope, key)
+	return ok
+}
+
+// Complete marks key in scope as processed: it stays tracked (Seen true,
+// Reserve false) for the TTL from now, whether or not it was reserved
+// before; completing a completed key refreshes its TTL.
+//
+// Complete is a no-op on a nil or unstarted Tracker.
+func (t *Tracker) Complete(scope, key string) {
+	if !t.started() {
+		return
+	}
+	now := t.clock()
+	k := scopedKey{scope, key}
+	s := t.shardOf(k)
+	s.mu.Lock()
+	s.keys[k] = entry{deadline: now + t.ttl}
+	s.mu.Unlock()
+}
+
+// Release forgets key in scope, reserved or completed, so that the next
+// Reserve succeeds: call it when processing failed terminally, so that a
+// genuinely new submission can run. Release does not check ownership; see
+// ReleaseOwned for that.
+//
+// Release is a no-op on a nil or unstarted Tracker.
+func (t *Tracker) Release(scope, key string) {
+	if !t.started() {
+		return
+	}
+	k := scopedKey{scope, key}
+	s := t.shardOf(k)
+	s.mu.Lock()
+	delete(s.keys, k)
+	s.mu.Unlock()
+}
+
+// Seen reports whether key in scope is reserved or completed and has not
+// expired.
+//
+// Seen returns false on a nil or unstarted Tracker.
+func (t *Tracker) Seen(scope, key string) bool {
+	if !t.started() {
+		return false
+	}
+	now := t.clock()
+	k := scopedKey{scope, key}
+	s := t.shardOf(k)
+	s.mu.Lock()
+	e, ok := s.keys[k]
+	s.mu.Unlock()
+	return ok && e.live(now)
+}
+
+// Len returns how many keys the tracker holds, counting expired ones the
+// sweeper has not deleted yet. It is meant for tests and metrics.
+//
+// Len returns 0 on a nil Tracker.
+func (t *Tracker) Len() int {
+	if t == nil {
+		return 0
+	}
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.keys)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Reset forgets every key. It is meant for tests.
+func (t *Tracker) Reset() {
+	if t == nil {
+		return
+	}
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		clear(s.keys)
+		s.mu.Unlock()
+	}
+}

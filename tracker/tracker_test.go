@@ -1,0 +1,332 @@
+package tracker
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// started returns a started Tracker that is stopped when the test ends.
+func started(t *testing.T, cfg Config) *Tracker {
+	t.Helper()
+	tr := New(cfg)
+	tr.Start()
+	t.Cleanup(tr.Stop)
+	return tr
+}
+
+// TestReserveExactlyOneWinner pins T1: of N goroutines reserving one key at
+// once, exactly one gets true; for Acquire too, and for many keys at once.
+func TestReserveExactlyOneWinner(t *testing.T) {
+	t.Parallel()
+	const goroutines, keys = 64, 50
+	tr := started(t, Config{})
+	var wins [keys]atomic.Int32
+	var tokens [keys]atomic.Int32
+	var ready, wg sync.WaitGroup
+	ready.Add(1)
+	for g := range goroutines {
+		wg.Go(func() {
+			ready.Wait() // start together
+			for i := range keys {
+				key := fmt.Sprintf("order-%d", i)
+				if g%2 == 0 {
+					if tr.Reserve("payments", key) {
+						wins[i].Add(1)
+					}
+					continue
+				}
+				if tok, ok := tr.Acquire("payments", key); ok {
+					wins[i].Add(1)
+					if !tok.IsZero() {
+						tokens[i].Add(1)
+					}
+				}
+			}
+		})
+	}
+	ready.Done()
+	wg.Wait()
+	for i := range keys {
+		if n := wins[i].Load(); n != 1 {
+			t.Errorf("key %d: %d of %d goroutines won the reservation, want exactly 1", i, n, goroutines)
+		}
+	}
+}
+
+// TestCompleteKeepsKey pins the first half of T2: a completed key is Seen
+// and cannot be reserved again, also when it was never reserved.
+func TestCompleteKeepsKey(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	if !tr.Reserve("s", "k") {
+		t.Fatal("first Reserve = false")
+	}
+	tr.Complete("s", "k")
+	tr.Complete("s", "never-reserved")
+	for _, key := range []string{"k", "never-reserved"} {
+		if !tr.Seen("s", key) {
+			t.Errorf("%s: Seen after Complete = false", key)
+		}
+		if tr.Reserve("s", key) {
+			t.Errorf("%s: Reserve after Complete = true", key)
+		}
+	}
+}
+
+// TestReleaseFreesKey pins T3: after Release the next Reserve is true, from
+// a reservation and from a completed key alike.
+func TestReleaseFreesKey(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	tr.Reserve("s", "reserved")
+	tr.Reserve("s", "completed")
+	tr.Complete("s", "completed")
+	for _, key := range []string{"reserved", "completed"} {
+		tr.Release("s", key)
+		if tr.Seen("s", key) {
+			t.Errorf("%s: Seen after Release = true", key)
+		}
+		if !tr.Reserve("s", key) {
+			t.Errorf("%s: Reserve after Release = false", key)
+		}
+	}
+}
+
+func TestScopesAreIndependent(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	if !tr.Reserve("tenant-a", "k") || !tr.Reserve("tenant-b", "k") {
+		t.Fatal("the same key in two scopes conflicted")
+	}
+	tr.Release("tenant-a", "k")
+	if !tr.Seen("tenant-b", "k") {
+		t.Error("Release in one scope freed the key in another")
+	}
+	// The pair is the key, not the concatenation.
+	if !tr.Reserve("ab", "c") || !tr.Reserve("a", "bc") {
+		t.Error(`("ab", "c") and ("a", "bc") conflicted`)
+	}
+}
+
+// TestNotStartedFailsOpen pins T5 for a Tracker never started, a stopped
+// one and a nil one: Reserve true (every time), Seen false, the rest do
+// nothing, nothing panics.
+func TestNotStartedFailsOpen(t *testing.T) {
+	t.Parallel()
+	stopped := New(Config{})
+	stopped.Start()
+	stopped.Reserve("s", "k")
+	stopped.Stop()
+
+	for name, tr := range map[string]*Tracker{
+		"never started": New(Config{}),
+		"stopped":       stopped,
+		"nil":           nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			for i := range 2 {
+				if !tr.Reserve("s", "k") {
+					t.Errorf("Reserve #%d = false, want true (fail open)", i+1)
+				}
+				tok, ok := tr.Acquire("s", "k")
+				if !ok || !tok.IsZero() {
+					t.Errorf("Acquire #%d = %v, %v; want the zero Token, true", i+1, tok, ok)
+				}
+			}
+			if !tr.ReserveOwned("s", "k", Token{n: 1}) {
+				t.Error("ReserveOwned = false, want true (fail open)")
+			}
+			tr.Complete("s", "k")
+			if tr.Seen("s", "k") {
+				t.Error("Seen = true, want false")
+			}
+			if tr.CompleteOwned("s", "k", Token{n: 1}) || tr.ReleaseOwned("s", "k", Token{n: 1}) {
+				t.Error("CompleteOwned or ReleaseOwned reported a change")
+			}
+			tr.Release("s", "k")
+			tr.Reset()
+			if tr.Len() != 0 {
+				t.Errorf("Len = %d, want 0", tr.Len())
+			}
+			tr.Stop()
+			if err := tr.Close(); err != nil {
+				t.Errorf("Close = %v", err)
+			}
+		})
+	}
+}
+
+func TestStartStopLifecycle(t *testing.T) {
+	t.Parallel()
+	tr := New(Config{})
+	tr.Start()
+	tr.Start() // no second sweeper (goleak would see it)
+	tr.Reserve("s", "k")
+	tr.Stop()
+	tr.Stop()
+	if err := tr.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if tr.Len() != 0 {
+		t.Errorf("a stopped tracker holds %d keys, want 0", tr.Len())
+	}
+	tr.Start()
+	defer tr.Close()
+	if !tr.Reserve("s", "k") {
+		t.Error("after a restart, Reserve of a key held before Stop = false")
+	}
+	if tr.Reserve("s", "k") {
+		t.Error("a restarted tracker does not track keys")
+	}
+}
+
+func TestResetForgetsEveryKey(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	for i := range 100 {
+		tr.Reserve("s", fmt.Sprint(i))
+	}
+	tr.Complete("s", "done")
+	tr.Reset()
+	if tr.Len() != 0 {
+		t.Fatalf("Len after Reset = %d", tr.Len())
+	}
+	if !tr.Reserve("s", "done") || !tr.Reserve("s", "7") {
+		t.Error("a key survived Reset")
+	}
+}
+
+// TestRetryWithTokenBypassesReservation: the owner's retry passes; anyone
+// else, including the zero Token, is a duplicate.
+func TestRetryWithTokenBypassesReservation(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	tok, ok := tr.Acquire("s", "k")
+	if !ok || tok.IsZero() {
+		t.Fatalf("Acquire = %v, %v", tok, ok)
+	}
+	other, _ := tr.Acquire("s", "other")
+	for _, tc := range []struct {
+		name string
+		tok  Token
+		want bool
+	}{
+		{"owner's first retry", tok, true},
+		{"owner's second retry", tok, true},
+		{"another reservation's token", other, false},
+		{"zero token", Token{}, false},
+	} {
+		if got := tr.ReserveOwned("s", "k", tc.tok); got != tc.want {
+			t.Errorf("%s: ReserveOwned = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if tr.Reserve("s", "k") {
+		t.Error("Reserve of a key held by a retrying owner = true")
+	}
+	if !tr.CompleteOwned("s", "k", tok) {
+		t.Fatal("owner's CompleteOwned = false")
+	}
+	if tr.ReserveOwned("s", "k", tok) {
+		t.Error("ReserveOwned of a completed key = true")
+	}
+}
+
+func TestOwnedTransitionsCheckTheOwner(t *testing.T) {
+	t.Parallel()
+	tr := started(t, Config{})
+	tok, _ := tr.Acquire("s", "k")
+	other, _ := tr.Acquire("s", "other")
+	if tr.ReleaseOwned("s", "k", other) || tr.ReleaseOwned("s", "k", Token{}) {
+		t.Error("ReleaseOwned with a token that does not own the key freed it")
+	}
+	if tr.CompleteOwned("s", "k", other) || tr.CompleteOwned("s", "k", Token{}) {
+		t.Error("CompleteOwned with a token that does not own the key completed it")
+	}
+	if !tr.Seen("s", "k") {
+		t.Fatal("the reservation is gone")
+	}
+	if !tr.ReleaseOwned("s", "k", tok) {
+		t.Fatal("owner's ReleaseOwned = false")
+	}
+	if tr.ReleaseOwned("s", "k", tok) {
+		t.Error("second ReleaseOwned = true")
+	}
+	if !tr.CompleteOwned("s", "free", Token{}) {
+		t.Error("CompleteOwned of a free key = false")
+	}
+	tr.Complete("s", "done")
+	if tr.ReleaseOwned("s", "done", tok) {
+		t.Error("ReleaseOwned freed a completed key")
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{TTL: -time.Second}, "Config.TTL"},
+		{Config{SweepInterval: -1}, "Config.SweepInterval"},
+		{Config{Shards: 3}, "Config.Shards"},
+		{Config{Shards: -4}, "Config.Shards"},
+		{Config{Shards: maxShards * 2}, "Config.Shards"},
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				if err == nil || !strings.Contains(err.Error(), tc.field) {
+					t.Errorf("New(%+v) panicked with %v, want an error naming %s", tc.cfg, err, tc.field)
+				}
+			}()
+			New(tc.cfg)
+		}()
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	tr := New(Config{})
+	if got := time.Duration(tr.ttl); got != time.Hour {
+		t.Errorf("default TTL = %v, want 1h", got)
+	}
+	if tr.interval != 15*time.Minute {
+		t.Errorf("default SweepInterval = %v, want 15m", tr.interval)
+	}
+	n := len(tr.shards)
+	if n < minShards || n&(n-1) != 0 {
+		t.Errorf("default Shards = %d, want a power of two >= %d", n, minShards)
+	}
+	tr = New(Config{TTL: time.Minute, Shards: 1})
+	if tr.interval != 15*time.Second || len(tr.shards) != 1 {
+		t.Errorf("TTL 1m, Shards 1: SweepInterval %v, %d shards", tr.interval, len(tr.shards))
+	}
+}
+
+func TestShardFillsOneCacheLine(t *testing.T) {
+	t.Parallel()
+	if size := unsafe.Sizeof(shard{}); size != 64 {
+		t.Errorf("shard is %d bytes, want 64", size)
+	}
+}
+
+// TestCallsDoNotAllocate: once a key's map slot exists, the hot path
+// allocates nothing.
+func TestCallsDoNotAllocate(t *testing.T) {
+	tr := started(t, Config{})
+	tr.Reserve("s", "warm")
+	allocs := testing.AllocsPerRun(1000, func() {
+		tr.Release("s", "warm")
+		tr.Reserve("s", "warm")
+		tr.Complete("s", "warm")
+		tr.Seen("s", "warm")
+	})
+	if allocs != 0 {
+		t.Errorf("Release+Reserve+Complete+Seen allocate %.1f times, want 0", allocs)
+	}
+}

@@ -1,0 +1,176 @@
+package tracker
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The tests in this file run in a synctest bubble: time.Now and the
+// sweeper's ticker follow a fake clock that advances only when every
+// goroutine of the bubble is blocked, so time.Sleep jumps ahead at once.
+
+const ttl = time.Hour
+
+// TestCompletedKeyExpiresAfterTTL pins T2: a completed key is kept until
+// the TTL has passed since Complete, and not a moment longer.
+func TestCompletedKeyExpiresAfterTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl})
+		tr.Start()
+		defer tr.Stop()
+
+		tr.Reserve("s", "k")
+		time.Sleep(10 * time.Minute)
+		tr.Complete("s", "k") // the TTL runs from here
+
+		time.Sleep(ttl - time.Nanosecond)
+		if !tr.Seen("s", "k") || tr.Reserve("s", "k") {
+			t.Fatal("completed key gone before its TTL")
+		}
+		time.Sleep(time.Nanosecond)
+		if tr.Seen("s", "k") {
+			t.Fatal("completed key still Seen at its TTL")
+		}
+		if !tr.Reserve("s", "k") {
+			t.Fatal("Reserve of an expired key = false")
+		}
+	})
+}
+
+// TestCompleteRefreshesTTL pins T2's refresh: completing again restarts the
+// TTL.
+func TestCompleteRefreshesTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl})
+		tr.Start()
+		defer tr.Stop()
+
+		tr.Complete("s", "k")
+		time.Sleep(ttl * 3 / 4)
+		tr.Complete("s", "k")
+		time.Sleep(ttl * 3 / 4) // 1.5 TTL after the first Complete
+		if !tr.Seen("s", "k") {
+			t.Fatal("key expired counting from the first Complete")
+		}
+		time.Sleep(ttl / 4)
+		if tr.Seen("s", "k") {
+			t.Fatal("key still Seen a TTL after the last Complete")
+		}
+	})
+}
+
+// TestAbandonedReservationExpiresAndIsSwept pins T4: a reservation never
+// completed or released frees its key after the TTL, and the sweeper then
+// deletes it.
+func TestAbandonedReservationExpiresAndIsSwept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Sweeps at 7, 14, …, 56, 63 minutes: none at the TTL itself.
+		const every = 7 * time.Minute
+		tr := New(Config{TTL: ttl, SweepInterval: every})
+		tr.Start()
+		defer tr.Stop()
+
+		tr.Reserve("s", "crashed")
+		tr.Reserve("s", "swept")
+		time.Sleep(ttl - time.Second)
+		if tr.Reserve("s", "crashed") {
+			t.Fatal("reservation taken over before its TTL")
+		}
+		time.Sleep(time.Second)
+		if tr.Seen("s", "crashed") {
+			t.Fatal("abandoned reservation still Seen at its TTL")
+		}
+		if !tr.Reserve("s", "crashed") {
+			t.Fatal("abandoned reservation not freed at its TTL")
+		}
+
+		if tr.Len() != 2 {
+			t.Fatalf("Len = %d before the sweep, want 2", tr.Len())
+		}
+		time.Sleep(every) // one sweep
+		synctest.Wait()
+		if tr.Len() != 1 {
+			t.Fatalf("Len = %d after the sweep, want 1 (the new reservation)", tr.Len())
+		}
+		if !tr.Seen("s", "crashed") {
+			t.Fatal("the sweeper deleted a live reservation")
+		}
+	})
+}
+
+// TestRetryRefreshesReservation: an owner retrying with its token keeps the
+// reservation alive past the TTL of the first attempt.
+func TestRetryRefreshesReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl})
+		tr.Start()
+		defer tr.Stop()
+
+		tok, _ := tr.Acquire("s", "k")
+		for attempt := range 3 {
+			time.Sleep(ttl * 3 / 4)
+			if !tr.ReserveOwned("s", "k", tok) {
+				t.Fatalf("retry %d: ReserveOwned = false", attempt+1)
+			}
+			if tr.Reserve("s", "k") {
+				t.Fatalf("retry %d: a duplicate took the key from its retrying owner", attempt+1)
+			}
+		}
+	})
+}
+
+// TestStaleOwnerCannotTouchSuccessor: once an abandoned reservation has been
+// taken over, the old owner's token opens nothing.
+func TestStaleOwnerCannotTouchSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl})
+		tr.Start()
+		defer tr.Stop()
+
+		stale, _ := tr.Acquire("s", "k")
+		time.Sleep(ttl)
+		fresh, ok := tr.Acquire("s", "k")
+		if !ok {
+			t.Fatal("takeover of an abandoned reservation failed")
+		}
+		if tr.ReserveOwned("s", "k", stale) {
+			t.Error("stale owner's retry passed")
+		}
+		if tr.ReleaseOwned("s", "k", stale) {
+			t.Error("stale owner released its successor's reservation")
+		}
+		if tr.CompleteOwned("s", "k", stale) {
+			t.Error("stale owner completed its successor's reservation")
+		}
+		if !tr.CompleteOwned("s", "k", fresh) {
+			t.Error("successor's CompleteOwned = false")
+		}
+	})
+}
+
+// TestOwnerRetakesLapsedKey: an owner whose reservation lapsed, with nobody
+// taking the key meanwhile, gets it back with its retry.
+func TestOwnerRetakesLapsedKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl, SweepInterval: time.Minute})
+		tr.Start()
+		defer tr.Stop()
+
+		tok, _ := tr.Acquire("s", "k")
+		time.Sleep(2 * ttl) // lapsed and swept
+		synctest.Wait()
+		if tr.Len() != 0 {
+			t.Fatalf("Len = %d, want the lapsed reservation swept", tr.Len())
+		}
+		if !tr.ReserveOwned("s", "k", tok) {
+			t.Fatal("owner could not retake its free key")
+		}
+		if tr.Reserve("s", "k") {
+			t.Fatal("retaken key is not reserved")
+		}
+		if !tr.ReleaseOwned("s", "k", tok) {
+			t.Fatal("the retaken reservation is not the owner's")
+		}
+	})
+}
