@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // the cgo-free SQLite driver, registered as "sqlite"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/store/memstore"
+	"github.com/idemgo/idem/store/pgstore"
+	"github.com/idemgo/idem/store/redisstore"
+	"github.com/idemgo/idem/store/sqlitestore"
+)
+
+// DefaultDSN is the embedded default store.
+const DefaultDSN = "sqlite:idem.db"
+
+// storeOpts are the store settings the commands pass through.
+type storeOpts struct {
+	retention, lease time.Duration
+	table            string // SQL stores; empty = default
+}
+
+// openedStore is a store with what the commands need around it.
+type openedStore struct {
+	idem.Store
+	kind    string
+	migrate func(ctx context.Context) error // nil when the backend has no schema
+	ping    func(ctx context.Context) error
+	close   func()
+}
+
+// openStore opens the store a DSN names. It checks that the backend answers
+// (ping) but does not migrate.
+func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
+	switch {
+	case dsn == "memory":
+		s, err := memstore.New(memstore.Config{Retention: o.retention, Lease: o.lease})
+		if err != nil {
+			return nil, err
+		}
+		return &openedStore{Store: s, kind: "memory", ping: func(context.Context) error { return nil }, close: func() {}}, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), o)
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn, o)
+	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"):
+		return openRedis(ctx, dsn, o)
+	default:
+		return nil, fmt.Errorf("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://… or redis-cluster://…", redact(dsn))
+	}
+}
+
+// redact hides a password in a DSN for error messages.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	return u.Redacted()
+}
+
+// sqliteParams configure every SQLite connection: WAL so readers never
+// block the writer, a busy timeout so writers queue instead of failing,
+// synchronous=FULL so a committed record survives a power cut, and
+// immediate write transactions.
+const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+
+func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, error) {
+	if path == "" {
+		return nil, errors.New("sqlite DSN has no path: want sqlite:PATH, e.g. sqlite:idem.db")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite path %q must not contain '?' or '#'", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+abs+"?"+sqliteParams)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
+	}
+	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &openedStore{Store: s, kind: "sqlite", migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+}
+
+func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &openedStore{Store: s, kind: "postgres", migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+}
+
+func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
+	var client redis.UniversalClient
+	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
+		opts, err := redis.ParseClusterURL("redis://" + rest)
+		if err != nil {
+			return nil, fmt.Errorf("bad redis-cluster DSN %q: %w", redact(dsn), err)
+		}
+		client = redis.NewClusterClient(opts)
+	} else {
+		opts, err := redis.ParseURL(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("bad redis DSN %q: %w", redact(dsn), err)
+		}
+		client = redis.NewClient(opts)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redis at %s is unreachable: %w", redact(dsn), err)
+	}
+	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease})
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return &openedStore{Store: s, kind: "redis", ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
+}

@@ -1,0 +1,119 @@
+// Command idem runs the idem toolkit from the command line.
+//
+//	idem proxy   --upstream URL [--listen ADDR] [--store DSN] …   Idempotency-Key reverse proxy
+//	idem migrate --store DSN                                      create or upgrade the store's schema
+//	idem purge   --store DSN [--namespace NS]                     delete expired records
+//	idem inspect --store DSN --key K [--scope S | --authorization A]  show a record as JSON
+//
+// A store DSN is "memory", "sqlite:PATH" (the default, sqlite:idem.db),
+// "postgres://…" (or "postgresql://…"), "redis://…" / "rediss://…", or
+// "redis-cluster://host:port?addr=host2:port2…" for a Redis Cluster.
+//
+// Every flag can also be set with an environment variable: IDEM_ and the
+// flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…).
+// A flag on the command line wins over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+}
+
+// env looks up an environment variable.
+type env func(string) (string, bool)
+
+// command is one subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error
+}
+
+func commands() []command {
+	return []command{
+		{"proxy", "run the Idempotency-Key reverse proxy", runProxy},
+		{"migrate", "create or upgrade the store's schema", runMigrate},
+		{"purge", "delete expired records", runPurge},
+		{"inspect", "show one record as JSON", runInspect},
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout, stderr, getenv)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			default:
+				fmt.Fprintf(stderr, "idem %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: idem <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'idem <command> -h' for its flags. Flags may also come from IDEM_* environment variables.")
+}
+
+// errUsage is returned after a flag error was already printed.
+var errUsage = errors.New("usage")
+
+// parse parses args into fs after applying IDEM_* environment variables;
+// the command line wins.
+func parse(fs *flag.FlagSet, args []string, getenv env) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "IDEM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := getenv(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+		return errUsage
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+)
+
+func parseNamespace(s string) (idem.Namespace, error) {
+	ns, err := idem.NewNamespace(s)
+	if err != nil {
+		return "", fmt.Errorf("--namespace: %w", err)
+	}
+	return ns, nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("store", DefaultDSN, "store DSN")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *dsn, storeOpts{})
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if st.migrate == nil {
+		fmt.Fprintf(stdout, "%s store: no schema to migrate\n", st.kind)
+		return nil
+	}
+	if err := st.migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s store: schema up to date\n", st.kind)
+	return nil
+}
+
+func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem purge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("store", DefaultDSN, "store DSN")
+	nsFlag := fs.String("namespace", "http", "namespace to purge")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	ns, err := parseNamespace(*nsFlag)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *dsn, storeOpts{})
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	n, err := st.PurgeExpired(ctx, ns, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "purged %d expired records of namespace %s\n", n, ns)
+	return nil
+}
+
+// inspected is the JSON idem inspect prints.
+type inspected struct {
+	Namespace      string            `json:"namespace"`
+	Scope          string            `json:"scope,omitempty"`
+	Key            string            `json:"key"`
+	Status         idem.Status       `json:"status"`
+	Fingerprint    string            `json:"fingerprint"`
+	Fence          int64             `json:"fence"`
+	CreatedAt      time.Time         `json:"created_at"`
+	ExpiresAt      time.Time         `json:"expires_at"`
+	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
+	Request        json.RawMessage   `json:"request"`
+	Result         json.RawMessage   `json:"result,omitempty"`
+	Error          *idem.StoredError `json:"error,omitempty"`
+}
+
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("store", DefaultDSN, "store DSN")
+	nsFlag := fs.String("namespace", "http", "namespace of the record")
+	keyFlag := fs.String("key", "", "the Idempotency-Key value (required)")
+	scope := fs.String("scope", "", "the key's scope as stored")
+	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	ns, err := parseNamespace(*nsFlag)
+	if err != nil {
+		return err
+	}
+	if *keyFlag == "" {
+		return errors.New("--key is required")
+	}
+	k, err := idem.ParseKey(ns, *keyFlag)
+	if err != nil {
+		return fmt.Errorf("--key: %w", err)
+	}
+	if *auth != "" {
+		if *scope != "" {
+			return errors.New("give --scope or --authorization, not both")
+		}
+		r, _ := http.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", *auth)
+		*scope = idemhttp.ScopeByAuthorization(r)
+	}
+	if k, err = k.WithScope(*scope); err != nil {
+		return fmt.Errorf("--scope: %w", err)
+	}
+	st, err := openStore(ctx, *dsn, storeOpts{})
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	rec, err := st.Get(ctx, k)
+	if errors.Is(err, idem.ErrNotFound) {
+		return fmt.Errorf("no live record for key %q in namespace %s (scope %q)", k.Value(), ns, k.Scope())
+	}
+	if err != nil {
+		return err
+	}
+	out := inspected{
+		Namespace: string(ns), Scope: k.Scope(), Key: k.Value(), Status: rec.Status, Fingerprint: rec.Fingerprint.String(),
+		Fence: rec.Fence, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, Request: rec.Request, Result: rec.Result, Error: rec.Error,
+	}
+	if !rec.LeaseExpiresAt.IsZero() {
+		out.LeaseExpiresAt = &rec.LeaseExpiresAt
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+)
+
+type proxyFlags struct {
+	listen, upstream, store, admin, namespace string
+	requireKey, failOpen, migrate, stripe     bool
+	ttl, lease, timeout, purgeEvery, drain    time.Duration
+	maxBody, maxCapture                       int64
+}
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f proxyFlags
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve on")
+	fs.StringVar(&f.upstream, "upstream", "", "URL of the API to protect (required)")
+	fs.StringVar(&f.store, "store", DefaultDSN, "store DSN: memory, sqlite:PATH, postgres://…, redis://…, redis-cluster://…")
+	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
+	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
+	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (default: 503)")
+	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
+	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
+	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed")
+	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "upstream timeout")
+	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
+	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	if f.upstream == "" {
+		return errors.New("--upstream is required (e.g. --upstream http://127.0.0.1:9000)")
+	}
+	up, err := url.Parse(f.upstream)
+	if err != nil || up.Host == "" || (up.Scheme != "http" && up.Scheme != "https") {
+		return fmt.Errorf("--upstream %q is not an absolute http or https URL", f.upstream)
+	}
+	ns, err := parseNamespace(f.namespace)
+	if err != nil {
+		return err
+	}
+	if f.ttl <= 0 || f.lease <= 0 || f.timeout <= 0 || f.maxBody <= 0 || f.maxCapture <= 0 || f.purgeEvery < 0 {
+		return errors.New("--ttl, --lease, --timeout, --max-body and --max-capture must be positive")
+	}
+
+	logger := log.New(stderr, "idem proxy: ", log.LstdFlags)
+	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease})
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if f.migrate && st.migrate != nil {
+		if err := st.migrate(ctx); err != nil {
+			return fmt.Errorf("migrate %s store: %w", st.kind, err)
+		}
+	}
+
+	m := newMetrics()
+	profile := idemhttp.ProfileIETF
+	if f.stripe {
+		profile = idemhttp.ProfileStripe
+	}
+	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{
+		Upstream: up,
+		Timeout:  f.timeout,
+		ErrorLog: logger,
+		Middleware: idemhttp.Config{
+			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
+			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease,
+			OnEvent: m.observe,
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	var ready atomic.Bool
+	var adminSrv *http.Server
+	if f.admin != "" {
+		aln, err := net.Listen("tcp", f.admin)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+		go func() { _ = adminSrv.Serve(aln) }()
+		fmt.Fprintf(stdout, "idem proxy: admin on http://%s (/healthz, /metrics)\n", aln.Addr())
+	}
+
+	purgeCtx, stopPurge := context.WithCancel(context.WithoutCancel(ctx))
+	purgeDone := make(chan struct{})
+	go func() {
+		defer close(purgeDone)
+		purgeLoop(purgeCtx, st, ns, f.purgeEvery, m, logger)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	ready.Store(true)
+	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.kind)
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		logger.Printf("shutting down: waiting up to %s for in-flight requests", f.drain)
+		ready.Store(false)
+		sctx, cancel := context.WithTimeout(context.Background(), f.drain)
+		err = srv.Shutdown(sctx)
+		cancel()
+	}
+	stopPurge()
+	<-purgeDone
+	if adminSrv != nil {
+		_ = adminSrv.Close()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// purgeLoop deletes expired records every interval until ctx ends.
+func purgeLoop(ctx context.Context, st *openedStore, ns idem.Namespace, every time.Duration, m *metrics, logger *log.Logger) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := st.PurgeExpired(ctx, ns, time.Now())
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.Printf("purge: %v", err)
+				}
+				continue
+			}
+			m.purged.Add(int64(n))
+		}
+	}
+}
+
+func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if err := st.ping(ctx); err != nil {
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		m.write(w)
+	})
+	return mux
+}
