@@ -1,0 +1,112 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idemgo/idem"
+)
+
+// maxBeginAttempts bounds Begin's rounds. A round is repeated only when
+// another caller changed the record between Begin's statements (settled,
+// released, took it over), so each repetition means someone else made
+// progress; running out takes sustained contention on one key.
+const maxBeginAttempts = 16
+
+// begin is Store.Begin on q. It decides in at most three statements, each
+// atomic on its own, and writes in at most one of them (always the last):
+//
+//  1. insert: a key without a record gets one, and the answer is Fresh.
+//  2. read: the record is decided by idem.Decide, exactly as memstore does.
+//     Replays, Mismatch and InFlight are answered from this read; they take
+//     no write lock in lease mode.
+//  3. replace (the record has expired) or takeover (in progress, same
+//     request, lease lapsed): a conditional UPDATE that re-checks, in the
+//     statement, the condition the read saw. If it no longer holds, or the
+//     read found no record, the record changed in between: start again.
+func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
+		return idem.Outcome{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return idem.Outcome{}, err
+	}
+	retention, leaseTTL := s.cfg.Retention, s.cfg.Lease
+	if opts != nil {
+		if opts.Retention > 0 {
+			retention = opts.Retention
+		}
+		if opts.Lease > 0 {
+			leaseTTL = opts.Lease
+		}
+	}
+	payload := req.Payload
+	if payload == nil {
+		payload = idem.NullPayload
+	}
+	now := s.now()
+	token := idem.NewToken()
+	leaseExpires := now + micros(leaseTTL)
+	args := []any{
+		string(key.Namespace()), key.Scope(), key.Value(), // ?1 ?2 ?3
+		req.Fingerprint.Bytes(), string(payload), token, // ?4 ?5 ?6
+		now, now + micros(retention), leaseExpires, // ?7 ?8 ?9
+	}
+	fresh := func(fence int64, takenOver bool) idem.Outcome {
+		return idem.Outcome{
+			Kind:      idem.Fresh,
+			Lease:     idem.Lease{Token: token, Fence: fence, ExpiresAt: timeOf(leaseExpires), TTL: leaseTTL},
+			TakenOver: takenOver,
+		}
+	}
+
+	for range maxBeginAttempts {
+		res, err := q.ExecContext(ctx, s.sql.insert, args...)
+		if err != nil {
+			return idem.Outcome{}, dbError(ctx, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return idem.Outcome{}, dbError(ctx, err)
+		} else if n == 1 {
+			return fresh(1, false), nil
+		}
+
+		rec, err := scanRecord(q.QueryRowContext(ctx, s.sql.read, args[:3]...), key)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // released or purged since the insert: insert again
+		case err != nil:
+			return idem.Outcome{}, s.readError(ctx, err)
+		}
+
+		reserve, takeover := s.sql.replace, false
+		if timeOf(now).Before(rec.ExpiresAt) {
+			o, t := idem.Decide(&rec, req.Fingerprint, timeOf(now))
+			if !t {
+				return o, nil
+			}
+			reserve, takeover = s.sql.takeover, true
+		}
+		var fence int64
+		err = q.QueryRowContext(ctx, reserve, args...).Scan(&fence)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // the record changed since the read: decide again
+		case err != nil:
+			return idem.Outcome{}, dbError(ctx, err)
+		}
+		return fresh(fence, takeover), nil
+	}
+	return idem.Outcome{}, idem.Unavailable(errContended)
+}
+
+// readError maps an error of scanRecord: corruption is reported as is,
+// anything else is a database failure.
+func (s *Store) readError(ctx context.Context, err error) error {
+	var corrupt *corruptError
+	if errors.As(err, &corrupt) {
+		return err
+	}
+	return dbError(ctx, err)
+}

@@ -1,0 +1,101 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// DefaultTable is the table a Store uses when Config.Table is empty.
+const DefaultTable = "idempotency_record"
+
+// maxTableLen bounds Config.Table, so that the derived index name stays a
+// readable identifier.
+const maxTableLen = 48
+
+// Config configures a Store. The zero Config is valid: every field has a
+// default.
+type Config struct {
+	// Table is the name of the table holding the records. It must be an SQL
+	// identifier: an ASCII letter or '_', then letters, digits or '_', at
+	// most 48 bytes, and not starting with "sqlite_" (reserved by SQLite).
+	// Migrate creates it, with an index named Table+"_expires_idx".
+	// Defaults to DefaultTable ("idempotency_record").
+	Table string
+
+	// Retention is how long a record is kept, and replayed, after Begin.
+	// BeginOpts.Retention overrides it per call. Defaults to
+	// idem.DefaultRetention (24h).
+	Retention time.Duration
+
+	// Lease is how long a Fresh reservation is owned before another Begin of
+	// the same key and request may take it over. BeginOpts.Lease overrides
+	// it per call; Heartbeat extends by it when asked to extend by 0.
+	// Defaults to idem.DefaultLease (30s).
+	Lease time.Duration
+
+	// MaxPayload is the largest request payload, result or encoded stored
+	// error accepted, in bytes; larger ones are rejected with
+	// *idem.PayloadTooLargeError before anything is written. Defaults to
+	// idem.DefaultMaxPayload (4 MiB).
+	MaxPayload int
+
+	// Now is the clock every timestamp is computed from, in Go: the store
+	// never reads SQLite's clock. Timestamps are stored as Unix microseconds.
+	// Defaults to time.Now.
+	Now func() time.Time
+}
+
+// validate checks c and fills in the defaults. Its messages name the field.
+func (c *Config) validate() error {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if err := checkIdentifier(c.Table); err != nil {
+		return fmt.Errorf("sqlitestore: Config.Table: %w", err)
+	}
+	switch {
+	case c.Retention < 0:
+		return fmt.Errorf("sqlitestore: Config.Retention must not be negative, got %s", c.Retention)
+	case c.Lease < 0:
+		return fmt.Errorf("sqlitestore: Config.Lease must not be negative, got %s", c.Lease)
+	case c.MaxPayload < 0:
+		return fmt.Errorf("sqlitestore: Config.MaxPayload must not be negative, got %d", c.MaxPayload)
+	}
+	if c.Retention == 0 {
+		c.Retention = idem.DefaultRetention
+	}
+	if c.Lease == 0 {
+		c.Lease = idem.DefaultLease
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = idem.DefaultMaxPayload
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// checkIdentifier reports whether s can be used, unquoted or quoted, as a
+// table name.
+func checkIdentifier(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty identifier")
+	case len(s) > maxTableLen:
+		return fmt.Errorf("%q is %d bytes, the limit is %d", s, len(s), maxTableLen)
+	case strings.HasPrefix(strings.ToLower(s), "sqlite_"):
+		return fmt.Errorf("%q: names starting with sqlite_ are reserved by SQLite", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return fmt.Errorf("%q is not an identifier: %q at byte %d (allowed: a letter or _, then letters, digits, _)", s, c, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+)
+
+// TestConformance runs the shared suite on a WAL database file, once with a
+// pool of connections (lease mode and transactional mode) and once with the
+// single connection recommended for lease mode alone.
+func TestConformance(t *testing.T) {
+	t.Run("Pool", func(t *testing.T) {
+		db, _ := newDB(t, 4)
+		idemtest.Exercise(t, idemtest.Harness{
+			NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+				return newStore(t, db, now)
+			},
+			NewTx: func(t *testing.T, now func() time.Time) (idem.Store, func() error, func() error) {
+				tx, err := db.BeginTx(context.Background(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = tx.Rollback() })
+				return newStore(t, db, now).WithTx(tx), tx.Commit, tx.Rollback
+			},
+			MaxPayload:   1 << 16,
+			SingleWriter: true,
+		})
+	})
+	t.Run("OneConnection", func(t *testing.T) {
+		db, _ := newDB(t, 1)
+		idemtest.Exercise(t, idemtest.Harness{
+			NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+				return newStore(t, db, now)
+			},
+			MaxPayload: 1 << 16,
+		})
+	})
+}

@@ -1,0 +1,15 @@
+package sqlitestore_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild() // never returns: the process kills itself
+	}
+	goleak.VerifyTestMain(m)
+}

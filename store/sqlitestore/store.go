@@ -1,0 +1,138 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// Store is the SQLite idem.Store in lease mode: every call runs on the
+// *sql.DB in its own statement and is visible to every connection and
+// process as soon as it returns. WithTx gives the transactional mode.
+//
+// A Store is safe for concurrent use. It never closes the *sql.DB.
+type Store struct {
+	db  *sql.DB
+	cfg Config
+	sql queries
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// querier is what the store runs its statements on: the *sql.DB in lease
+// mode, the caller's *sql.Tx in transactional mode.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// New returns a Store keeping its records in db, which must be a SQLite
+// database opened with a driver registered by the caller (see the package
+// documentation for the DSN). New does no I/O: run Migrate, or the SQL of
+// MigrationSQL, before the first call. It fails if db is nil or cfg is invalid.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlitestore: New: db is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{db: db, cfg: cfg, sql: queryTemplates.forTable(cfg.Table)}, nil
+}
+
+// WithTx returns the store bound to the caller's transaction tx
+// (transactional mode): every call runs its statements in tx, so a record
+// appears, is settled and disappears together with the caller's own writes
+// in tx. The store never begins, commits or rolls back tx; the returned
+// idem.Store is valid until tx ends.
+//
+// SQLite admits one write transaction at a time: from the store's first
+// statement in tx on (every Begin writes or may write), tx holds the
+// database's write lock until it ends. Another transaction's Begin, of any
+// key, waits for that lock (up to busy_timeout, never past its ctx), then
+// answers from what tx left behind: Fresh if tx rolled back, PriorResult or
+// PriorError if tx committed a settled record, InFlight if tx committed an
+// unsettled one. It cannot answer InFlight while tx is still open.
+//
+// Any error from the returned store must abort tx: a statement interrupted
+// because its ctx was done makes SQLite roll back the whole transaction.
+func (s *Store) WithTx(tx *sql.Tx) idem.Store {
+	return &txStore{s: s, tx: tx}
+}
+
+// Begin implements idem.Store. See the package documentation for how it
+// decides atomically.
+func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	return s.begin(ctx, s.db, key, req, opts)
+}
+
+// Commit implements idem.Store.
+func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	return s.commit(ctx, s.db, key, lease, result)
+}
+
+// FailPermanent implements idem.Store.
+func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	return s.failPermanent(ctx, s.db, key, lease, e)
+}
+
+// FailTransient implements idem.Store.
+func (s *Store) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	return s.failTransient(ctx, s.db, key, lease)
+}
+
+// Heartbeat implements idem.Store.
+func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	return s.heartbeat(ctx, s.db, key, lease, extend)
+}
+
+// PurgeExpired implements idem.Store. It deletes in batches of purgeBatch
+// rows, each batch its own statement, so that the write lock is never held
+// for long. If it fails part way, the batches already deleted stay deleted
+// (they held only expired records, which count as absent anyway) and the
+// count returned is theirs.
+func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.Time) (int, error) {
+	return s.purgeExpired(ctx, s.db, ns, asOf)
+}
+
+// Get implements idem.Store.
+func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	return s.get(ctx, s.db, key)
+}
+
+// txStore is a Store bound to a caller's transaction.
+type txStore struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (t *txStore) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	return t.s.begin(ctx, t.tx, key, req, opts)
+}
+
+func (t *txStore) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	return t.s.commit(ctx, t.tx, key, lease, result)
+}
+
+func (t *txStore) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	return t.s.failPermanent(ctx, t.tx, key, lease, e)
+}
+
+func (t *txStore) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	return t.s.failTransient(ctx, t.tx, key, lease)
+}
+
+func (t *txStore) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	return t.s.heartbeat(ctx, t.tx, key, lease, extend)
+}
+
+func (t *txStore) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.Time) (int, error) {
+	return t.s.purgeExpired(ctx, t.tx, ns, asOf)
+}
+
+func (t *txStore) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	return t.s.get(ctx, t.tx, key)
+}
