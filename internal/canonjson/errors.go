@@ -86,11 +86,3 @@ func quoteInput(b []byte) string {
 	}
 	return strconv.Quote(string(b[:n])) + "..."
 }
-
-// quoteByte describes a single unexpected input byte for an error message.
-func quoteByte(c byte) string {
-	if c < utf8.RuneSelf {
-		return strconv.QuoteRune(rune(c))
-	}
-	return "byte 0x" + strconv.FormatUint(uint64(c), 16)
-}

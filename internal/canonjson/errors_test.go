@@ -196,6 +196,7 @@ func TestErrorMessages(t *testing.T) {
 		{"byte order mark", "\xef\xbb\xbf1", Limits{}, `canonjson: invalid JSON (leading byte order mark) at offset 0`},
 		{"control character", "\"\t\"", Limits{}, `canonjson: invalid JSON (unescaped control character '\t' in string) at offset 1`},
 		{"bad escape", `"\q"`, Limits{}, `canonjson: invalid JSON (invalid escape "\\q" in string) at offset 1`},
+		{"non-ASCII outside strings", `[é]`, Limits{}, `canonjson: invalid JSON (unexpected 'é' looking for a value) at offset 1`},
 		{"invalid UTF-8", "[\xff]", Limits{}, `canonjson: invalid UTF-8 at offset 1`},
 		{"lone surrogate", `"\uD800"`, Limits{}, `canonjson: lone UTF-16 surrogate \uD800 at offset 1`},
 		{"number range", `-1e999`, Limits{}, `canonjson: number out of range "-1e999" at offset 0`},

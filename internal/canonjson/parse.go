@@ -311,7 +311,8 @@ func (p *parser) unexpected(off int, where string) error {
 	if off == 0 && bytes.HasPrefix(p.src, byteOrderMark) {
 		return p.syntax(off, "(leading byte order mark)")
 	}
-	return p.syntax(off, "(unexpected "+quoteByte(p.src[off])+" "+where+")")
+	r, _ := utf8.DecodeRune(p.src[off:]) // the input is valid UTF-8
+	return p.syntax(off, "(unexpected "+strconv.QuoteRune(r)+" "+where+")")
 }
 
 // eof reports input that ends too early.
@@ -323,4 +324,5 @@ func (p *parser) eof() error {
 // generators to add and RFC 8785 input must not carry.
 var byteOrderMark = []byte("\xef\xbb\xbf")
 
+// isDigit reports whether c is an ASCII decimal digit.
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

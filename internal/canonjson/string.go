@@ -1,6 +1,9 @@
 package canonjson
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // plainEnd returns the index of the first byte at or after i that cannot be
 // copied verbatim from a JSON string to its canonical form: a quote, a
@@ -55,7 +58,7 @@ func (p *parser) unquote(buf []byte) ([]byte, error) {
 			p.pos = i + 1
 			return buf, nil
 		case c < 0x20:
-			return buf, p.syntax(i, "(unescaped control character "+quoteByte(c)+" in string)")
+			return buf, p.syntax(i, "(unescaped control character "+strconv.QuoteRune(rune(c))+" in string)")
 		}
 		// A backslash.
 		if i+1 >= len(src) {
