@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -72,17 +73,24 @@ func TestConformanceCluster(t *testing.T) {
 	})
 }
 
-// TestPurgeExpiredEveryMaster spreads records over the hash slots of a
-// cluster, so that they live on every master, and checks that
-// PurgeExpired finds and deletes them all.
-func TestPurgeExpiredEveryMaster(t *testing.T) {
+// TestCluster runs what needs a cluster of its own, in order: PurgeExpired
+// across every master, then a master going down.
+func TestCluster(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	cluster := redistest.StartCluster(t, 3)
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), DialerRetries: 1, MaxRedirects: 1})
 	t.Cleanup(func() { _ = client.Close() })
 	clock := idemtest.NewClock()
 	s := newStore(t, client, redisstore.DefaultPrefix, clock.Now)
+	t.Run("PurgeExpiredEveryMaster", func(t *testing.T) { testPurgeEveryMaster(t, client, s, clock) })
+	t.Run("MasterDown", func(t *testing.T) { testMasterDown(t, cluster, s) })
+}
+
+// testPurgeEveryMaster spreads records over the hash slots, so that every
+// master holds some, and checks that PurgeExpired finds and deletes them
+// all.
+func testPurgeEveryMaster(t *testing.T, client *redis.ClusterClient, s *redisstore.Store, clock *idemtest.Clock) {
+	ctx := context.Background()
 	ns := idemtest.RandomNamespace(t)
 	const n = 300
 	req := mustRequest(t, `{"n":1}`)
@@ -92,7 +100,6 @@ func TestPurgeExpiredEveryMaster(t *testing.T) {
 			t.Fatalf("Begin %d: %v %v", i, o.Kind, err)
 		}
 	}
-	// Every master holds some of the records.
 	var mu sync.Mutex
 	perMaster := map[string]int{}
 	err := client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
@@ -120,6 +127,35 @@ func TestPurgeExpiredEveryMaster(t *testing.T) {
 	}
 	if got != n {
 		t.Errorf("PurgeExpired = %d, want %d", got, n)
+	}
+}
+
+// testMasterDown stops one master: calls on keys in its slots fail with
+// ErrUnavailable, calls on the others go on working.
+func testMasterDown(t *testing.T, cluster *redistest.Cluster, s *redisstore.Store) {
+	ctx := context.Background()
+	if err := cluster.Nodes()[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	ns := idemtest.RandomNamespace(t)
+	req := mustRequest(t, `{"n":1}`)
+	var ok, unavailable int
+	for i := range 30 {
+		o, err := s.Begin(ctx, mustKey(t, ns, "down-"+strconv.Itoa(i)), req, nil)
+		switch {
+		case err == nil && o.Kind == idem.Fresh:
+			ok++
+		case errors.Is(err, idem.ErrUnavailable):
+			unavailable++
+		default:
+			t.Fatalf("Begin %d with a master down: %v %v, want Fresh or ErrUnavailable", i, o.Kind, err)
+		}
+	}
+	if ok == 0 || unavailable == 0 {
+		t.Errorf("with one master of three down: %d Fresh, %d unavailable; want some of each", ok, unavailable)
+	}
+	if _, err := s.PurgeExpired(ctx, ns, time.Now()); !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("PurgeExpired with a master down: %v, want ErrUnavailable", err)
 	}
 }
 

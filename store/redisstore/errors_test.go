@@ -1,0 +1,248 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/redistest"
+	"github.com/idemgo/idem/store/redisstore"
+)
+
+// calls runs every Store method once on key and returns their errors by
+// name. lease is used by the settle calls.
+func calls(ctx context.Context, s idem.Store, key idem.Key, lease idem.Lease) map[string]error {
+	req, _ := idem.NewRequest([]byte(`{"a":1}`))
+	_, beginErr := s.Begin(ctx, key, req, nil)
+	_, heartbeatErr := s.Heartbeat(ctx, key, lease, 0)
+	_, purgeErr := s.PurgeExpired(ctx, key.Namespace(), time.Now())
+	_, getErr := s.Get(ctx, key)
+	return map[string]error{
+		"Begin":         beginErr,
+		"Commit":        s.Commit(ctx, key, lease, []byte(`1`)),
+		"FailPermanent": s.FailPermanent(ctx, key, lease, idem.StoredError{Class: "c"}),
+		"FailTransient": s.FailTransient(ctx, key, lease),
+		"Heartbeat":     heartbeatErr,
+		"PurgeExpired":  purgeErr,
+		"Get":           getErr,
+	}
+}
+
+// TestServerDown stops the server under a store: every call fails with
+// ErrUnavailable, with the network error still visible; after a restart
+// the store works again with the record it had.
+func TestServerDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: time.Second, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client, "", time.Now)
+	key := mustKey(t, idemtest.RandomNamespace(t), "down")
+	o, err := s.Begin(ctx, key, mustRequest(t, `{"a":1}`), nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin = %v %v", o.Kind, err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range calls(ctx, s, key, o.Lease) {
+		var opErr *net.OpError
+		if !errors.Is(err, idem.ErrUnavailable) || !errors.As(err, &opErr) {
+			t.Errorf("%s with the server down: %v, want ErrUnavailable wrapping a *net.OpError", name, err)
+		}
+	}
+
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, key, o.Lease, []byte(`"after restart"`)); err != nil {
+		t.Fatalf("Commit after the restart: %v", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	t.Parallel()
+	client := sharedClient(t)
+	s := newStore(t, client, redistest.Prefix(t), time.Now)
+	_ = client.Close()
+	key := mustKey(t, idemtest.RandomNamespace(t), "closed")
+	lease := idem.Lease{Token: "t", Fence: 1}
+	for name, err := range calls(context.Background(), s, key, lease) {
+		if !errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, redis.ErrClosed) {
+			t.Errorf("%s on a closed client: %v, want ErrUnavailable wrapping redis.ErrClosed", name, err)
+		}
+	}
+}
+
+func TestContextDone(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, sharedClient(t), redistest.Prefix(t), time.Now)
+	key := mustKey(t, idemtest.RandomNamespace(t), "ctx")
+	lease := idem.Lease{Token: "t", Fence: 1}
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}, context.Canceled},
+		{"deadline passed", func() (context.Context, context.CancelFunc) {
+			return context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			for name, err := range calls(ctx, s, key, lease) {
+				if !errors.Is(err, c.want) {
+					t.Errorf("%s: %v, want %v", name, err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestContextCancelledInFlight cancels calls while they wait on a server
+// that does not answer: the error is the context's.
+func TestContextCancelledInFlight(t *testing.T) {
+	t.Parallel()
+	// A listener that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client, "", time.Now)
+	key := mustKey(t, idemtest.RandomNamespace(t), "hang")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = s.Begin(ctx, key, mustRequest(t, `{}`), nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Begin on a silent server past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// TestForeignKeys puts keys the store did not write under its prefix: a
+// call on such a key fails with ErrUnavailable and changes nothing, and
+// PurgeExpired leaves them alone.
+func TestForeignKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := sharedClient(t)
+	prefix := redistest.Prefix(t)
+	s := newStore(t, client, prefix, time.Now)
+	ns := idemtest.RandomNamespace(t)
+	key := mustKey(t, ns, "foreign")
+	rkey := prefix + string(ns) + ":0::foreign"
+	if err := client.Set(ctx, rkey, "not a record", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	other := prefix + string(ns) + ":0::other-hash"
+	if err := client.HSet(ctx, other, "field", "value").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Begin(ctx, key, mustRequest(t, `{}`), nil)
+	if !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Begin on a string key: %v, want ErrUnavailable (WRONGTYPE)", err)
+	}
+	n, err := s.PurgeExpired(ctx, ns, time.Now().Add(1000*time.Hour))
+	if err != nil || n != 0 {
+		t.Errorf("PurgeExpired = %d, %v; want 0 (foreign keys are not records)", n, err)
+	}
+	if v, err := client.Get(ctx, rkey).Result(); err != nil || v != "not a record" {
+		t.Errorf("foreign string key = %q, %v; want it untouched", v, err)
+	}
+	if v, err := client.HGet(ctx, other, "field").Result(); err != nil || v != "value" {
+		t.Errorf("foreign hash = %q, %v; want it untouched", v, err)
+	}
+}
+
+// TestPayloadLimits checks that oversized values are rejected before
+// anything reaches Redis: with the client closed, the answer is still the
+// typed error, not ErrUnavailable.
+func TestPayloadLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := sharedClient(t)
+	s, err := redisstore.New(client, redisstore.Config{MaxPayload: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = client.Close()
+	key := mustKey(t, idemtest.RandomNamespace(t), "big")
+	big := []byte(`"` + strings.Repeat("x", 64) + `"`)
+	lease := idem.Lease{Token: "t", Fence: 1}
+	req := mustRequest(t, `{}`)
+	var tooLarge *idem.PayloadTooLargeError
+	_, beginErr := s.Begin(ctx, key, idem.Request{Fingerprint: req.Fingerprint, Payload: big}, nil)
+	for name, c := range map[string]struct {
+		err  error
+		what string
+	}{
+		"Begin":         {beginErr, "request"},
+		"Commit":        {s.Commit(ctx, key, lease, big), "result"},
+		"FailPermanent": {s.FailPermanent(ctx, key, lease, idem.StoredError{Class: "c", Message: string(big)}), "error"},
+	} {
+		if !errors.As(c.err, &tooLarge) || tooLarge.What != c.what || errors.Is(c.err, idem.ErrUnavailable) {
+			t.Errorf("%s over the limit: %v, want *PayloadTooLargeError for the %s", name, c.err, c.what)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, c := range []struct {
+		name  string
+		cfg   redisstore.Config
+		field string
+	}{
+		{"negative retention", redisstore.Config{Retention: -1}, "Config.Retention"},
+		{"negative lease", redisstore.Config{Lease: -1}, "Config.Lease"},
+		{"negative max payload", redisstore.Config{MaxPayload: -1}, "Config.MaxPayload"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := redisstore.New(client, c.cfg); err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("New: %v, want an error naming %s", err, c.field)
+			}
+		})
+	}
+	if _, err := redisstore.New(nil, redisstore.Config{}); err == nil {
+		t.Error("New with a nil client succeeded")
+	}
+	if _, err := redisstore.New(client, redisstore.Config{}); err != nil {
+		t.Errorf("New with the zero Config: %v", err)
+	}
+}
