@@ -45,39 +45,53 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		if err != nil {
 			checkFuzzError(t, src, err)
-			return
+		} else {
+			checkFuzzOutput(t, src, out)
 		}
-		if !utf8.Valid(src) || !json.Valid(src) {
-			t.Fatalf("accepted input that is not valid JSON: %q", src)
-		}
-		if !json.Valid(out) {
-			t.Fatalf("output is not valid JSON: %q", out)
-		}
-		again, err := Canonicalize(out, Limits{})
+		// Raw bytes are rarely valid JSON, so also read them as a recipe
+		// for a valid text full of out-of-order and escaped names.
+		gen := generateJSON(src)
+		out, err = Canonicalize(gen, Limits{})
 		if err != nil {
-			t.Fatalf("canonicalising the output %q: %v", out, err)
+			t.Fatalf("generated input %q: %v", gen, err)
 		}
-		if !bytes.Equal(again, out) {
-			t.Fatalf("not idempotent:\n once: %q\ntwice: %q", out, again)
-		}
-		var in, got any
-		if err := json.Unmarshal(src, &in); err != nil {
-			t.Fatalf("encoding/json rejects accepted input %q: %v", src, err)
-		}
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("encoding/json rejects output %q: %v", out, err)
-		}
-		if diff := cmp.Diff(in, got); diff != "" {
-			t.Fatalf("output means something else (-input +output):\n%s", diff)
-		}
-		if want := refCanonical(nil, in); !bytes.Equal(out, want) {
-			t.Fatalf("output differs from the reference:\n got: %q\nwant: %q", out, want)
-		}
-		prefixed, err := AppendCanonical([]byte("x"), src, Limits{})
-		if err != nil || !bytes.Equal(prefixed[1:], out) || prefixed[0] != 'x' {
-			t.Fatalf("AppendCanonical = %q, %v; want x%q", prefixed, err, out)
-		}
+		checkFuzzOutput(t, gen, out)
 	})
+}
+
+// checkFuzzOutput checks the properties of out, the canonical form of src.
+func checkFuzzOutput(t *testing.T, src, out []byte) {
+	t.Helper()
+	if !utf8.Valid(src) || !json.Valid(src) {
+		t.Fatalf("accepted input that is not valid JSON: %q", src)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("output is not valid JSON: %q", out)
+	}
+	again, err := Canonicalize(out, Limits{})
+	if err != nil {
+		t.Fatalf("canonicalising the output %q: %v", out, err)
+	}
+	if !bytes.Equal(again, out) {
+		t.Fatalf("not idempotent:\n once: %q\ntwice: %q", out, again)
+	}
+	var in, got any
+	if err := json.Unmarshal(src, &in); err != nil {
+		t.Fatalf("encoding/json rejects accepted input %q: %v", src, err)
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("encoding/json rejects output %q: %v", out, err)
+	}
+	if diff := cmp.Diff(in, got); diff != "" {
+		t.Fatalf("output means something else (-input +output):\n%s", diff)
+	}
+	if want := refCanonical(nil, in); !bytes.Equal(out, want) {
+		t.Fatalf("output differs from the reference:\n got: %q\nwant: %q", out, want)
+	}
+	prefixed, err := AppendCanonical([]byte("x"), src, Limits{})
+	if err != nil || !bytes.Equal(prefixed[1:], out) || prefixed[0] != 'x' {
+		t.Fatalf("AppendCanonical = %q, %v; want x%q", prefixed, err, out)
+	}
 }
 
 // checkFuzzError checks an error against the package contract and, for
@@ -189,4 +203,118 @@ func refString(dst []byte, s string) []byte {
 		}
 	}
 	return append(dst, '"')
+}
+
+// genName is a member name and ways to spell it in JSON.
+type genName struct {
+	value     string
+	spellings []string
+}
+
+// genNames are names around the UTF-16 ordering boundaries, several of
+// them spelt in more than one way.
+var genNames = []genName{
+	{"a", []string{"a", `\u0061`}},
+	{"b", []string{"b"}},
+	{"", []string{""}},
+	{"aa", []string{"aa", `a\u0061`}},
+	{"A", []string{"A"}},
+	{"10", []string{"10"}},
+	{"1", []string{"1"}},
+	{"\n", []string{`\n`, `\u000a`, `\u000A`}},
+	{"\x00", []string{`\u0000`}},
+	{"\"", []string{`\"`, `\u0022`}},
+	{"/", []string{"/", `\/`}},
+	{"\x7f", []string{"\x7f", `\u007f`}},
+	{"é", []string{"é", `\u00e9`, `\u00E9`}},
+	{"€", []string{"€", `\u20ac`}},
+	{"\ue000", []string{"\ue000", `\ue000`}},
+	{"\ufb33", []string{"\ufb33", `\ufb33`}},
+	{"\U00010000", []string{"\U00010000", `\ud800\udc00`}},
+	{"😀", []string{"😀", `\ud83d\ude00`}},
+	{"\U0010ffff", []string{`\udbff\udfff`}},
+}
+
+// genScalars are scalar values in assorted spellings.
+var genScalars = []string{
+	"0", "-0", "1", "-1.5", "4.50", "1e21", "1E-7", "0.000001", "100", "2e-3", "0.1",
+	"5e-324", "1.7976931348623157e308", "9007199254740993", "1e-400", "333333333.33333329",
+	"123456789012345678901234567890", "true", "false", "null", `""`, `"x"`,
+	`"\u0000\u001f\u007f"`, `"\ud83d\ude00\\\"\/"`, "\"\u2028é\"", `"\b\f\n\r\t"`,
+}
+
+// generateJSON turns arbitrary bytes into a valid JSON text with no
+// duplicate names and nesting of at most 20.
+func generateJSON(recipe []byte) []byte {
+	g := generator{recipe: recipe}
+	g.value(0)
+	g.space()
+	return g.out
+}
+
+// generator writes JSON as directed by the bytes of a recipe.
+type generator struct {
+	recipe []byte
+	out    []byte
+}
+
+// next returns the next recipe byte, or 0 once the recipe is used up.
+func (g *generator) next() int {
+	if len(g.recipe) == 0 {
+		return 0
+	}
+	b := g.recipe[0]
+	g.recipe = g.recipe[1:]
+	return int(b)
+}
+
+func (g *generator) space() {
+	g.out = append(g.out, [...]string{"", "", "", " ", "\n\t", "\r\n  "}[g.next()%6]...)
+}
+
+func (g *generator) value(depth int) {
+	g.space()
+	kind := g.next() % 4
+	if depth >= 20 || len(g.recipe) == 0 {
+		kind = 3
+	}
+	switch kind {
+	case 0, 1: // object
+		g.out = append(g.out, '{')
+		used := make(map[string]bool)
+		for n := g.next() % 8; n > 0; n-- {
+			name := genNames[g.next()%len(genNames)]
+			if used[name.value] {
+				continue
+			}
+			if len(used) > 0 {
+				g.space()
+				g.out = append(g.out, ',')
+			}
+			used[name.value] = true
+			g.space()
+			g.out = append(g.out, '"')
+			g.out = append(g.out, name.spellings[g.next()%len(name.spellings)]...)
+			g.out = append(g.out, '"')
+			g.space()
+			g.out = append(g.out, ':')
+			g.value(depth + 1)
+		}
+		g.space()
+		g.out = append(g.out, '}')
+	case 2: // array
+		g.out = append(g.out, '[')
+		for i := range g.next() % 5 {
+			if i > 0 {
+				g.space()
+				g.out = append(g.out, ',')
+			}
+			g.value(depth + 1)
+		}
+		g.space()
+		g.out = append(g.out, ']')
+	default:
+		g.out = append(g.out, genScalars[g.next()%len(genScalars)]...)
+	}
+	g.space()
 }
