@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/idemgo/idem"
 )
@@ -24,13 +25,27 @@ import (
 // redis.Nil never reaches callError: the store's scripts always reply with
 // a value, and Get reads with HMGET, which answers nil fields instead.
 func callError(ctx context.Context, op string, err error) error {
-	if ce := ctx.Err(); ce != nil {
+	if ce := ctxErr(ctx); ce != nil {
 		if errors.Is(err, ce) {
 			return fmt.Errorf("redisstore: %s: %w", op, err)
 		}
 		return fmt.Errorf("redisstore: %s: %w (%v)", op, ce, err)
 	}
 	return idem.Unavailable(fmt.Errorf("redisstore: %s: %w", op, err))
+}
+
+// ctxErr returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed even if ctx has not noticed yet: go-redis sets the
+// connection's deadline from ctx's, and its read may time out a moment
+// before ctx's own timer fires.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // replyError reports a reply of an unexpected shape: a record written by
