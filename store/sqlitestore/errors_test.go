@@ -1,0 +1,109 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+)
+
+// storeCalls runs every Store method once against k and reports the errors
+// by method name. lease is passed to the settle calls.
+func storeCalls(s idem.Store, k idem.Key, lease idem.Lease) map[string]error {
+	ctx := context.Background()
+	r, _ := idem.NewRequest([]byte(`{}`))
+	_, begin := s.Begin(ctx, k, r, nil)
+	_, heartbeat := s.Heartbeat(ctx, k, lease, 0)
+	_, purge := s.PurgeExpired(ctx, k.Namespace(), time.Now())
+	_, get := s.Get(ctx, k)
+	return map[string]error{
+		"Begin":         begin,
+		"Commit":        s.Commit(ctx, k, lease, []byte(`1`)),
+		"FailPermanent": s.FailPermanent(ctx, k, lease, idem.StoredError{Class: "c"}),
+		"FailTransient": s.FailTransient(ctx, k, lease),
+		"Heartbeat":     heartbeat,
+		"PurgeExpired":  purge,
+		"Get":           get,
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	for name, setup := range map[string]func(t *testing.T) idem.Store{
+		"ClosedDB": func(t *testing.T) idem.Store {
+			db, _ := newDB(t, 2)
+			s := newStore(t, db, nil)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"NotMigrated": func(t *testing.T) idem.Store {
+			return newStore(t, openDB(t, filepath.Join(t.TempDir(), "idem.db"), dsnParams, 2), nil)
+		},
+		"FileIsNotADatabase": func(t *testing.T) idem.Store {
+			return newStore(t, openDB(t, t.TempDir(), dsnParams, 2), nil) // a directory
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := setup(t)
+			k := mustKey(t, idemtest.RandomNamespace(t), "k")
+			for method, err := range storeCalls(s, k, idem.Lease{Token: "t", Fence: 1}) {
+				if !errors.Is(err, idem.ErrUnavailable) {
+					t.Errorf("%s: %v, want ErrUnavailable", method, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelledContextNoWrite(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, 2)
+	s := newStore(t, db, nil)
+	k := mustKey(t, idemtest.RandomNamespace(t), "k")
+	r := mustRequest(t, `{}`)
+	lease := mustBegin(t, s, k, r, idem.Fresh).Lease
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Heartbeat(ctx, k, lease, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Heartbeat: %v, want context.Canceled", err)
+	}
+	if err := s.FailTransient(ctx, k, lease); !errors.Is(err, context.Canceled) {
+		t.Errorf("FailTransient: %v, want context.Canceled", err)
+	}
+	if n, err := s.PurgeExpired(ctx, k.Namespace(), time.Now().Add(48*time.Hour)); !errors.Is(err, context.Canceled) || n != 0 {
+		t.Errorf("PurgeExpired: %d, %v, want 0, context.Canceled", n, err)
+	}
+	if _, err := s.Get(ctx, k); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get: %v, want context.Canceled", err)
+	}
+	rec, err := s.Get(context.Background(), k)
+	if err != nil || rec.Status != idem.StatusInProgress || !rec.LeaseExpiresAt.Equal(lease.ExpiresAt) {
+		t.Errorf("record after cancelled calls = %+v, %v; want it unchanged", rec, err)
+	}
+}
+
+func TestCorruptRecord(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, 2)
+	s := newStore(t, db, nil)
+	k := mustKey(t, idemtest.RandomNamespace(t), "k")
+	r := mustRequest(t, `{}`)
+	mustBegin(t, s, k, r, idem.Fresh)
+	if _, err := db.Exec(`UPDATE idempotency_record SET request_hash = x'00' WHERE namespace = ?`, string(k.Namespace())); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Begin(context.Background(), k, r, nil)
+	if err == nil || errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, idem.ErrInvalidFingerprint) {
+		t.Errorf("Begin on a corrupt record: %v, want a corruption error wrapping ErrInvalidFingerprint", err)
+	}
+	if _, err := s.Get(context.Background(), k); err == nil || errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Get of a corrupt record: %v, want a corruption error", err)
+	}
+}
