@@ -10,15 +10,17 @@
 // set. Otherwise the first call to URL starts one for the test process: initdb
 // with trust authentication in a temporary directory, fsync off, listening on
 // 127.0.0.1 only, on a free port, with its unix socket in that directory. Main
-// (or Wrap) stops it and removes its directory when the tests are done, as
-// does an interrupt or termination signal; should the test process die
-// without either, the server gets an immediate-shutdown signal from the
-// kernel.
+// (or Wrap) stops it and removes its directory when the tests are done.
 //
 // Start gives one test a private server, always started by this package even
 // when TEST_DATABASE_URL is set, that the test may stop, kill and start again
 // on the same port and data directory: the tool for fault tests. Launch does
 // the same for programs that are not tests.
+//
+// An interrupt, termination or hang-up signal stops and removes the servers
+// of running tests before it ends the test process. Should the process die
+// some other way, each server it started gets an immediate-shutdown signal
+// from the kernel, though its directory stays.
 //
 // When no server can be had, because TEST_DATABASE_URL is unset and the
 // PostgreSQL binaries are not installed, the test is skipped with a message

@@ -52,10 +52,12 @@ func Start(tb testing.TB) *Server {
 		giveUp(tb, err)
 		return nil
 	}
+	closeOnSignal(s)
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
+		forgetOnSignal(s)
 	})
 	return s
 }

@@ -8,11 +8,10 @@ import (
 
 // shared is the server every URL of this test process lives on.
 var shared struct {
-	once        sync.Once
-	url         string  // its URL, without a search_path
-	err         error   // why there is none
-	srv         *Server // non-nil when this process started it
-	stopSignals func()  // ends the signal watch that closes srv
+	once sync.Once
+	url  string  // its URL, without a search_path
+	err  error   // why there is none
+	srv  *Server // non-nil when this process started it
 }
 
 // sharedURL returns the shared server's URL, starting the server on the
@@ -29,7 +28,7 @@ func sharedURL() (string, error) {
 			return
 		}
 		shared.srv, shared.url = srv, srv.URL()
-		shared.stopSignals = onSignal(func() { _ = srv.Close() })
+		closeOnSignal(srv)
 	})
 	return shared.url, shared.err
 }
@@ -68,12 +67,10 @@ func (w wrapped) Run() int {
 
 // shutdown closes the shared server if this process started one.
 func shutdown() error {
-	if shared.stopSignals != nil {
-		shared.stopSignals()
-		shared.stopSignals = nil
-	}
 	if shared.srv == nil {
 		return nil
 	}
-	return shared.srv.Close()
+	err := shared.srv.Close()
+	forgetOnSignal(shared.srv)
+	return err
 }

@@ -30,10 +30,12 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 		giveUp(tb, err)
 		return nil
 	}
+	closeOnSignal(c)
 	tb.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			tb.Errorf("redistest: %v", err)
 		}
+		forgetOnSignal(c)
 	})
 	return c
 }

@@ -8,14 +8,18 @@
 // first call to URL starts one for the test process, redis-server with no
 // persistence listening on 127.0.0.1 only, on a free port, in a temporary
 // directory. Main (or Wrap) stops it and removes its directory when the
-// tests are done, as does an interrupt or termination signal; should the
-// test process die without either, the kernel kills the server.
+// tests are done.
 //
 // Start gives one test a private server, always started by this package even
 // when TEST_REDIS_URL is set, that the test may stop, kill and start again on
 // the same port: the tool for fault tests. StartCluster gives one test a
 // private Redis Cluster of several masters. Launch and LaunchCluster do the
 // same for programs that are not tests.
+//
+// An interrupt, termination or hang-up signal stops and removes the servers
+// of running tests before it ends the test process. Should the process die
+// some other way, the kernel kills each server it started, though the
+// server's directory stays.
 //
 // When no server can be had, because TEST_REDIS_URL is unset and
 // redis-server is not installed, the test is skipped with a message that

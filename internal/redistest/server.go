@@ -49,10 +49,12 @@ func Start(tb testing.TB) *Server {
 		giveUp(tb, err)
 		return nil
 	}
+	closeOnSignal(s)
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			tb.Errorf("redistest: %v", err)
 		}
+		forgetOnSignal(s)
 	})
 	return s
 }

@@ -9,12 +9,11 @@ import (
 
 // shared is the server every URL of this test process names.
 var shared struct {
-	mu          sync.Mutex
-	resolved    bool    // url or err is set
-	url         string  //
-	err         error   // why there is no server
-	srv         *Server // non-nil when this process started it
-	stopSignals func()  // ends the signal watch that closes srv
+	mu       sync.Mutex
+	resolved bool    // url or err is set
+	url      string  //
+	err      error   // why there is no server
+	srv      *Server // non-nil when this process started it
 }
 
 // URL returns the redis:// URL of the shared server, starting the server on
@@ -51,7 +50,7 @@ func sharedURL() (string, error) {
 		return "", err
 	}
 	shared.srv, shared.url = srv, srv.URL()
-	shared.stopSignals = onSignal(func() { _ = srv.Close() })
+	closeOnSignal(srv)
 	return shared.url, nil
 }
 
@@ -99,12 +98,10 @@ func (w wrapped) Run() int {
 func shutdown() error {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	if shared.stopSignals != nil {
-		shared.stopSignals()
-		shared.stopSignals = nil
-	}
 	if shared.srv == nil {
 		return nil
 	}
-	return shared.srv.Close()
+	err := shared.srv.Close()
+	forgetOnSignal(shared.srv)
+	return err
 }

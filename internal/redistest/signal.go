@@ -3,14 +3,59 @@ package redistest
 import (
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
-// onSignal calls cleanup when the process gets an interrupt, termination or
-// hang-up signal, then lets that signal end the process as it would have.
-// The returned stop ends the watch; it must be called before the process
-// exits normally.
-func onSignal(cleanup func()) (stop func()) {
+// closer is a server to close should a signal end the process.
+type closer interface{ Close() error }
+
+// watched are the servers that tests started and an interrupt, termination
+// or hang-up signal closes before it ends the process, so that no data
+// directory is left behind. Without this the server would still go (the
+// kernel sends it the death signal set in Server.Start), but its directory
+// would stay.
+var watched struct {
+	mu      sync.Mutex
+	servers map[closer]bool
+	stop    func() // ends the signal watch; nil while there is none
+}
+
+// closeOnSignal has a signal close s before it ends the process, until
+// forgetOnSignal(s).
+func closeOnSignal(s closer) {
+	watched.mu.Lock()
+	defer watched.mu.Unlock()
+	if watched.servers == nil {
+		watched.servers = make(map[closer]bool)
+	}
+	watched.servers[s] = true
+	if watched.stop == nil {
+		watched.stop = watchSignals()
+	}
+}
+
+// forgetOnSignal undoes closeOnSignal(s), and ends the watch when no server
+// is left to close.
+func forgetOnSignal(s closer) {
+	watched.mu.Lock()
+	delete(watched.servers, s)
+	stop := watched.stop
+	if len(watched.servers) > 0 {
+		stop = nil
+	} else {
+		watched.stop = nil
+	}
+	watched.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// watchSignals waits for a signal, closes the watched servers and lets the
+// signal end the process as it would have, until the returned stop is
+// called.
+func watchSignals() (stop func()) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	quit := make(chan struct{})
@@ -19,7 +64,15 @@ func onSignal(cleanup func()) (stop func()) {
 		defer close(done)
 		select {
 		case sig := <-signals:
-			cleanup()
+			watched.mu.Lock()
+			var servers []closer
+			for s := range watched.servers {
+				servers = append(servers, s)
+			}
+			watched.mu.Unlock()
+			for _, s := range servers {
+				_ = s.Close()
+			}
 			signal.Stop(signals)
 			// With no handler left the signal takes its default action;
 			// if another helper still watches, it does the same in turn.
