@@ -1,0 +1,62 @@
+# make test    every test of both modules (the root and bench), with -race,
+#              against a throwaway PostgreSQL and Redis; installs those first
+#              when missing (scripts/install-test-deps.sh)
+# make vet     go vet, both modules
+# make lint    gofmt check and staticcheck, both modules
+# make fuzz    each fuzz target for FUZZTIME (default 10s)
+# make bench   the benchmarks of both modules, against the same servers
+#
+# go-test and go-bench do the same as test and bench against whatever
+# servers TEST_DATABASE_URL and TEST_REDIS_URL name, or else against servers
+# each test process starts for itself.
+
+GO ?= go
+# staticcheck 2026.2.2; the module proxy knows its releases by these tags.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME ?= 10s
+BENCHTIME ?= 1s
+
+# The bench module's packages, and those of them with tests: it may have none.
+bench_pkgs = $(shell cd bench && $(GO) list -e ./... 2>/dev/null)
+bench_tested = $(shell cd bench && $(GO) list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
+
+.PHONY: test go-test deps vet lint fuzz bench go-bench
+
+test: deps
+	$(GO) run ./internal/cmd/withservers -- $(MAKE) --no-print-directory go-test
+
+go-test:
+	$(GO) test -race -count=1 ./...
+ifneq ($(strip $(bench_tested)),)
+	cd bench && $(GO) test -race -count=1 ./...
+else
+	@echo "bench: no test files"
+endif
+
+deps:
+	@scripts/install-test-deps.sh
+
+vet:
+	$(GO) vet ./...
+ifneq ($(strip $(bench_pkgs)),)
+	cd bench && $(GO) vet ./...
+endif
+
+lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -w needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+ifneq ($(strip $(bench_pkgs)),)
+	cd bench && $(GO) run $(STATICCHECK) ./...
+endif
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+bench: deps
+	$(GO) run ./internal/cmd/withservers -- $(MAKE) --no-print-directory go-bench
+
+go-bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+ifneq ($(strip $(bench_pkgs)),)
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+endif
