@@ -1,0 +1,143 @@
+// Package pgstore is the PostgreSQL idem.Store, on pgx v5. It keeps one row
+// per key in one table, works in lease mode (on a pool, visible to every
+// process at once, as the HTTP proxy needs) and in transactional mode (in
+// the caller's own transaction, so that the record and the caller's writes
+// commit or roll back together), and passes the idemtest conformance suite
+// in both.
+//
+// # Schema
+//
+// Migrate creates the table (its name is Config.Table, default
+// "idempotency_record"); MigrationSQL prints the same SQL for teams that
+// run their own migration tool:
+//
+//	CREATE TABLE IF NOT EXISTS "idempotency_record" (
+//	    namespace        text        NOT NULL,
+//	    scope            text        NOT NULL DEFAULT '',
+//	    key_value        text        NOT NULL,
+//	    request_hash     bytea       NOT NULL,     -- idem.Fingerprint.Bytes()
+//	    request_payload  jsonb       NOT NULL,
+//	    status           text        NOT NULL      -- in_progress, committed, failed_permanent
+//	    result_payload   json,                     -- when committed
+//	    error_payload    jsonb,                    -- when failed_permanent
+//	    owner_token      text        NOT NULL,     -- token of the latest reservation
+//	    fence            bigint      NOT NULL,     -- +1 at each takeover
+//	    created_at       timestamptz NOT NULL,
+//	    expires_at       timestamptz NOT NULL,     -- end of retention
+//	    lease_expires_at timestamptz,              -- when in_progress
+//	    PRIMARY KEY (namespace, scope, key_value),
+//	    ...                                        -- CHECKs tying status to the columns
+//	);
+//	CREATE INDEX IF NOT EXISTS "idempotency_record_expires_idx"
+//	    ON "idempotency_record" (namespace, expires_at);
+//
+// The columns are those of the design's table plus the key's scope (in the
+// primary key, so that scopes never see each other's records) and the
+// lease: expiry, owner token and fence. The SQLite store uses the same
+// names.
+//
+// Migrate runs every embedded migration, each written to be idempotent
+// (IF NOT EXISTS), in one transaction holding an advisory lock; so it can
+// run at every start of every process, and later versions of the schema
+// come as further idempotent migrations. There is no version table.
+//
+// # Lease mode
+//
+// New(pool, cfg) returns a Store whose methods each run one autocommitted
+// statement on the pool (PurgeExpired one per batch). Begin is a single
+// statement, so every uncontended Begin is one round trip whatever its
+// outcome (Fresh, a replay, Mismatch or InFlight). Commit, FailPermanent,
+// FailTransient and Heartbeat are one UPDATE or DELETE each, matching the
+// key AND the lease's token AND its fence AND status in_progress AND
+// expires_at > now; when no row matches, nothing changed and the error is
+// idem.ErrStaleToken. As the contract asks, a lease that lapsed without a
+// takeover may still settle.
+//
+// Begin's statement (see beginSQL in queries.go) reads the record, and
+// writes only when the record is writable: absent, past expires_at (it
+// counts as absent; the fence keeps counting), or in progress under a
+// lapsed lease with the same fingerprint (a takeover: fence+1, new token).
+// Races are settled by PostgreSQL. A writing Begin first takes the key's
+// advisory lock without waiting (see below); a Begin that cannot have it
+// answers InFlight. Behind the lock, the UPDATE re-checks its condition on
+// the newest row version, so of two takeovers one updates and the other
+// finds a live lease, and the INSERT is ON CONFLICT DO NOTHING, so of two
+// creations one inserts. A Begin whose snapshot turned out stale runs the
+// statement again (a second round trip, only under contention). Every
+// other answer comes from the record as read, decided exactly as
+// idem.Decide decides.
+//
+// # Transactional mode
+//
+// (*Store).WithTx(tx) and (*Store).WithSQLTx(tx) return an idem.Store bound
+// to the caller's pgx.Tx or database/sql transaction (of the pgx stdlib
+// driver). The store never begins, commits or rolls back. Begin, the
+// caller's writes and Commit happen in one transaction: a crash or a
+// rollback leaves no trace, so local effects happen exactly once.
+//
+// A plain INSERT … ON CONFLICT would make a second transaction's Begin of
+// the same key wait until the first transaction ends. Instead, Begin takes
+// pg_try_advisory_xact_lock on a 64-bit hash (hashtextextended) of the
+// table, namespace, scope and key before writing; when another transaction
+// holds it, Begin answers InFlight at once, with RetryAfter set to
+// Config.Lease. The lock is taken only by a Begin about to write; a Begin
+// that answers from a live record (a replay, Mismatch, InFlight) takes none,
+// so a transaction that merely looked blocks nobody. The settle calls take
+// the same lock, waiting, so that no transaction holds a row lock on a
+// record without also holding its key's lock. Lease-mode Begins take the
+// lock too (for the length of their statement), so they do not wait behind
+// a transaction's reservation either. (PurgeExpired in a transaction keeps
+// the expired rows it deleted locked until the transaction ends; a Begin of
+// one of those keys waits for it.)
+//
+// # Errors
+//
+// Arguments are checked before anything is sent: key and lease
+// (idem.CheckBegin, idem.CheckLease), sizes (*idem.PayloadTooLargeError;
+// Config.MaxPayload bounds requests, results and encoded stored errors) and
+// JSON (idem.ErrInvalidPayload), including what PostgreSQL would refuse
+// although encoding/json accepts it: invalid UTF-8, and in the request
+// payload (jsonb) the escape \u0000 and unpaired surrogate escapes. So
+// invalid input does not abort the caller's transaction. The one refusal
+// left to the server, a number beyond the range of numeric in a request
+// payload, is also reported as idem.ErrInvalidPayload (in transactional
+// mode it aborts the transaction, as any failed statement does).
+//
+// A done ctx gives an error satisfying errors.Is(err, ctx.Err()). Every
+// other failure of the server or the connection (refused, lost, shutting
+// down, a missing table, a serialization failure) satisfies
+// errors.Is(err, idem.ErrUnavailable), with the pgx error, such as a
+// *pgconn.PgError, still in the chain for errors.As. A statement either
+// happened or not; if the connection is lost after the server committed it,
+// the caller sees ErrUnavailable for a change that was made (for Begin, a
+// reservation the caller does not know of: it is taken over when its lease
+// lapses).
+//
+// # Decisions
+//
+//   - result_payload is json, not jsonb as in the design: jsonb normalises
+//     (key order, whitespace, duplicate keys, escapes), and a replay must
+//     return the committed bytes exactly. json is validated by PostgreSQL
+//     and kept as text. request_payload and error_payload stay jsonb, as
+//     the design chose, for validation and querying; the recorded request
+//     comes back normalised, which Mismatch reporting allows.
+//   - Timestamps are computed in Go from Config.Now and truncated to the
+//     microsecond; the SQL never calls now(). Every process must therefore
+//     have a reasonably synchronised clock, as with any lease.
+//   - The expiry index is on (namespace, expires_at), not expires_at alone:
+//     PurgeExpired always filters by namespace.
+//   - PurgeExpired deletes in batches (Config.PurgeBatch) chosen with FOR
+//     UPDATE SKIP LOCKED, so it never waits for, or holds up, writers.
+//   - Table names are limited to lowercase identifiers, optionally
+//     schema-qualified, and quoted with pgx.Identifier. Upper case is
+//     refused rather than quoted, because PostgreSQL folds unquoted names,
+//     so a quoted "Records" would differ from the Records of hand-written
+//     SQL.
+//   - NUL characters in a StoredError (jsonb cannot store them) are
+//     replaced with U+FFFD, as encoding/json replaces invalid UTF-8, so that
+//     a permanent failure can always be recorded.
+//   - A Store may be made without a pool, for database/sql programs that
+//     only use WithSQLTx.
+//   - A cancelled ctx makes pgx close the connection it was using; in
+//     transactional mode that ends the caller's transaction too.
+package pgstore

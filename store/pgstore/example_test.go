@@ -1,0 +1,137 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/store/pgstore"
+)
+
+// The store in lease mode, as an HTTP service or a message consumer uses
+// it: Begin reserves the key for everyone at once; the owner runs the
+// effect and commits; retries replay the result. (It needs a server, so it
+// is compiled but not run.)
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.New(pool, pgstore.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	key, err := idem.ParseKey(idem.MustNamespace("payments"), "order-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	req, err := idem.NewRequest([]byte(`{"amount":100,"currency":"EUR"}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	o, err := store.Begin(ctx, key, req, nil)
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, idem.ErrUnavailable): answer 503
+	}
+	switch o.Kind {
+	case idem.Fresh:
+		result := []byte(`{"charge":"ch_1"}`) // run the effect here
+		if err := store.Commit(ctx, key, o.Lease, result); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("charged: %s\n", result)
+	case idem.PriorResult:
+		fmt.Printf("replayed: %s\n", o.Result)
+	default:
+		fmt.Println(o.Err()) // in flight, mismatch or a stored failure
+	}
+}
+
+// The store in transactional mode: the reservation, the business write and
+// the result commit together, or not at all. (Compiled, not run.)
+func ExampleStore_WithTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.New(pool, pgstore.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, _ := idem.ParseKey(idem.MustNamespace("orders"), "order-42")
+	req, _ := idem.NewRequest([]byte(`{"sku":"b-1","qty":2}`))
+
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		s := store.WithTx(tx)
+		o, err := s.Begin(ctx, key, req, nil)
+		if err != nil {
+			return err
+		}
+		if o.Kind != idem.Fresh {
+			return o.Err() // nil for a replay: nothing to do
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO orders (sku, qty) VALUES ('b-1', 2)`); err != nil {
+			return err
+		}
+		return s.Commit(ctx, key, o.Lease, []byte(`{"order":"created"}`))
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// MigrationSQL prints the schema for another migration tool.
+func ExampleMigrationSQL() {
+	sql, err := pgstore.MigrationSQL("idem.records")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(sql)
+	// Output:
+	// CREATE SCHEMA IF NOT EXISTS "idem";
+	//
+	// -- idem PostgreSQL schema, version 1. Every statement is idempotent: Migrate
+	// -- runs all of them at every call, under an advisory lock, from any number of
+	// -- processes.
+	// --
+	// -- One row per key (namespace, scope, key_value); scope is '' for keys
+	// -- without one. Timestamps come from the application's clock, never from
+	// -- now(). request_payload and error_payload are JSONB (validated, readable
+	// -- in SQL); result_payload is JSON, which PostgreSQL validates but keeps as
+	// -- text, so that a replay returns the committed bytes exactly.
+	// CREATE TABLE IF NOT EXISTS "idem"."records" (
+	//     namespace        text        NOT NULL,
+	//     scope            text        NOT NULL DEFAULT '',
+	//     key_value        text        NOT NULL,
+	//     request_hash     bytea       NOT NULL,
+	//     request_payload  jsonb       NOT NULL,
+	//     status           text        NOT NULL
+	//                      CHECK (status IN ('in_progress', 'committed', 'failed_permanent')),
+	//     result_payload   json,
+	//     error_payload    jsonb,
+	//     owner_token      text        NOT NULL,
+	//     fence            bigint      NOT NULL CHECK (fence >= 1),
+	//     created_at       timestamptz NOT NULL,
+	//     expires_at       timestamptz NOT NULL,
+	//     lease_expires_at timestamptz,
+	//     PRIMARY KEY (namespace, scope, key_value),
+	//     CHECK ((status = 'in_progress') = (lease_expires_at IS NOT NULL)),
+	//     CHECK ((status = 'committed') = (result_payload IS NOT NULL)),
+	//     CHECK ((status = 'failed_permanent') = (error_payload IS NOT NULL))
+	// );
+	//
+	// -- PurgeExpired deletes by namespace and expires_at.
+	// CREATE INDEX IF NOT EXISTS "records_expires_idx" ON "idem"."records" (namespace, expires_at);
+}
