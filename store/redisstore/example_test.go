@@ -1,0 +1,50 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/store/redisstore"
+)
+
+// Example charges a card at most once per order, whatever the number of
+// processes sharing the Redis server and of retries. It needs a server, so
+// it is compiled but not run.
+func Example() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer client.Close()
+	// For a Redis Cluster, pass redis.NewClusterClient(…) instead.
+
+	store, err := redisstore.New(client, redisstore.Config{
+		Prefix:    "shop:idem:",
+		Retention: 48 * time.Hour,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	type charge struct {
+		Order  string `json:"order"`
+		Amount int    `json:"amount"`
+	}
+	type receipt struct {
+		ID string `json:"id"`
+	}
+	key, err := idem.ParseKey(idem.MustNamespace("payments"), "order-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := idem.Do(context.Background(), store, key, charge{Order: "42", Amount: 1999},
+		func(ctx context.Context) (receipt, error) {
+			return receipt{ID: "ch_1"}, nil // call the payment provider here
+		}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.ID)
+}
