@@ -25,9 +25,13 @@
 //     rejected; numbers that underflow become 0, as in ECMAScript);
 //   - nothing but whitespace follows the top-level value.
 //
-// Input size and nesting depth are bounded by [Limits]. The parser is a
-// single iterative pass with an explicit stack, so it never recurses and
-// never panics, whatever the input.
+// Input size and nesting depth are bounded by [Limits]. The input is read
+// in a single pass that writes the output as it goes; members of objects
+// that arrive out of order are moved into place by one more pass over the
+// output, so every byte is moved at most once however deeply such objects
+// nest. Nesting is tracked on explicit stacks: nothing recurses, and
+// no input makes the package panic. With a warm internal pool,
+// [AppendCanonical] into a buffer with room to spare does not allocate.
 //
 // Every failure is reported as an [*Error] holding the byte offset in the
 // input and one of the sentinel errors ([ErrSyntax], [ErrDuplicateName],
