@@ -2,12 +2,17 @@ module github.com/idemgo/idem/bench
 
 go 1.26.0
 
-require github.com/idemgo/idem v0.0.0
+require (
+	github.com/idemgo/idem v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+)
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/zeebo/blake3 v0.2.4 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
 
