@@ -11,21 +11,25 @@ import (
 //
 // Recency is a doubly linked list threaded through a slab of nodes by int32
 // indices; the slab is allocated once, so recording a key never allocates.
-// Lookup is an open-addressing table with linear probing whose slots hold a
-// node index and a few bits of the key's hash, so a probe rarely has to load
-// a node to rule a key out. The table has at least twice as many slots as
-// the slab has nodes, so a probe sequence stays short; an evicted key leaves
-// no tombstone (backward-shift deletion), so a window that has evicted
-// billions of keys probes as fast as a fresh one.
+// Lookup is an open-addressing table with linear probing, at least twice as
+// many slots as nodes, so probe runs stay short. An evicted key leaves no
+// tombstone (backward-shift deletion), so a window that has evicted billions
+// of keys probes as fast as a fresh one.
+//
+// A slot is one uint32: 0 when empty, otherwise, from the low bits up, the
+// node index plus one (idxBits), the entry's distance from its home slot
+// (distBits, saturating) and as many top bits of the key's hash as are left
+// (the tag). The tag lets a probe rule a key out without loading its node;
+// the distance lets a deletion shift entries back without loading theirs.
 type lru struct {
 	nodes []node
 	slots []uint32
 	mask  uint64 // len(slots) - 1; len(slots) is a power of two
 
-	// A slot is 0 when empty; otherwise its low idxBits bits are a node
-	// index plus one and the bits above are the top bits of the key's hash.
-	idxBits uint
-	idxMask uint32
+	idxBits  uint
+	idxMask  uint32 // the index bits of a slot
+	tagShift uint   // idxBits + distBits; the tag is the slot's bits from here up
+	tagMask  uint32
 
 	head, tail int32 // most and least recently used node; -1 when empty
 	n          int32 // nodes in use; they are nodes[:n]
@@ -40,31 +44,34 @@ type node struct {
 	prev, next int32
 }
 
-// nodeBytes and slotBytes are the sizes of a node and a table slot, for the
-// memory bound documented on NewWindow.
+// distBits is the width of a slot's distance field; distSaturated, its
+// largest value, means "this far or farther: compute it from the key".
 const (
-	nodeBytes = 24
-	slotBytes = 4
+	distBits      = 4
+	distSaturated = 1<<distBits - 1
 )
 
-// maxCapacity is the largest capacity a Window accepts: node indices plus
-// one must fit in an int32, and the table (two slots per node, rounded up to
-// a power of two) in a slice.
-const maxCapacity = 1 << 30
+// maxCapacity is the largest capacity a Window accepts: a slot must hold a
+// node index plus one and a distance in 32 bits (leaving no tag bits at
+// this size).
+const maxCapacity = 1<<(32-distBits) - 1
 
 func newLRU(capacity int) lru {
 	size := uint64(1) << bits.Len64(uint64(2*capacity-1)) // smallest power of two >= 2*capacity
 	idxBits := uint(bits.Len32(uint32(capacity)))         // enough for capacity itself, the largest index+1
+	tagShift := idxBits + distBits
 	return lru{
-		nodes:   make([]node, capacity),
-		slots:   make([]uint32, size),
-		mask:    size - 1,
-		idxBits: idxBits,
-		idxMask: uint32(1)<<idxBits - 1,
-		head:    -1,
-		tail:    -1,
-		seed0:   rand.Uint64(),
-		seed1:   rand.Uint64(),
+		nodes:    make([]node, capacity),
+		slots:    make([]uint32, size),
+		mask:     size - 1,
+		idxBits:  idxBits,
+		idxMask:  uint32(1)<<idxBits - 1,
+		tagShift: tagShift,
+		tagMask:  ^uint32(0) << tagShift, // 0 when tagShift is 32: no tag bits left
+		head:     -1,
+		tail:     -1,
+		seed0:    rand.Uint64(),
+		seed1:    rand.Uint64(),
 	}
 }
 
@@ -78,9 +85,24 @@ func (c *lru) hash(k *Key) uint64 {
 	return hi ^ lo
 }
 
-// tag returns the bits of h stored in a slot above the node index.
+// tag returns the bits of h a slot stores above its index and distance: the
+// top bits of h, independent of the low bits that choose the home slot.
 func (c *lru) tag(h uint64) uint32 {
-	return uint32(h>>32) &^ c.idxMask
+	return uint32(h>>32) & c.tagMask
+}
+
+// slot packs an entry for node idx at distance dist from its home.
+func (c *lru) slot(tag uint32, dist uint64, idx int32) uint32 {
+	return tag | uint32(min(dist, distSaturated))<<c.idxBits | uint32(idx+1)
+}
+
+// dist returns how far the entry s, found in slot j, is from its home slot.
+func (c *lru) dist(s uint32, j uint64) uint64 {
+	if d := uint64(s>>c.idxBits) & distSaturated; d < distSaturated {
+		return d
+	}
+	home := c.hash(&c.nodes[int32(s&c.idxMask)-1].key) & c.mask
+	return (j - home) & c.mask
 }
 
 // checkAndRecord reports whether k was absent, and makes k the most
@@ -94,7 +116,7 @@ func (c *lru) checkAndRecord(k Key) bool {
 		if s == 0 {
 			break
 		}
-		if s&^c.idxMask == tag {
+		if s&c.tagMask == tag {
 			if idx := int32(s&c.idxMask) - 1; c.nodes[idx].key == k {
 				c.moveToFront(idx)
 				return false
@@ -115,34 +137,35 @@ func (c *lru) checkAndRecord(k Key) bool {
 	c.pushFront(idx)
 
 	// The eviction may have shifted entries, so find the empty slot afresh.
-	i := h & c.mask
+	home := h & c.mask
+	i := home
 	for c.slots[i] != 0 {
 		i = (i + 1) & c.mask
 	}
-	c.slots[i] = tag | uint32(idx+1)
+	c.slots[i] = c.slot(tag, (i-home)&c.mask, idx)
 	return true
 }
 
 // removeSlot deletes node idx from the table, shifting later entries of its
 // probe run back so that every entry stays reachable from its home slot.
 func (c *lru) removeSlot(idx int32) {
-	h := c.hash(&c.nodes[idx].key)
-	want := c.tag(h) | uint32(idx+1)
-	i := h & c.mask
-	for c.slots[i] != want {
+	want := uint32(idx + 1)
+	i := c.hash(&c.nodes[idx].key) & c.mask
+	for c.slots[i]&c.idxMask != want {
 		i = (i + 1) & c.mask
 	}
 	// i is now a hole. Move into it the next entry whose home slot is not
-	// cyclically within (i, j]; such an entry could not be found past the
-	// hole otherwise.
+	// cyclically within (i, j], that is, which is at least as far from its
+	// home as from the hole; such an entry could not be found past the hole
+	// otherwise.
 	for j := (i + 1) & c.mask; ; j = (j + 1) & c.mask {
 		s := c.slots[j]
 		if s == 0 {
 			break
 		}
-		home := c.hash(&c.nodes[int32(s&c.idxMask)-1].key) & c.mask
-		if (j-home)&c.mask >= (j-i)&c.mask {
-			c.slots[i] = s
+		gap := (j - i) & c.mask
+		if d := c.dist(s, j); d >= gap {
+			c.slots[i] = c.slot(s&c.tagMask, d-gap, int32(s&c.idxMask)-1)
 			i = j
 		}
 	}

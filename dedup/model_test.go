@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"container/list"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -90,3 +91,63 @@ func TestWindowMatchesReferenceLRULongRun(t *testing.T) {
 		t.Fatalf("%d hits in %d steps: the sequence does not exercise both paths", hits, steps)
 	}
 }
+
+// clusteredKey returns a key whose hash, under a window seeded with zeros,
+// is exactly h: with the low half 1, the hash's multiply leaves the high half
+// (xored with the mix constant) as it is.
+func clusteredKey(h uint64) Key {
+	var k Key
+	binary.LittleEndian.PutUint64(k[:8], 1)
+	binary.LittleEndian.PutUint64(k[8:], h^0x9e3779b97f4a7c15)
+	return k
+}
+
+// TestLRUClusteredKeysMatchReference is white-box: it zeroes the hash seed
+// and picks keys whose home slots crowd around the end of the table, so
+// that probe runs wrap around, grow longer than a slot's distance field can
+// count (the saturated path), and hold equal tags. The answers must still be
+// the reference LRU's.
+func TestLRUClusteredKeysMatchReference(t *testing.T) {
+	t.Parallel()
+	var saturated, wrapped int // runs that reached each situation
+	rapid.Check(t, func(t *rapid.T) {
+		capacity := rapid.IntRange(16, 64).Draw(t, "capacity")
+		c := newLRU(capacity)
+		c.seed0, c.seed1 = 0, 0
+		size := c.mask + 1
+		if got := c.hash(ptr(clusteredKey(size - 1))); got != size-1 {
+			t.Fatalf("test premise: clustered key hashes to %d, want %d", got, size-1)
+		}
+		ref := newRefLRU(capacity)
+		var sawSaturated, sawWrapped bool
+		for i := range rapid.IntRange(0, 2000).Draw(t, "steps") {
+			home := (size - 3 + rapid.Uint64Range(0, 4).Draw(t, "home")) & c.mask
+			k := clusteredKey(home + size*rapid.Uint64Range(0, 30).Draw(t, "variant"))
+			if got, want := c.checkAndRecord(k), ref.checkAndRecord(k); got != want {
+				t.Fatalf("step %d: checkAndRecord(home %d) = %v, reference LRU says %v", i, home, got, want)
+			}
+			for j, s := range c.slots {
+				if s == 0 {
+					continue
+				}
+				d := c.dist(s, uint64(j))
+				sawSaturated = sawSaturated || d >= distSaturated
+				sawWrapped = sawWrapped || uint64(j) < d
+			}
+		}
+		if c.len() != ref.order.Len() {
+			t.Fatalf("len = %d, reference LRU holds %d", c.len(), ref.order.Len())
+		}
+		if sawSaturated {
+			saturated++
+		}
+		if sawWrapped {
+			wrapped++
+		}
+	})
+	if saturated == 0 || wrapped == 0 {
+		t.Errorf("of the runs, %d had a saturated distance and %d a wrapped probe run; want some of each", saturated, wrapped)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

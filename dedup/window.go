@@ -23,7 +23,7 @@ type Window struct {
 // per slot for an index of 2·capacity slots rounded up to a power of two: at
 // most 40 bytes per key, about 32.4 bytes per key at 1,000,000 keys.
 //
-// NewWindow panics if capacity is below 1 or above 1<<30.
+// NewWindow panics if capacity is below 1 or above 1<<28 - 1.
 func NewWindow(capacity int) *Window {
 	if capacity < 1 || capacity > maxCapacity {
 		panic(fmt.Sprintf("dedup: NewWindow capacity must be in [1, %d], got %d", maxCapacity, capacity))
