@@ -69,6 +69,11 @@
 // hash slots. PurgeExpired scans every master (ForEachMaster) and deletes
 // through the cluster client, which follows slot migrations.
 //
+// A *redis.Ring works as well (PurgeExpired scans every shard), but a Ring
+// sends the keys of a shard it deems down to the other shards, where their
+// records are not: while the shard is away its keys may run again. Prefer
+// Redis Cluster when records must outlive a node's failure.
+//
 // # Durability
 //
 // A record is as durable as the Redis deployment that holds it. Redis

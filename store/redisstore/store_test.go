@@ -73,6 +73,21 @@ func TestConformanceCluster(t *testing.T) {
 	})
 }
 
+// TestConformanceRing runs the suite on a go-redis Ring of two servers,
+// whose PurgeExpired scans every shard.
+func TestConformanceRing(t *testing.T) {
+	t.Parallel()
+	a, b := redistest.Start(t), redistest.Start(t)
+	client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	t.Cleanup(func() { _ = client.Close() })
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+			return newStore(t, client, redisstore.DefaultPrefix, now)
+		},
+		MaxPayload: maxPayload,
+	})
+}
+
 // TestCluster runs what needs a cluster of its own, in order: PurgeExpired
 // across every master, then a master going down.
 func TestCluster(t *testing.T) {
