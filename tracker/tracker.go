@@ -13,7 +13,7 @@ import (
 type Tracker struct {
 	ttl      int64 // nanoseconds
 	interval time.Duration
-	now      func() time.Time
+	now      func() time.Time // Config.Now; nil means time.Now
 	epoch    time.Time
 	seed     maphash.Seed
 	mask     uint64 // len(shards) - 1
@@ -38,11 +38,14 @@ func New(cfg Config) *Tracker {
 	t := &Tracker{
 		ttl:      int64(cfg.TTL),
 		interval: cfg.SweepInterval,
-		now:      cfg.Now,
-		epoch:    cfg.Now(),
+		now:      cfg.Now, // nil for the default, time.Now
+		epoch:    time.Now(),
 		seed:     maphash.MakeSeed(),
 		mask:     uint64(cfg.Shards - 1),
 		shards:   make([]shard, cfg.Shards),
+	}
+	if t.now != nil {
+		t.epoch = t.now()
 	}
 	for i := range t.shards {
 		t.shards[i].keys = make(map[scopedKey]entry)
@@ -58,8 +61,12 @@ func (t *Tracker) started() bool {
 }
 
 // clock returns the current time as nanoseconds since t.epoch, on the
-// monotonic clock when Now provides one.
+// monotonic clock when Now provides one. With the default clock it reads
+// only the monotonic clock (time.Since), which costs half of time.Now.
 func (t *Tracker) clock() int64 {
+	if t.now == nil {
+		return int64(time.Since(t.epoch))
+	}
 	return int64(t.now().Sub(t.epoch))
 }
 
