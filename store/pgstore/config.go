@@ -15,7 +15,10 @@ type Config struct {
 	// ASCII letters, digits and '_', not starting with a digit; anything else
 	// is rejected by New, never quoted into SQL as is. Migrate creates the
 	// table, an index named Table+"_expires_idx" and, for a qualified name,
-	// the schema. Defaults to DefaultTable ("idempotency_record").
+	// the schema. Every process sharing the table must spell it the same
+	// way (not "records" in one and "public.records" in another): the
+	// transactional-mode key locks are derived from it. Defaults to
+	// DefaultTable ("idempotency_record").
 	Table string
 
 	// Retention is how long a record is kept, and replayed, after Begin.

@@ -100,7 +100,13 @@ func ExampleMigrationSQL() {
 	}
 	fmt.Print(sql)
 	// Output:
-	// CREATE SCHEMA IF NOT EXISTS "idem";
+	// DO $$
+	// BEGIN
+	//     IF to_regnamespace('idem') IS NULL THEN
+	//         CREATE SCHEMA "idem";
+	//     END IF;
+	// END
+	// $$;
 	//
 	// -- idem PostgreSQL schema, version 1. Every statement is idempotent: Migrate
 	// -- runs all of them at every call, under an advisory lock, from any number of

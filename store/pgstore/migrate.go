@@ -35,7 +35,10 @@ func migrations(t table) []string {
 	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent())
 	var out []string
 	if s := t.schemaIdent(); s != "" {
-		out = append(out, "CREATE SCHEMA IF NOT EXISTS "+s+";\n")
+		// Not CREATE SCHEMA IF NOT EXISTS: that needs the CREATE privilege
+		// on the database even when the schema exists. The name is a
+		// validated lowercase identifier, so it is safe as a literal.
+		out = append(out, "DO $$\nBEGIN\n    IF to_regnamespace('"+t.schema+"') IS NULL THEN\n        CREATE SCHEMA "+s+";\n    END IF;\nEND\n$$;\n")
 	}
 	for _, name := range names {
 		b, err := migrationFiles.ReadFile("migrations/" + name)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
@@ -176,4 +179,50 @@ func lifecycle(t *testing.T, s idem.Store) {
 	if p, err := s.Begin(ctx, k, r, nil); err != nil || p.Kind != idem.PriorResult || string(p.Result) != `{"ok":true}` {
 		t.Fatalf("replay = %v %s, %v", p.Kind, p.Result, err)
 	}
+}
+
+// TestMigrateWithoutDatabasePrivilege: a role that may create tables in an
+// existing schema, but not schemas, can migrate a table qualified with
+// that schema.
+func TestMigrateWithoutDatabasePrivilege(t *testing.T) {
+	url := pgtest.URL(t)
+	admin := newPool(t, url)
+	ctx := ctxT(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	role, schema := "pgstore_role_"+suffix, "pgstore_schema_"+suffix
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"CREATE SCHEMA " + schema,
+		"GRANT USAGE, CREATE ON SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role)
+		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.User(role)
+	pool := newPool(t, u.String())
+	var pe *pgconn.PgError
+	if err := pool.Ping(ctx); errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") {
+		t.Skipf("the server does not let a new role in without a password: %v", err)
+	}
+	s, err := pgstore.New(pool, pgstore.Config{Table: schema + ".records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate as a role without CREATE on the database: %v", err)
+	}
+	lifecycle(t, s)
 }
