@@ -103,11 +103,13 @@
 // payload, is also reported as idem.ErrInvalidPayload (in transactional
 // mode it aborts the transaction, as any failed statement does).
 //
-// A done ctx gives an error satisfying errors.Is(err, ctx.Err()). Every
-// other failure of the server or the connection (refused, lost, shutting
-// down, a missing table, a serialization failure) satisfies
-// errors.Is(err, idem.ErrUnavailable), with the pgx error, such as a
-// *pgconn.PgError, still in the chain for errors.As. A statement either
+// A done ctx gives an error satisfying errors.Is(err, ctx.Err()). A
+// violated constraint the store does not know of (one an operator added)
+// gives the database's error alone: retrying cannot help. Every other
+// failure of the server or the connection (refused, lost, shutting down, a
+// missing table, a serialization failure) satisfies errors.Is(err,
+// idem.ErrUnavailable). The pgx error, such as a *pgconn.PgError, stays in
+// the chain for errors.As. A statement either
 // happened or not; if the connection is lost after the server committed it,
 // the caller sees ErrUnavailable for a change that was made (for Begin, a
 // reservation the caller does not know of: it is taken over when its lease

@@ -21,6 +21,10 @@ var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use 
 //   - the server rejected a value (SQLSTATE class 22, data exception, such
 //     as JSON that JSONB cannot hold; or 54001, nesting too deep): an error
 //     satisfying errors.Is(err, idem.ErrInvalidPayload);
+//   - an integrity constraint was violated (SQLSTATE class 23): the table
+//     has constraints the store does not know of, or rows it did not
+//     write; retrying cannot help, so the error is neither of the above
+//     nor ErrUnavailable, just the database's error, wrapped;
 //   - anything else (connection refused or lost, server shutting down,
 //     missing table, serialization failure, closed transaction): an error
 //     satisfying errors.Is(err, idem.ErrUnavailable).
@@ -34,8 +38,13 @@ func classify(ctx context.Context, op string, err error) error {
 		return ctxError(op, ce, err)
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || pe.Code == "54001") {
-		return fmt.Errorf("pgstore: %s: %w: %w", op, idem.ErrInvalidPayload, err)
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "22") || pe.Code == "54001":
+			return fmt.Errorf("pgstore: %s: %w: %w", op, idem.ErrInvalidPayload, err)
+		case strings.HasPrefix(pe.Code, "23"):
+			return fmt.Errorf("pgstore: %s: %w", op, err)
+		}
 	}
 	return idem.Unavailable(fmt.Errorf("pgstore: %s: %w", op, err))
 }

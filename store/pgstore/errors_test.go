@@ -251,3 +251,23 @@ func TestNoPool(t *testing.T) {
 		t.Fatalf("WithTx Begin = %v, %v", o.Kind, err)
 	}
 }
+
+// TestConstraintViolation: a constraint the store does not know of (here
+// one an operator added) fails the call with the database's error, which
+// is neither ErrUnavailable nor ErrInvalidPayload, and writes nothing.
+func TestConstraintViolation(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	ctx := ctxT(t)
+	if _, err := tb.pool.Exec(ctx, `ALTER TABLE `+pgstore.DefaultTable+` ADD CONSTRAINT no_forbidden CHECK (key_value <> 'forbidden')`); err != nil {
+		t.Fatal(err)
+	}
+	k := mustKey(t, idemtest.RandomNamespace(t), "forbidden")
+	_, err := tb.store.Begin(ctx, k, mustRequest(t, `{}`), nil)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23514" || errors.Is(err, idem.ErrUnavailable) || errors.Is(err, idem.ErrInvalidPayload) {
+		t.Fatalf("Begin violating a CHECK: %v, want the check violation alone", err)
+	}
+	if _, err := tb.store.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get after the failed Begin: %v, want ErrNotFound", err)
+	}
+}
