@@ -26,10 +26,9 @@ type lru struct {
 	slots []uint32
 	mask  uint64 // len(slots) - 1; len(slots) is a power of two
 
-	idxBits  uint
-	idxMask  uint32 // the index bits of a slot
-	tagShift uint   // idxBits + distBits; the tag is the slot's bits from here up
-	tagMask  uint32
+	idxBits uint
+	idxMask uint32 // the index bits of a slot
+	tagMask uint32 // the tag bits of a slot: those above idxBits + distBits
 
 	head, tail int32 // most and least recently used node; -1 when empty
 	n          int32 // nodes in use; they are nodes[:n]
@@ -59,19 +58,17 @@ const maxCapacity = 1<<(32-distBits) - 1
 func newLRU(capacity int) lru {
 	size := uint64(1) << bits.Len64(uint64(2*capacity-1)) // smallest power of two >= 2*capacity
 	idxBits := uint(bits.Len32(uint32(capacity)))         // enough for capacity itself, the largest index+1
-	tagShift := idxBits + distBits
 	return lru{
-		nodes:    make([]node, capacity),
-		slots:    make([]uint32, size),
-		mask:     size - 1,
-		idxBits:  idxBits,
-		idxMask:  uint32(1)<<idxBits - 1,
-		tagShift: tagShift,
-		tagMask:  ^uint32(0) << tagShift, // 0 when tagShift is 32: no tag bits left
-		head:     -1,
-		tail:     -1,
-		seed0:    rand.Uint64(),
-		seed1:    rand.Uint64(),
+		nodes:   make([]node, capacity),
+		slots:   make([]uint32, size),
+		mask:    size - 1,
+		idxBits: idxBits,
+		idxMask: uint32(1)<<idxBits - 1,
+		tagMask: ^uint32(0) << (idxBits + distBits), // 0 when that is 32: no tag bits left
+		head:    -1,
+		tail:    -1,
+		seed0:   rand.Uint64(),
+		seed1:   rand.Uint64(),
 	}
 }
 
