@@ -138,6 +138,13 @@
 //   - NUL characters in a StoredError (jsonb cannot store them) are
 //     replaced with U+FFFD, as encoding/json replaces invalid UTF-8, so that
 //     a permanent failure can always be recorded.
+//   - While another transaction holds a key's lock and the record it is
+//     writing cannot be seen yet (uncommitted, or being created this
+//     instant), Begin answers InFlight whatever the fingerprint: there is
+//     no visible record to compare with. Mismatch takes precedence over
+//     InFlight for every record that can be seen.
+//   - Begin is one statement that may write, so it cannot run in a
+//     read-only transaction, even when it would only replay.
 //   - A Store may be made without a pool, for database/sql programs that
 //     only use WithSQLTx.
 //   - A cancelled ctx makes pgx close the connection it was using; in
