@@ -15,7 +15,7 @@ type Config struct {
 	// last called ReserveOwned); a reservation neither completed nor released
 	// by then counts as abandoned and the key is free again.
 	//
-	// Defaults to 1 hour.
+	// Defaults to 1 hour; at most 100 years.
 	TTL time.Duration
 
 	// SweepInterval is how often the sweeper deletes expired keys. Whether a
@@ -42,6 +42,7 @@ type Config struct {
 
 const (
 	defaultTTL = time.Hour
+	maxTTL     = 100 * 365 * 24 * time.Hour // keeps every deadline within an int64
 	minShards  = 16
 	maxShards  = 1 << 16
 )
@@ -66,8 +67,8 @@ func (c Config) withDefaults() Config {
 // been applied.
 func (c Config) validate() error {
 	switch {
-	case c.TTL < 0:
-		return fmt.Errorf("tracker: Config.TTL must not be negative, got %v", c.TTL)
+	case c.TTL < 0 || c.TTL > maxTTL:
+		return fmt.Errorf("tracker: Config.TTL must be between 0 and %v, got %v", maxTTL, c.TTL)
 	case c.SweepInterval < 0:
 		return fmt.Errorf("tracker: Config.SweepInterval must not be negative, got %v", c.SweepInterval)
 	case c.Shards < 0 || c.Shards > maxShards || c.Shards&(c.Shards-1) != 0:

@@ -272,6 +272,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		field string
 	}{
 		{Config{TTL: -time.Second}, "Config.TTL"},
+		{Config{TTL: maxTTL + 1}, "Config.TTL"},
 		{Config{SweepInterval: -1}, "Config.SweepInterval"},
 		{Config{Shards: 3}, "Config.Shards"},
 		{Config{Shards: -4}, "Config.Shards"},
