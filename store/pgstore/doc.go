@@ -17,7 +17,7 @@
 //	    key_value        text        NOT NULL,
 //	    request_hash     bytea       NOT NULL,     -- idem.Fingerprint.Bytes()
 //	    request_payload  jsonb       NOT NULL,
-//	    status           text        NOT NULL      -- in_progress, committed, failed_permanent
+//	    status           text        NOT NULL,     -- in_progress, committed, failed_permanent
 //	    result_payload   json,                     -- when committed
 //	    error_payload    jsonb,                    -- when failed_permanent
 //	    owner_token      text        NOT NULL,     -- token of the latest reservation
