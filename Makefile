@@ -15,6 +15,8 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+# Per test binary: a hung test fails in minutes, keeping CI within its budget.
+TESTTIMEOUT ?= 5m
 
 # The bench module's packages, and those of them with tests: it may have none.
 bench_pkgs = $(shell cd bench && $(GO) list -e ./... 2>/dev/null)
@@ -26,9 +28,9 @@ test: deps
 	$(GO) run ./internal/cmd/withservers -- $(MAKE) --no-print-directory go-test
 
 go-test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 ifneq ($(strip $(bench_tested)),)
-	cd bench && $(GO) test -race -count=1 ./...
+	cd bench && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 else
 	@echo "bench: no test files"
 endif
