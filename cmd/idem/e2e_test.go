@@ -1,0 +1,507 @@
+package main_test
+
+// End-to-end tests: they build the real idem binary, start it as a separate
+// process in front of a counting upstream, and talk HTTP to it.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/internal/pgtest"
+	"github.com/idemgo/idem/internal/redistest"
+)
+
+var idemBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idem-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	idemBin = filepath.Join(dir, "idem")
+	out, err := exec.Command("go", "build", "-race", "-o", idemBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building idem: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := redistest.Main(pgtest.Wrap(m))
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// counting is an upstream API that counts how often it ran per key.
+type counting struct {
+	srv   *httptest.Server
+	total atomic.Int32
+	mu    sync.Mutex
+	byKey map[string]int
+	// block, when set, holds every request until it is closed.
+	block chan struct{}
+	// started receives once per request, when set.
+	started chan struct{}
+	size    int // response body size; 0 = small JSON
+}
+
+func newCounting(t *testing.T) *counting {
+	c := &counting{byKey: map[string]int{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := c.total.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		c.mu.Lock()
+		c.byKey[r.Header.Get("Idempotency-Key")]++
+		c.mu.Unlock()
+		if c.started != nil {
+			c.started <- struct{}{}
+		}
+		if c.block != nil {
+			select {
+			case <-c.block:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Set-Cookie", "session=secret")
+		w.WriteHeader(http.StatusCreated)
+		if c.size > 0 {
+			_, _ = w.Write(bytes.Repeat([]byte("r"), c.size))
+			return
+		}
+		fmt.Fprintf(w, `{"run":%d,"bytes":%d}`, n, len(body))
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *counting) runs(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byKey[key]
+}
+
+type proxy struct {
+	cmd    *exec.Cmd
+	base   string
+	admin  string
+	output *bytes.Buffer
+	exited chan struct{} // closed when the process has exited
+	err    error         // its exit status, once exited is closed
+}
+
+// wait waits for the process to exit and returns its exit status.
+func (p *proxy) wait() error {
+	<-p.exited
+	return p.err
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProxy starts idem proxy with args and waits until /healthz is 200.
+func startProxy(t *testing.T, args ...string) *proxy {
+	t.Helper()
+	listen, admin := freeAddr(t), freeAddr(t)
+	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &bytes.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(idemBin, append([]string{"proxy", "--listen", listen, "--admin", admin}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("proxy output:\n%s", p.output)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get(p.admin + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("proxy exited: %v\n%s", p.err, p.output)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("proxy not healthy\n%s", p.output)
+	return nil
+}
+
+type reply struct {
+	status   int
+	body     string
+	replayed bool
+	header   http.Header
+}
+
+func send(t *testing.T, base, key, body string, hdr ...string) reply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/charges", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return reply{status: res.StatusCode, body: string(b), replayed: res.Header.Get("Idempotent-Replayed") == "true", header: res.Header}
+}
+
+// sendUntilDone retries on 409 like a well-behaved client.
+func sendUntilDone(t *testing.T, base, key, body string) reply {
+	t.Helper()
+	for {
+		r := send(t, base, key, body)
+		if r.status != http.StatusConflict {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func randomNamespace(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "e2e_" + hex.EncodeToString(b[:])
+}
+
+func sqliteDSN(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "idem.db") }
+
+func TestReplayOnSQLite(t *testing.T) {
+	up := newCounting(t)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	first := send(t, p.base, "k1", `{"amount":1}`)
+	second := send(t, p.base, "k1", `{ "amount" : 1 }`)
+	if first.status != 201 || second.status != 201 || first.body != second.body || first.replayed || !second.replayed {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+	if second.header.Get("Set-Cookie") != "" {
+		t.Error("Set-Cookie replayed")
+	}
+	if up.runs("k1") != 1 {
+		t.Fatalf("upstream ran %d times", up.runs("k1"))
+	}
+	if r := send(t, p.base, "k1", `{"amount":2}`); r.status != 422 || !strings.Contains(r.body, "key-reused") {
+		t.Errorf("mismatch: %+v", r)
+	}
+	// idem inspect shows the record.
+	out, err := exec.Command(idemBin, "inspect", "--store", dsn, "--key", "k1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(out, &rec); err != nil || rec["status"] != "committed" || rec["key"] != "k1" {
+		t.Errorf("inspect printed %s (%v)", out, err)
+	}
+	// Metrics count what happened.
+	res, err := http.Get(p.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`idem_requests_total{outcome="executed"} 1`, `idem_replays_total 1`, `idem_mismatches_total 1`, `idem_store_seconds_count 3`} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
+	}
+}
+
+func TestFiftyConcurrentRequests(t *testing.T) {
+	up := newCounting(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t))
+	var wg sync.WaitGroup
+	bodies := make([]string, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bodies[i] = sendUntilDone(t, p.base, "c1", `{"amount":5}`).body
+		}()
+	}
+	wg.Wait()
+	if n := up.runs("c1"); n != 1 {
+		t.Fatalf("upstream ran %d times for 50 concurrent requests", n)
+	}
+	for _, b := range bodies {
+		if b != bodies[0] {
+			t.Fatalf("clients saw different responses: %q vs %q", b, bodies[0])
+		}
+	}
+}
+
+// testSharedStore: several proxies on one store, concurrent retries spread
+// across them: one execution per key in total (H20).
+func testSharedStore(t *testing.T, dsn string) {
+	up := newCounting(t)
+	ns := randomNamespace(t)
+	var proxies []*proxy
+	for range 3 {
+		proxies = append(proxies, startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--namespace", ns))
+	}
+	var wg sync.WaitGroup
+	for k := range 5 {
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := sendUntilDone(t, proxies[i%3].base, fmt.Sprintf("shared-%d", k), `{"k":1}`)
+				if r.status != 201 {
+					t.Errorf("status %d: %s", r.status, r.body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for k := range 5 {
+		if n := up.runs(fmt.Sprintf("shared-%d", k)); n != 1 {
+			t.Errorf("key shared-%d ran %d times across 3 proxies", k, n)
+		}
+	}
+}
+
+func TestSeveralProxiesOnePostgres(t *testing.T) { testSharedStore(t, pgtest.URL(t)) }
+
+func TestSeveralProxiesOneRedis(t *testing.T) { testSharedStore(t, redistest.URL(t)) }
+
+// TestKilledProxy: a proxy SIGKILLed mid-request; after the lease a retry
+// through another proxy runs once more, then replays (H16).
+func TestKilledProxy(t *testing.T) {
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 4)
+	dsn := sqliteDSN(t)
+	a := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "2s")
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, a.base+"/charges", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "kill-1")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-up.started
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.wait()
+	close(up.block)
+	b := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "2s")
+	if r := send(t, b.base, "kill-1", `{}`); r.status != 409 {
+		t.Fatalf("retry within the dead proxy's lease: %d, want 409", r.status)
+	}
+	r := sendUntilDone(t, b.base, "kill-1", `{}`)
+	if r.status != 201 || r.replayed {
+		t.Fatalf("retry after the lease: %+v", r)
+	}
+	if r := send(t, b.base, "kill-1", `{}`); !r.replayed {
+		t.Fatalf("third attempt not replayed: %+v", r)
+	}
+	if n := up.runs("kill-1"); n != 2 {
+		t.Fatalf("upstream ran %d times, want 2 (the killed attempt and the takeover)", n)
+	}
+}
+
+func TestStoreDownGives503(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newCounting(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", srv.URL())
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := send(t, p.base, "down-1", `{}`)
+	if r.status != 503 || r.header.Get("Content-Type") != "application/problem+json" || up.runs("down-1") != 0 {
+		t.Fatalf("store down: %+v, upstream ran %d", r, up.runs("down-1"))
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if r = send(t, p.base, "down-1", `{}`); r.status == 201 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.status != 201 || up.runs("down-1") != 1 {
+		t.Fatalf("after the store came back: %+v, runs %d", r, up.runs("down-1"))
+	}
+}
+
+func TestUpstreamDownGives502(t *testing.T) {
+	up := newCounting(t)
+	url := up.srv.URL
+	up.srv.Close()
+	p := startProxy(t, "--upstream", url, "--store", sqliteDSN(t))
+	for range 2 {
+		if r := send(t, p.base, "up-1", `{}`); r.status != 502 || !strings.Contains(r.body, "upstream-unavailable") {
+			t.Fatalf("upstream down: %+v", r)
+		}
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	up := newCounting(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--ttl", "1s")
+	send(t, p.base, "ttl-1", `{}`)
+	if r := send(t, p.base, "ttl-1", `{}`); !r.replayed {
+		t.Fatal("not replayed within the TTL")
+	}
+	time.Sleep(1100 * time.Millisecond) // the binary runs on the wall clock
+	if r := send(t, p.base, "ttl-1", `{}`); r.replayed {
+		t.Fatal("replayed after the TTL")
+	}
+	if n := up.runs("ttl-1"); n != 2 {
+		t.Fatalf("runs %d, want 2", n)
+	}
+}
+
+func TestScopesAndLargeBodies(t *testing.T) {
+	up := newCounting(t)
+	up.size = 1 << 20
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--max-body", "2000000", "--max-capture", "2000000")
+	big := `"` + strings.Repeat("b", 1<<20) + `"`
+	a1 := send(t, p.base, "scope-1", big, "Authorization", "Bearer alice")
+	b1 := send(t, p.base, "scope-1", `{"other":true}`, "Authorization", "Bearer bob")
+	a2 := send(t, p.base, "scope-1", big, "Authorization", "Bearer alice")
+	b2 := send(t, p.base, "scope-1", `{"other":true}`, "Authorization", "Bearer bob")
+	if a1.status != 201 || b1.status != 201 || !a2.replayed || !b2.replayed || len(a2.body) != 1<<20 || a2.body != a1.body {
+		t.Fatalf("scoped replays: alice %d/%v (%d bytes), bob %d/%v", a1.status, a2.replayed, len(a2.body), b1.status, b2.replayed)
+	}
+	if n := up.runs("scope-1"); n != 2 {
+		t.Fatalf("runs %d, want one per caller", n)
+	}
+}
+
+// TestGracefulShutdown: SIGTERM while a request runs; it completes and its
+// result is recorded before the process exits.
+func TestGracefulShutdown(t *testing.T) {
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 2)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	done := make(chan reply)
+	go func() { done <- send(t, p.base, "term-1", `{}`) }()
+	<-up.started
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(up.block)
+	if r := <-done; r.status != 201 {
+		t.Fatalf("in-flight request during shutdown: %+v", r)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("proxy exit: %v\n%s", err, p.output)
+	}
+	q := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	if r := send(t, q.base, "term-1", `{}`); !r.replayed {
+		t.Fatalf("result of the drained request was not recorded: %+v", r)
+	}
+}
+
+func TestStartupErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"no upstream", []string{"proxy"}, nil, "--upstream is required"},
+		{"bad upstream", []string{"proxy", "--upstream", "ftp://x"}, nil, "not an absolute http or https URL"},
+		{"bad dsn", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "mongo://x"}, nil, "unknown store DSN"},
+		{"unreachable postgres", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "postgres://u:secret@127.0.0.1:1/db?connect_timeout=2"}, nil, "unreachable"},
+		{"unreachable redis", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1"}, nil, "unreachable"},
+		{"bad env", []string{"proxy"}, []string{"IDEM_TTL=soon"}, "IDEM_TTL"},
+		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(idemBin, tc.args...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("exit %v, output %q; want a failure mentioning %q", err, out, tc.want)
+			}
+			if strings.Contains(string(out), "secret") {
+				t.Errorf("output leaks the password: %s", out)
+			}
+		})
+	}
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	up := newCounting(t)
+	listen := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idemBin, "proxy")
+	cmd.Env = append(os.Environ(), "IDEM_UPSTREAM="+up.srv.URL, "IDEM_LISTEN="+listen, "IDEM_STORE=memory", "IDEM_REQUIRE_KEY=true")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	var r reply
+	for i := 0; i < 300; i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+listen+"/x", strings.NewReader(`{}`))
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			r = reply{status: res.StatusCode, body: string(b)}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.status != 400 || !strings.Contains(r.body, "key-missing") {
+		t.Fatalf("IDEM_REQUIRE_KEY not applied: %+v\n%s", r, out.String())
+	}
+}
