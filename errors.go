@@ -20,7 +20,8 @@ var (
 	// ErrNotFound: no live record for the key.
 	ErrNotFound = errors.New("idem: no record for key")
 	// ErrUnavailable: the store could not be reached or failed. The call may
-	// be retried; nothing was written.
+	// be retried. A networked store may have applied the write before the
+	// failure (a lost reply): see Store.
 	ErrUnavailable = errors.New("idem: store unavailable")
 	// ErrIncompatibleState: a stored result or error no longer decodes into
 	// the current type (*DecodeError). This is a bug-class error: the

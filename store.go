@@ -45,8 +45,12 @@ const (
 // Errors: an unreachable or failing backend gives an error satisfying
 // errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
 // satisfying errors.Is(err, ctx.Err()). Invalid arguments give ErrInvalidKey,
-// ErrInvalidPayload or *PayloadTooLargeError. No failed call leaves a partial
-// write behind.
+// ErrInvalidPayload or *PayloadTooLargeError (payloads, results and encoded
+// stored errors all count against a backend's limit). No failed call leaves
+// a partial write behind; but when a networked backend fails after the
+// server applied a write (the reply was lost), the write stands: repeating a
+// settle call with the same lease is then safe — a backend may answer the
+// repetition with nil (same value) or ErrStaleToken.
 type Store interface {
 	// Begin reserves key for req, or reports what is already recorded:
 	//   Fresh        no live record, or an in-flight one whose lease expired
@@ -108,7 +112,10 @@ type BeginOpts struct {
 type Lease struct {
 	// Token is an opaque random value identifying this owner.
 	Token string
-	// Fence increases by one each time the key is taken over.
+	// Fence increases by one each time a live record is taken over after its
+	// lease lapsed. A record created anew (after FailTransient, expiry or
+	// purge) may start again from 1: the fence orders the owners of one
+	// record's life, while Token is what identifies an owner.
 	Fence int64
 	// ExpiresAt is when another Begin may take the key over.
 	ExpiresAt time.Time
