@@ -112,7 +112,14 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // and stops extending. Other heartbeat errors (an unavailable store) are
 // retried at the next tick. A negative every, or a lease without TTL and no
 // explicit every, disables it.
+//
+// A store bound to a transaction (TxBound) is never extended: the
+// transaction protects the reservation, and a transaction must not be used
+// from two goroutines at once.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
+	if tb, ok := s.(TxBound); ok && tb.TxBound() {
+		return func() {}
+	}
 	if every < 0 || lease.TTL <= 0 && every == 0 {
 		return func() {}
 	}

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,4 +173,44 @@ func mustRequest(t *testing.T, payload string) idem.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// txStore stands in for a store bound to a transaction: it counts
+// heartbeats, which must never come.
+type txStore struct {
+	idem.Store
+	beats atomic.Int32
+}
+
+func (s *txStore) TxBound() bool { return true }
+
+func (s *txStore) Heartbeat(ctx context.Context, k idem.Key, l idem.Lease, d time.Duration) (idem.Lease, error) {
+	s.beats.Add(1)
+	return s.Store.Heartbeat(ctx, k, l, d)
+}
+
+func TestDoNeverExtendsTxBoundStores(t *testing.T) {
+	inner := newMem(t, nil)
+	s := &txStore{Store: inner}
+	plain := &txStore{Store: inner} // same counting, but not TxBound
+	for _, tc := range []struct {
+		name  string
+		store idem.Store
+		beats func() int32
+		want  bool
+	}{
+		{"tx-bound", s, s.beats.Load, false},
+		{"lease mode", struct{ idem.Store }{plain}, plain.beats.Load, true},
+	} {
+		_, err := idem.Do(context.Background(), tc.store, testKey(t, "tx-"+tc.name), "r", func(context.Context) (int, error) {
+			time.Sleep(30 * time.Millisecond)
+			return 1, nil
+		}, &idem.DoOpts{HeartbeatEvery: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tc.beats() > 0; got != tc.want {
+			t.Errorf("%s: heartbeats sent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

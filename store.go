@@ -149,3 +149,14 @@ type Record struct {
 	// unless the record is in progress.
 	LeaseExpiresAt time.Time
 }
+
+// TxBound is an optional interface of stores bound to a caller's database
+// transaction (transactional mode: pgstore's and sqlitestore's WithTx). In
+// that mode the transaction, not the lease, protects the reservation, so
+// KeepAlive (and with it Do and the HTTP middleware) does not extend leases,
+// and the store must be used by one goroutine at a time, like the
+// transaction itself.
+type TxBound interface {
+	// TxBound reports whether the store is bound to a transaction.
+	TxBound() bool
+}
