@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func newTestService(t *testing.T) (*service, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	svc, err := newService(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, pool
+}
+
+func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body))
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func countOrders(t *testing.T, pool *pgxpool.Pool) int {
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Fifty concurrent identical requests, retried on 409 like a client would:
+// exactly one order row, and every client gets the same order.
+func TestConcurrentRetriesCreateOneOrder(t *testing.T) {
+	svc, pool := newTestService(t)
+	var wg sync.WaitGroup
+	bodies := make([]string, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				w := post(svc, "order-1", `{"sku":"book","qty":2}`)
+				if w.Code == http.StatusConflict {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if w.Code != http.StatusCreated {
+					t.Errorf("status %d: %s", w.Code, w.Body)
+				}
+				bodies[i] = w.Body.String()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	if n := countOrders(t, pool); n != 1 {
+		t.Fatalf("%d order rows, want 1", n)
+	}
+	for _, b := range bodies {
+		if b != bodies[0] {
+			t.Fatalf("clients saw different orders: %q vs %q", b, bodies[0])
+		}
+	}
+	if w := post(svc, "order-1", `{"sku":"book","qty":3}`); w.Code != http.StatusUnprocessableEntity {
+		t.Errorf("reused key: %d", w.Code)
+	}
+}
+
+// A failing business write rolls back the record too: the retry runs.
+func TestRollbackLeavesNoRecord(t *testing.T) {
+	svc, pool := newTestService(t)
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders ADD CONSTRAINT qty_small CHECK (qty < 10)`); err != nil {
+		t.Fatal(err)
+	}
+	if w := post(svc, "order-2", `{"sku":"pen","qty":50}`); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("violating insert: %d %s", w.Code, w.Body)
+	}
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders DROP CONSTRAINT qty_small`); err != nil {
+		t.Fatal(err)
+	}
+	if w := post(svc, "order-2", `{"sku":"pen","qty":50}`); w.Code != http.StatusCreated {
+		t.Fatalf("retry after the rollback: %d %s", w.Code, w.Body)
+	}
+	if n := countOrders(t, pool); n != 1 {
+		t.Fatalf("%d order rows, want 1", n)
+	}
+}
