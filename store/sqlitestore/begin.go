@@ -19,8 +19,8 @@ const maxBeginAttempts = 16
 //
 //  1. insert: a key without a record gets one, and the answer is Fresh.
 //  2. read: the record is decided by idem.Decide, exactly as memstore does.
-//     Replays, Mismatch and InFlight are answered from this read; they take
-//     no write lock in lease mode.
+//     Replays, Mismatch and InFlight are answered from this read and write
+//     nothing.
 //  3. replace (the record has expired) or takeover (in progress, same
 //     request, lease lapsed): a conditional UPDATE that re-checks, in the
 //     statement, the condition the read saw. If it no longer holds, or the
@@ -66,9 +66,11 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 		if err != nil {
 			return idem.Outcome{}, dbError(ctx, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		n, err := res.RowsAffected()
+		if err != nil {
 			return idem.Outcome{}, dbError(ctx, err)
-		} else if n == 1 {
+		}
+		if n == 1 {
 			return fresh(1, false), nil
 		}
 
@@ -77,7 +79,7 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 		case errors.Is(err, sql.ErrNoRows):
 			continue // released or purged since the insert: insert again
 		case err != nil:
-			return idem.Outcome{}, s.readError(ctx, err)
+			return idem.Outcome{}, readError(ctx, err)
 		}
 
 		reserve, takeover := s.sql.replace, false
@@ -103,7 +105,7 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 
 // readError maps an error of scanRecord: corruption is reported as is,
 // anything else is a database failure.
-func (s *Store) readError(ctx context.Context, err error) error {
+func readError(ctx context.Context, err error) error {
 	var corrupt *corruptError
 	if errors.As(err, &corrupt) {
 		return err

@@ -21,7 +21,7 @@ func (s *Store) get(ctx context.Context, q querier, key idem.Key) (idem.Record, 
 	case errors.Is(err, sql.ErrNoRows):
 		return idem.Record{}, idem.ErrNotFound
 	case err != nil:
-		return idem.Record{}, s.readError(ctx, err)
+		return idem.Record{}, readError(ctx, err)
 	}
 	return rec, nil
 }

@@ -49,8 +49,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // in tx. The store never begins, commits or rolls back tx; the returned
 // idem.Store is valid until tx ends.
 //
-// SQLite admits one write transaction at a time: from the store's first
-// statement in tx on (every Begin writes or may write), tx holds the
+// SQLite admits one write transaction at a time: from the first Begin in tx
+// on (its first statement is an INSERT, which takes the lock even when the
+// key exists), or from BeginTx with _txlock=immediate, tx holds the
 // database's write lock until it ends. Another transaction's Begin, of any
 // key, waits for that lock (up to busy_timeout, never past its ctx), then
 // answers from what tx left behind: Fresh if tx rolled back, PriorResult or
