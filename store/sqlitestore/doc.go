@@ -35,10 +35,11 @@
 //     that outlasts it gives an error satisfying
 //     errors.Is(err, idem.ErrUnavailable).
 //   - journal_mode(WAL): readers and the writer do not block each other, so
-//     replays, InFlight answers and Get proceed while a write is under way;
-//     a commit appends to the -wal file next to the database. WAL is a
-//     property of the file and persists. It needs a local file system (not
-//     NFS or SMB).
+//     Get, the reads of Begin and the caller's own reads proceed while a
+//     write is under way (Begin's first statement is an INSERT, though,
+//     which waits for the write lock); a commit appends to the -wal file
+//     next to the database. WAL is a property of the file and persists. It
+//     needs a local file system (not NFS or SMB).
 //   - synchronous(FULL): every commit is on disk before it returns. We chose
 //     FULL over NORMAL on purpose: in WAL mode NORMAL survives a crash of the
 //     process but may lose the last commits on a power loss or an OS crash,
@@ -121,7 +122,9 @@
 //   - Begin first inserts the record (INSERT … ON CONFLICT DO NOTHING): of
 //     any number of concurrent Begins of a new key exactly one inserts and
 //     gets Fresh. The others read the record and decide with idem.Decide
-//     (replay, Mismatch, InFlight) without writing anything. An expired
+//     (replay, Mismatch, InFlight) without writing anything; the INSERT that
+//     found the record still took the write lock for its duration, so every
+//     Begin, a replay too, waits for a writer that holds it. An expired
 //     record, or an in-progress one of the same request whose lease lapsed,
 //     is re-reserved by an UPDATE … WHERE <that condition> … RETURNING
 //     fence; if the record changed between the read and the UPDATE, Begin
@@ -149,7 +152,8 @@
 // a rollback, PriorResult or PriorError after a committed settlement,
 // InFlight after a committed but unsettled reservation. Exactly-once holds;
 // only the immediate InFlight answer is missing (the conformance suite runs
-// with idemtest.Harness.SingleWriter for this).
+// with idemtest.Harness.SingleWriter for this). Lease-mode Begins on the
+// same database wait for the lock too: keep transactions short.
 //
 // # Errors
 //
