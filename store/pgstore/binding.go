@@ -14,7 +14,16 @@ type binding struct {
 	tx bool
 }
 
-var _ idem.Store = binding{}
+var (
+	_ idem.Store   = binding{}
+	_ idem.TxBound = binding{}
+)
+
+// TxBound implements idem.TxBound: true for the stores WithTx and
+// WithSQLTx return, so that idem.KeepAlive (and Do, and the HTTP
+// middleware) never heartbeats from another goroutine on the caller's
+// transaction.
+func (b binding) TxBound() bool { return b.tx }
 
 // now is the store's clock, truncated to PostgreSQL's microseconds so
 // that what the store returns equals what it stored.

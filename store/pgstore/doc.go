@@ -73,7 +73,9 @@
 // to the caller's pgx.Tx or database/sql transaction (of the pgx stdlib
 // driver). The store never begins, commits or rolls back. Begin, the
 // caller's writes and Commit happen in one transaction: a crash or a
-// rollback leaves no trace, so local effects happen exactly once.
+// rollback leaves no trace, so local effects happen exactly once. These
+// stores implement idem.TxBound, so idem.Do never heartbeats on the
+// caller's transaction from another goroutine.
 //
 // A plain INSERT … ON CONFLICT would make a second transaction's Begin of
 // the same key wait until the first transaction ends. Instead, Begin takes

@@ -10,8 +10,11 @@ import (
 // WithTx returns the store bound to tx (transactional mode): every call
 // runs in tx, so the record is created, settled and removed together with
 // the caller's own writes in tx, and vanishes if tx rolls back. The store
-// never begins, commits or rolls back tx. The returned store is meant for
-// the goroutine that owns tx, and must not be used after tx ends.
+// never begins, commits or rolls back tx. Like tx, the returned store is
+// for one goroutine at a time, and must not be used after tx ends; it
+// implements idem.TxBound, so idem.Do and idem.KeepAlive do not extend its
+// leases from another goroutine (while tx is open, the transaction, not
+// the lease, keeps other callers out).
 //
 // Begin takes a transaction-level advisory lock on the key when it is
 // about to write the record, held until tx ends; a Begin of the same key in

@@ -281,3 +281,30 @@ func TestTxSettleWaitsForContext(t *testing.T) {
 		t.Fatalf("Commit after the other transaction ended: %v", err)
 	}
 }
+
+// TestTxBound: the transaction-bound stores say so (idem.TxBound), the
+// lease-mode Store does not.
+func TestTxBound(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	ctx := ctxT(t)
+	if b, ok := idem.Store(tb.store).(idem.TxBound); ok && b.TxBound() {
+		t.Error("the lease-mode Store reports TxBound")
+	}
+	tx, err := tb.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	db := stdlib.OpenDBFromPool(tb.pool)
+	defer func() { _ = db.Close() }()
+	stx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stx.Rollback() }()
+	for name, s := range map[string]idem.Store{"WithTx": tb.store.WithTx(tx), "WithSQLTx": tb.store.WithSQLTx(stx)} {
+		if b, ok := s.(idem.TxBound); !ok || !b.TxBound() {
+			t.Errorf("%s: not TxBound", name)
+		}
+	}
+}
