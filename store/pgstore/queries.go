@@ -15,6 +15,11 @@ type queries struct {
 	failTransient, failTransientTx string
 	heartbeat, heartbeatTx         string
 
+	// commitDone and failPermanentDone find the record already settled
+	// by the same lease with the same value: a repeated call (after a
+	// lost reply) then succeeds instead of failing as stale.
+	commitDone, failPermanentDone string
+
 	get   string
 	purge string
 }
@@ -51,6 +56,12 @@ func newQueries(t table) queries {
 	q.commit, q.commitTx = update(commitSet, ""), update(commitSet, "$8")
 	q.failPermanent, q.failPermanentTx = update(failSet, ""), update(failSet, "$8")
 	q.heartbeat, q.heartbeatTx = update(heartbeatSet, ""), update(heartbeatSet, "$8")
+	const settled = `namespace = $1::text AND scope = $2::text AND key_value = $3::text
+  AND owner_token = $4::text AND fence = $5::bigint AND expires_at > $6::timestamptz`
+	q.commitDone = r.Replace("SELECT count(*) FROM {{table}}\nWHERE " + settled +
+		"\n  AND status = 'committed' AND result_payload::text = $7::text")
+	q.failPermanentDone = r.Replace("SELECT count(*) FROM {{table}}\nWHERE " + settled +
+		"\n  AND status = 'failed_permanent' AND error_payload = $7::jsonb")
 	q.failTransient = r.Replace("DELETE FROM {{table}}\nWHERE " + owned)
 	q.failTransientTx = r.Replace("WITH lock AS (SELECT pg_advisory_xact_lock(" + strings.Replace(keyLock, "%s", "$7", 1) + "))\n" +
 		"DELETE FROM {{table}} USING lock\nWHERE " + owned)

@@ -22,7 +22,7 @@ func (b binding) Commit(ctx context.Context, key idem.Key, lease idem.Lease, res
 	if b.tx {
 		sql = b.s.sql.commitTx
 	}
-	return b.settle(ctx, "Commit", sql, key, lease, b.now(), result)
+	return b.settle(ctx, "Commit", sql, b.s.sql.commitDone, key, lease, b.now(), result)
 }
 
 // FailPermanent implements idem.Store.
@@ -38,7 +38,7 @@ func (b binding) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lea
 	if b.tx {
 		sql = b.s.sql.failPermanentTx
 	}
-	return b.settle(ctx, "FailPermanent", sql, key, lease, b.now(), enc)
+	return b.settle(ctx, "FailPermanent", sql, b.s.sql.failPermanentDone, key, lease, b.now(), enc)
 }
 
 // FailTransient implements idem.Store.
@@ -50,7 +50,7 @@ func (b binding) FailTransient(ctx context.Context, key idem.Key, lease idem.Lea
 	if b.tx {
 		sql = b.s.sql.failTransientTx
 	}
-	return b.settle(ctx, "FailTransient", sql, key, lease, b.now())
+	return b.settle(ctx, "FailTransient", sql, "", key, lease, b.now())
 }
 
 // Heartbeat implements idem.Store.
@@ -67,7 +67,7 @@ func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, 
 	}
 	now := b.now()
 	end := now.Add(extend)
-	if err := b.settle(ctx, "Heartbeat", sql, key, lease, now, end); err != nil {
+	if err := b.settle(ctx, "Heartbeat", sql, "", key, lease, now, end); err != nil {
 		return idem.Lease{}, err
 	}
 	return idem.Lease{Token: lease.Token, Fence: lease.Fence, ExpiresAt: end, TTL: extend}, nil
@@ -78,7 +78,13 @@ func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, 
 // expired at now), and reports ErrStaleToken when it changed nothing.
 // value is the statement's own parameter ($7), if any; in transactional
 // mode the lock text follows it.
-func (b binding) settle(ctx context.Context, op, sql string, key idem.Key, lease idem.Lease, now time.Time, value ...any) error {
+//
+// When nothing changed and done is set, done counts the records already
+// settled by this lease with this value: a repetition of a call whose
+// reply was lost, which then succeeds (the store contract allows nil or
+// ErrStaleToken; nil tells the caller what it needs to know). This costs a
+// second round trip on the stale path only.
+func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key, lease idem.Lease, now time.Time, value ...any) error {
 	if b.q == nil {
 		return errNoPool
 	}
@@ -87,15 +93,30 @@ func (b binding) settle(ctx context.Context, op, sql string, key idem.Key, lease
 	}
 	ns, scope, v := keyArgs(key)
 	args := append([]any{ns, scope, v, lease.Token, lease.Fence, now}, value...)
-	if b.tx {
-		args = append(args, lockText(b.s.table, key))
-	}
-	n, err := b.q.exec(ctx, sql, args...)
+	n, err := b.q.exec(ctx, sql, b.withLock(args, key)...)
 	if err != nil {
 		return classify(ctx, op, err)
 	}
-	if n == 0 {
-		return staleError(op)
+	if n > 0 {
+		return nil
 	}
-	return nil
+	if done != "" {
+		var same int64
+		if err := b.q.queryRow(ctx, done, args, &same); err != nil {
+			return classify(ctx, op, err)
+		}
+		if same > 0 {
+			return nil
+		}
+	}
+	return staleError(op)
+}
+
+// withLock appends the key's lock text to args in transactional mode,
+// where the settle statements take the key's lock.
+func (b binding) withLock(args []any, key idem.Key) []any {
+	if !b.tx {
+		return args
+	}
+	return append(args[:len(args):len(args)], lockText(b.s.table, key))
 }
