@@ -126,33 +126,66 @@ func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 	if every == 0 {
 		every = lease.TTL / 3
 	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				l, err := s.Heartbeat(ctx, key, lease, lease.TTL)
-				switch {
-				case err == nil:
-					lease = l
-				case errors.Is(err, ErrStaleToken):
-					lost()
-					return
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
+	k := &keeper{ctx: ctx, s: s, key: key, lease: lease, every: every, lost: lost}
+	k.idle.L = &k.mu
+	k.mu.Lock()
+	k.timer = time.AfterFunc(every, k.beat)
+	k.mu.Unlock()
+	return k.stop
+}
+
+// keeper extends a lease from a timer, so that a short run costs no
+// goroutine and no ticker: nothing happens unless the timer fires.
+type keeper struct {
+	ctx   context.Context
+	s     Store
+	key   Key
+	every time.Duration
+	lost  func()
+
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when a beat ends
+	timer   *time.Timer
+	lease   Lease
+	beating bool
+	stopped bool
+}
+
+func (k *keeper) beat() {
+	k.mu.Lock()
+	if k.stopped || k.ctx.Err() != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.beating = true
+	lease := k.lease
+	k.mu.Unlock()
+
+	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
+	lost := errors.Is(err, ErrStaleToken)
+	if lost {
+		k.lost()
+	}
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.beating = false
+	k.idle.Broadcast()
+	if err == nil {
+		k.lease = l
+	}
+	if !lost && !k.stopped {
+		k.timer.Reset(k.every)
+	}
+}
+
+// stop ends the keeping and waits for a heartbeat under way.
+func (k *keeper) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	k.timer.Stop()
+	for k.beating {
+		k.idle.Wait()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // fingerprintV1 is the version byte of the only encoding so far.
@@ -97,19 +98,27 @@ func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 
 // fingerprint hashes the length-prefixed encoding of its fields.
 func fingerprint(kind, method, target string, body []byte) Fingerprint {
-	h := sha256.New()
-	var n [8]byte
+	bp := encodingPool.Get().(*[]byte)
+	enc := (*bp)[:0]
 	field := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
+		enc = binary.BigEndian.AppendUint64(enc, uint64(len(b)))
+		enc = append(enc, b...)
 	}
 	field([]byte("idem/fingerprint/v1"))
 	field([]byte(kind))
 	field([]byte(method))
 	field([]byte(target))
 	field(body)
-	out := make([]byte, 1, 1+sha256.Size)
+	sum := sha256.Sum256(enc)
+	if cap(enc) <= 64<<10 {
+		*bp = enc
+		encodingPool.Put(bp)
+	}
+	var out [1 + sha256.Size]byte
 	out[0] = fingerprintV1
-	return Fingerprint{b: string(h.Sum(out))}
+	copy(out[1:], sum[:])
+	return Fingerprint{b: string(out[:])}
 }
+
+// encodingPool recycles the buffers fingerprint encodes into.
+var encodingPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

@@ -46,11 +46,15 @@ const (
 // errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
 // satisfying errors.Is(err, ctx.Err()). Invalid arguments give ErrInvalidKey,
 // ErrInvalidPayload or *PayloadTooLargeError (payloads, results and encoded
-// stored errors all count against a backend's limit). No failed call leaves
-// a partial write behind; but when a networked backend fails after the
-// server applied a write (the reply was lost), the write stands: repeating a
-// settle call with the same lease is then safe — a backend may answer the
-// repetition with nil (same value) or ErrStaleToken.
+// stored errors all count against a backend's limit; invalid arguments are
+// rejected before anything is sent to a server). A failed call never leaves
+// a partial write, but its outcome may be unknown: when a backend fails
+// after the server applied a write (a lost reply, a context cancelled while
+// the statement ran), the write stands. Repeating a settle call with the
+// same lease is then safe; a backend may answer the repetition with nil
+// (same value) or ErrStaleToken. In transactional mode, any error from the
+// store must abort the caller's transaction (some databases have already
+// rolled it back).
 type Store interface {
 	// Begin reserves key for req, or reports what is already recorded:
 	//   Fresh        no live record, or an in-flight one whose lease expired

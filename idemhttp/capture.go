@@ -13,8 +13,9 @@ import (
 type capture struct {
 	w           http.ResponseWriter
 	max         int
+	allow       []string // the headers to record, canonical
 	status      int
-	header      http.Header
+	header      []headerField
 	body        bytes.Buffer
 	wroteHeader bool
 	overflow    bool // the body outgrew max
@@ -33,7 +34,7 @@ func (c *capture) WriteHeader(code int) {
 	}
 	c.wroteHeader = true
 	c.status = code
-	c.header = c.w.Header().Clone()
+	c.header = replayable(c.w.Header(), c.allow)
 	c.w.WriteHeader(code)
 }
 
@@ -74,7 +75,7 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 func (c *capture) finish() {
 	if !c.wroteHeader {
 		c.status = http.StatusOK
-		c.header = c.w.Header().Clone()
+		c.header = replayable(c.w.Header(), c.allow)
 	}
 }
 

@@ -120,9 +120,18 @@ type Config struct {
 	// OnEvent, when set, is called once per protected request after the
 	// response was written. It must be safe for concurrent use.
 	OnEvent func(Event)
-	// SettleTimeout bounds the store calls that record or release a key
-	// after the handler ran. Defaults to 10 seconds.
-	SettleTimeout time.Duration
+	// StoreTimeout, when positive, bounds each store call (the Begin before
+	// the handler, the Commit or release after it). Defaults to no bound of
+	// the middleware's own: configure timeouts on the store's client (pgx
+	// connect and statement timeouts, go-redis read and write timeouts),
+	// which also apply. The calls are never cancelled by the client going
+	// away.
+	StoreTimeout time.Duration
+
+	// replay is ReplayHeaders canonicalised, without the never-replayed
+	// headers; replaySet is the same as a set.
+	replay    []string
+	replaySet map[string]bool
 }
 
 func (c *Config) validate() error {
@@ -164,8 +173,8 @@ func (c *Config) validate() error {
 		return errors.New("idemhttp: Config.Retention must not be negative")
 	case c.Lease < 0:
 		return errors.New("idemhttp: Config.Lease must not be negative")
-	case c.SettleTimeout < 0:
-		return errors.New("idemhttp: Config.SettleTimeout must not be negative")
+	case c.StoreTimeout < 0:
+		return errors.New("idemhttp: Config.StoreTimeout must not be negative")
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
@@ -176,8 +185,13 @@ func (c *Config) validate() error {
 	if c.ErrorWriter == nil {
 		c.ErrorWriter = WriteProblem
 	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = 10 * time.Second
+	c.replay, c.replaySet = nil, map[string]bool{}
+	for _, name := range c.ReplayHeaders {
+		k := http.CanonicalHeaderKey(name)
+		if !neverReplayed[k] && !c.replaySet[k] {
+			c.replay = append(c.replay, k)
+			c.replaySet[k] = true
+		}
 	}
 	return nil
 }

@@ -3,11 +3,9 @@ package idemhttp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -52,11 +50,11 @@ type middleware struct {
 
 // exchange is the state of one protected request.
 type exchange struct {
-	m     *middleware
-	w     http.ResponseWriter
-	r     *http.Request
-	ev    Event
-	start time.Time
+	m   *middleware
+	w   http.ResponseWriter
+	r   *http.Request
+	ctx context.Context // r's context without its cancellation
+	ev  Event
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -64,7 +62,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	x := &exchange{m: m, w: w, r: r, ev: Event{Request: r}}
+	x := &exchange{m: m, w: w, r: r, ctx: context.WithoutCancel(r.Context()), ev: Event{Request: r}}
 	defer x.emit()
 
 	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header.Values(idem.HeaderName))
@@ -102,11 +100,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
-	var o idem.Outcome
-	err = x.storeCall(func(ctx context.Context) (err error) {
-		o, err = m.cfg.Store.Begin(ctx, key, req, &idem.BeginOpts{Retention: m.cfg.Retention, Lease: m.cfg.Lease})
-		return err
-	})
+	ctx, done := x.storeCtx()
+	o, err := m.cfg.Store.Begin(ctx, key, req, &idem.BeginOpts{Retention: m.cfg.Retention, Lease: m.cfg.Lease})
+	done()
 	if err != nil {
 		x.ev.Err = err
 		if m.cfg.FailOpen {
@@ -149,7 +145,7 @@ func (x *exchange) readBody() ([]byte, bool) {
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+		b, err := readAll(r.Body, r.ContentLength, max)
 		_ = r.Body.Close()
 		if err != nil {
 			x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemInternal, Title: "Request body unreadable", Status: http.StatusBadRequest, Detail: "The request body could not be read."})
@@ -160,7 +156,9 @@ func (x *exchange) readBody() ([]byte, bool) {
 		}
 		body = b
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	br := &bodyReader{}
+	br.Reset(body)
+	r.Body = br
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
@@ -180,10 +178,7 @@ func (m *middleware) request(r *http.Request, body []byte) (idem.Request, error)
 	if err != nil {
 		return idem.Request{}, err
 	}
-	payload, err := json.Marshal(recordedRequest{Method: strings.ToUpper(r.Method), Target: r.URL.RequestURI(), ContentType: r.Header.Get("Content-Type"), BodyBytes: len(body)})
-	if err != nil {
-		return idem.Request{}, err
-	}
+	payload := appendRequest(make([]byte, 0, 128), strings.ToUpper(r.Method), r.URL.RequestURI(), r.Header.Get("Content-Type"), len(body))
 	return idem.Request{Fingerprint: fp, Payload: payload}, nil
 }
 
@@ -201,45 +196,49 @@ func DefaultFingerprint(r *http.Request, body []byte) (idem.Fingerprint, error) 
 	return fp, err
 }
 
+// isJSON reports whether a Content-Type is application/json or a +json
+// type, ignoring parameters and case.
 func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return false
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	if len(mt) >= 5 && strings.EqualFold(mt[len(mt)-5:], "+json") {
+		return strings.Contains(mt, "/")
 	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+	return strings.EqualFold(mt, "application/json")
 }
 
-// storeCall runs a store call detached from the client's cancellation,
-// bounded by SettleTimeout, and accounts its time.
-func (x *exchange) storeCall(fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), x.m.cfg.SettleTimeout)
-	defer cancel()
+// storeCtx returns the context of a store call, detached from the client's
+// cancellation and bounded by StoreTimeout when set, and a function ending
+// the call that accounts its time.
+func (x *exchange) storeCtx() (context.Context, func()) {
 	start := time.Now()
-	err := fn(ctx)
-	x.ev.StoreTime += time.Since(start)
-	return err
+	ctx, cancel := x.ctx, context.CancelFunc(nil)
+	if x.m.cfg.StoreTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, x.m.cfg.StoreTimeout)
+	}
+	return ctx, func() {
+		if cancel != nil {
+			cancel()
+		}
+		x.ev.StoreTime += time.Since(start)
+	}
 }
 
 // run executes the handler as the owner of key and records or releases the
 // key afterwards.
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	store := x.m.cfg.Store
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(x.r.Context()))
+	ctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
 	stop := idem.KeepAlive(ctx, store, key, lease, 0, func() { cancel(idem.ErrLeaseLost) })
-	cw := &capture{w: x.w, max: x.m.cfg.MaxCapture}
-	release := func() {
-		if err := x.storeCall(func(ctx context.Context) error { return store.FailTransient(ctx, key, lease) }); err != nil && x.ev.Err == nil {
-			x.ev.Err = err
-		}
-	}
+	cw := &capture{w: x.w, max: x.m.cfg.MaxCapture, allow: x.m.cfg.replay}
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
 			stop()
 			x.ev.HandlerTime = time.Since(start)
 			x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
-			release()
+			x.release(key, lease)
 			panic(p)
 		}
 	}()
@@ -250,21 +249,31 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.ev.Status = cw.status
 	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
 		x.ev.Outcome = OutcomeReleased
-		release()
+		x.release(key, lease)
 		return
 	}
-	rec, err := json.Marshal(recordedResponse{V: 1, Status: cw.status, Header: filterHeaders(cw.header, x.m.cfg.ReplayHeaders), Body: cw.body.Bytes()})
-	if err == nil {
-		err = x.storeCall(func(ctx context.Context) error { return store.Commit(ctx, key, lease, rec) })
-	}
+	rec := appendResponse(make([]byte, 0, 64+cw.body.Len()*4/3), cw.status, cw.header, cw.body.Bytes())
+	sctx, done := x.storeCtx()
+	err := store.Commit(sctx, key, lease, rec)
+	done()
 	if err != nil {
 		x.ev.Outcome, x.ev.Err = OutcomeReleased, err
 		if !errors.Is(err, idem.ErrStaleToken) {
-			release()
+			x.release(key, lease)
 		}
 		return
 	}
 	x.ev.Outcome = OutcomeExecuted
+}
+
+// release frees the key so that a retry runs again.
+func (x *exchange) release(key idem.Key, lease idem.Lease) {
+	ctx, done := x.storeCtx()
+	err := x.m.cfg.Store.FailTransient(ctx, key, lease)
+	done()
+	if err != nil && x.ev.Err == nil {
+		x.ev.Err = err
+	}
 }
 
 // replay writes a recorded response.
@@ -276,8 +285,10 @@ func (x *exchange) replay(b []byte) {
 		return
 	}
 	h := x.w.Header()
-	for k, v := range filterHeaders(rec.Header, x.m.cfg.ReplayHeaders) {
-		h[k] = v
+	for k, v := range rec.Header {
+		if x.m.cfg.replaySet[k] {
+			h[k] = v
+		}
 	}
 	h.Set(ReplayedHeader, "true")
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.Status
@@ -307,4 +318,28 @@ func (x *exchange) emit() {
 	if x.m.cfg.OnEvent != nil {
 		x.m.cfg.OnEvent(x.ev)
 	}
+}
+
+// bodyReader is the request body the handler reads: the bytes already read.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// readAll reads body, in one allocation when its length is known, and stops
+// after max+1 bytes.
+func readAll(body io.Reader, length, max int64) ([]byte, error) {
+	if length < 0 || length > max {
+		return io.ReadAll(io.LimitReader(body, max+1))
+	}
+	b := make([]byte, length, length+1)
+	if _, err := io.ReadFull(body, b); err != nil {
+		return nil, err
+	}
+	// A body longer than announced: read on to find out how much.
+	var one [1]byte
+	if n, _ := body.Read(one[:]); n > 0 {
+		rest, err := io.ReadAll(io.LimitReader(body, max-length))
+		return append(append(b, one[0]), rest...), err
+	}
+	return b, nil
 }

@@ -79,17 +79,18 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	if path == "" {
 		return nil, errors.New("sqlite DSN has no path: want sqlite:PATH, e.g. sqlite:idem.db")
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("sqlite path %q must not contain '?' or '#'", path)
-	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", "file:"+abs+"?"+sqliteParams)
+	u := url.URL{Scheme: "file", Path: abs, RawQuery: sqliteParams} // escapes '?', '#' and '%' in the path
+	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, err
 	}
+	// One connection: SQLite has one writer, and in lease mode a single
+	// connection beats a pool (no lock hand-offs between connections).
+	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)

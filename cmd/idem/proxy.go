@@ -21,6 +21,7 @@ type proxyFlags struct {
 	listen, upstream, store, admin, namespace string
 	requireKey, failOpen, migrate, stripe     bool
 	ttl, lease, timeout, purgeEvery, drain    time.Duration
+	storeTimeout                              time.Duration
 	maxBody, maxCapture                       int64
 }
 
@@ -40,6 +41,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "upstream timeout")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
@@ -58,8 +60,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	if f.ttl <= 0 || f.lease <= 0 || f.timeout <= 0 || f.maxBody <= 0 || f.maxCapture <= 0 || f.purgeEvery < 0 {
-		return errors.New("--ttl, --lease, --timeout, --max-body and --max-capture must be positive")
+	if f.ttl <= 0 || f.lease <= 0 || f.timeout <= 0 || f.storeTimeout <= 0 || f.maxBody <= 0 || f.maxCapture <= 0 || f.purgeEvery < 0 {
+		return errors.New("--ttl, --lease, --timeout, --store-timeout, --max-body and --max-capture must be positive")
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags)
@@ -85,7 +87,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		ErrorLog: logger,
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
-			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease,
+			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
 			OnEvent: m.observe,
 		},
 	})

@@ -108,10 +108,6 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 			leaseTTL = opts.Lease
 		}
 	}
-	payload := bytes.Clone(req.Payload)
-	if payload == nil {
-		payload = idem.NullPayload
-	}
 	k := keyOf(key)
 	now := s.cfg.Now()
 
@@ -131,6 +127,10 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 			return copyOutcome(o), nil
 		}
 		takenOver = true
+	}
+	payload := bytes.Clone(req.Payload)
+	if payload == nil {
+		payload = idem.NullPayload
 	}
 	e.token = idem.NewToken()
 	e.rec = idem.Record{
