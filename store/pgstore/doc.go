@@ -50,8 +50,10 @@
 // FailTransient and Heartbeat are one UPDATE or DELETE each, matching the
 // key AND the lease's token AND its fence AND status in_progress AND
 // expires_at > now; when no row matches, nothing changed and the error is
-// idem.ErrStaleToken. As the contract asks, a lease that lapsed without a
-// takeover may still settle.
+// idem.ErrStaleToken, except that a Commit or FailPermanent repeated with
+// the same lease and the same value (after a lost reply) succeeds: a second
+// statement, on that path only, finds the record settled as asked. As the
+// contract asks, a lease that lapsed without a takeover may still settle.
 //
 // Begin's statement (see beginSQL in queries.go) reads the record, and
 // writes only when the record is writable: absent, past expires_at (it

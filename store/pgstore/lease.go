@@ -56,7 +56,9 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 
 // Commit implements idem.Store: one UPDATE, fenced by the lease's token and
 // fence, the in_progress status and expires_at; a lease that is not current
-// gives an error satisfying errors.Is(err, idem.ErrStaleToken).
+// gives an error satisfying errors.Is(err, idem.ErrStaleToken), unless the
+// record is already committed by this lease with this very result (a
+// repeated call), which succeeds.
 func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
 	return s.lease.Commit(ctx, key, lease, result)
 }
