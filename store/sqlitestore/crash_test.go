@@ -195,3 +195,20 @@ func mustRequestOrExit(payload string) idem.Request {
 	}
 	return r
 }
+
+func TestTxBound(t *testing.T) {
+	db, _ := newDB(t, 2)
+	migrate(t, db)
+	s := newStore(t, db, nil)
+	if b, ok := idem.Store(s).(idem.TxBound); ok && b.TxBound() {
+		t.Error("the lease-mode Store reports TxBound")
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if b, ok := s.WithTx(tx).(idem.TxBound); !ok || !b.TxBound() {
+		t.Error("WithTx store is not TxBound")
+	}
+}

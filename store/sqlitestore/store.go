@@ -110,6 +110,12 @@ type txStore struct {
 	tx *sql.Tx
 }
 
+var _ idem.TxBound = (*txStore)(nil)
+
+// TxBound implements idem.TxBound: idem.Do and idem.KeepAlive do not extend
+// the leases of a transaction-bound store.
+func (t *txStore) TxBound() bool { return true }
+
 func (t *txStore) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	return t.s.begin(ctx, t.tx, key, req, opts)
 }
