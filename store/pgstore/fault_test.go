@@ -36,6 +36,7 @@ type faultResult struct {
 // TestFaultServerRestart stops (or kills) the server in the middle of a
 // run of concurrent Begin/Commit workers and starts it again. While it is
 // down, every failing call reports ErrUnavailable and nothing panics.
+// A worker whose Commit fails repeats it until it gets an answer.
 // Afterwards every key ends up committed exactly once, by the owner of its
 // current fence; no Fresh was handed out while another worker's lease on
 // the key was live; and no two workers had a commit accepted for one key.
@@ -144,7 +145,15 @@ func faultRun(t *testing.T, down func(*pgtest.Server) error) {
 					time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond) // the work
 					res := faultResult{Worker: w, Fence: o.Lease.Fence}
 					b, _ := json.Marshal(res)
-					switch err := s.Commit(ctx, keys[i], o.Lease, b); {
+					err := s.Commit(ctx, keys[i], o.Lease, b)
+					for try := 0; errors.Is(err, idem.ErrUnavailable) && try < 100; try++ {
+						// The reply may have been lost after the commit
+						// was made: repeating it is safe.
+						unavailable.Add(1)
+						time.Sleep(10 * time.Millisecond)
+						err = s.Commit(ctx, keys[i], o.Lease, b)
+					}
+					switch {
 					case err == nil:
 						mu.Lock()
 						commitsOK[i] = append(commitsOK[i], res)
