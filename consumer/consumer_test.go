@@ -1,0 +1,219 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/consumer"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type msg struct {
+	ID   string
+	Fail bool
+}
+
+// ledgers are the ledgers every behaviour is checked against.
+func ledgers(t *testing.T) map[string]func() consumer.Ledger {
+	return map[string]func() consumer.Ledger{
+		"store": func() consumer.Ledger {
+			s, err := memstore.New(memstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
+		},
+	}
+}
+
+type bundle struct {
+	c    *consumer.Consumer[msg]
+	runs atomic.Int32
+	// hold, when set, blocks the handler until closed; started receives
+	// once per run.
+	hold    chan struct{}
+	started chan struct{}
+}
+
+func setup(t *testing.T, l consumer.Ledger) *bundle {
+	b := &bundle{}
+	c, err := consumer.New(consumer.Config[msg]{
+		Ledger: l,
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(ctx context.Context, m msg) error {
+			b.runs.Add(1)
+			if b.started != nil {
+				b.started <- struct{}{}
+			}
+			if b.hold != nil {
+				<-b.hold
+			}
+			if m.Fail {
+				return errors.New("handler failed")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.c = c
+	return b
+}
+
+func handle(t *testing.T, b *bundle, m msg) consumer.Outcome {
+	t.Helper()
+	o, _ := b.c.Handle(context.Background(), m)
+	return o
+}
+
+// T6: success → the redelivery is acknowledged without running.
+func TestT6SuccessThenDuplicate(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, newLedger())
+			if o := handle(t, b, msg{ID: "m1"}); o != consumer.Handled || !o.Ack() {
+				t.Fatalf("first delivery: %s", o)
+			}
+			for range 3 {
+				if o := handle(t, b, msg{ID: "m1"}); o != consumer.Duplicate || !o.Ack() {
+					t.Fatalf("redelivery: %s", o)
+				}
+			}
+			if n := b.runs.Load(); n != 1 {
+				t.Fatalf("handler ran %d times", n)
+			}
+		})
+	}
+}
+
+// T6: handler error → the key is released, the redelivery runs again.
+func TestT6FailureReleases(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, newLedger())
+			o, err := b.c.Handle(context.Background(), msg{ID: "m2", Fail: true})
+			if o != consumer.Failed || o.Ack() || err == nil {
+				t.Fatalf("failing delivery: %s, %v", o, err)
+			}
+			if o := handle(t, b, msg{ID: "m2"}); o != consumer.Handled {
+				t.Fatalf("redelivery after a failure: %s", o)
+			}
+			if n := b.runs.Load(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2", n)
+			}
+		})
+	}
+}
+
+// T6: a concurrent duplicate is reported in progress (not acknowledged),
+// never dropped; if the first delivery then fails, the duplicate's
+// redelivery runs.
+func TestT6ConcurrentDuplicateNotAcked(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, newLedger())
+			b.hold = make(chan struct{})
+			b.started = make(chan struct{}, 2)
+			first := make(chan consumer.Outcome)
+			go func() { first <- handle(t, b, msg{ID: "m3", Fail: true}) }()
+			<-b.started
+			o, err := b.c.Handle(context.Background(), msg{ID: "m3"})
+			if o != consumer.InProgress || o.Ack() || !errors.Is(err, consumer.ErrInProgress) {
+				t.Fatalf("concurrent duplicate: %s, %v", o, err)
+			}
+			close(b.hold)
+			if o := <-first; o != consumer.Failed {
+				t.Fatalf("first delivery: %s", o)
+			}
+			if o := handle(t, b, msg{ID: "m3"}); o != consumer.Handled {
+				t.Fatalf("redelivery of the duplicate: %s", o)
+			}
+		})
+	}
+}
+
+func TestManyDeliveriesRunOnce(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, newLedger())
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for { // a broker redelivering until acknowledged
+						if o := handle(t, b, msg{ID: "m4"}); o.Ack() {
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if n := b.runs.Load(); n != 1 {
+				t.Fatalf("handler ran %d times for 32 deliveries", n)
+			}
+		})
+	}
+}
+
+func TestPanicReleases(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLedger()
+			var runs int
+			c, _ := consumer.New(consumer.Config[msg]{
+				Ledger: l,
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error {
+					runs++
+					if runs == 1 {
+						panic("boom")
+					}
+					return nil
+				},
+			})
+			func() {
+				defer func() {
+					if recover() != "boom" {
+						t.Fatal("panic not re-raised")
+					}
+				}()
+				_, _ = c.Handle(context.Background(), msg{ID: "m5"})
+			}()
+			if o, err := c.Handle(context.Background(), msg{ID: "m5"}); o != consumer.Handled {
+				t.Fatalf("after a panic: %s %v", o, err)
+			}
+		})
+	}
+}
+
+func TestBadKeysAndConfig(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	l := consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
+	c, _ := consumer.New(consumer.Config[msg]{Ledger: l, Key: func(m msg) (string, error) { return m.ID, nil }, Handle: func(context.Context, msg) error { return nil }})
+	if o, err := c.Handle(context.Background(), msg{ID: ""}); o != consumer.Failed || !errors.Is(err, idem.ErrInvalidKey) {
+		t.Errorf("empty key: %s %v", o, err)
+	}
+	keyErr := errors.New("no id")
+	c2, _ := consumer.New(consumer.Config[msg]{Ledger: l, Key: func(msg) (string, error) { return "", keyErr }, Handle: func(context.Context, msg) error { return nil }})
+	if o, err := c2.Handle(context.Background(), msg{}); o != consumer.Failed || !errors.Is(err, keyErr) {
+		t.Errorf("key function error: %s %v", o, err)
+	}
+	if _, err := consumer.New(consumer.Config[msg]{}); err == nil {
+		t.Error("empty config accepted")
+	}
+	for o, want := range map[consumer.Outcome]string{consumer.Handled: "handled", consumer.Duplicate: "duplicate", consumer.InProgress: "in_progress", consumer.Failed: "failed", 9: "Outcome(9)"} {
+		if o.String() != want {
+			t.Errorf("%d.String() = %q", int(o), o.String())
+		}
+	}
+}

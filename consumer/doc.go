@@ -1,0 +1,40 @@
+// Package consumer de-duplicates message handlers: wrap a handler once, and
+// a message delivered twice (a broker's redelivery, a producer's retry) has
+// its effects once.
+//
+// The order is the one that never loses a message: claim the message's key,
+// run the handler, then mark the key done; when the handler fails, release
+// the key so that the redelivery runs it again. (Marking before handling
+// would swallow a message whose handler failed.)
+//
+//	c, _ := consumer.New(consumer.Config[Order]{
+//		Ledger: consumer.TrackerLedger(tr, "orders"),   // one process
+//		// Ledger: consumer.StoreLedger(store, ns, nil), // many processes
+//		Key:    func(o Order) (string, error) { return o.EventID, nil },
+//		Handle: applyOrder,
+//	})
+//	for msg := range deliveries {
+//		outcome, err := c.Handle(ctx, msg.Order)
+//		if outcome.Ack() {
+//			msg.Ack()
+//		} else {
+//			msg.Nack(err) // redelivered later
+//		}
+//	}
+//
+// Handle's outcome tells the broker loop what to do:
+//
+//   - Handled: the handler ran and succeeded — acknowledge.
+//   - Duplicate: handled before — acknowledge without running it again.
+//   - InProgress: a concurrent delivery of the same key is being handled
+//     right now — do not acknowledge; if that delivery fails, this one must
+//     still run, so it is left for redelivery, never silently dropped.
+//   - Failed: the handler returned an error (or panicked: the panic goes
+//     on) — the key was released; do not acknowledge, so that the broker
+//     redelivers and the handler runs again.
+//
+// Two ledgers come with the package: TrackerLedger keeps keys in an
+// in-process tracker.Tracker (one consumer process, no I/O per message),
+// StoreLedger keeps them in an idem.Store (memory, SQLite, Postgres, Redis),
+// shared by every consumer process.
+package consumer

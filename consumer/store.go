@@ -1,0 +1,85 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// StoreLedgerOpts configure StoreLedger. A nil *StoreLedgerOpts means
+// defaults.
+type StoreLedgerOpts struct {
+	// Retention is how long a done key is remembered. Defaults to the
+	// store's retention.
+	Retention time.Duration
+	// Lease is how long a claim holds its key before another consumer may
+	// take it over (a crashed consumer's key becomes free again); it is
+	// extended while the handler runs. Defaults to the store's lease.
+	Lease time.Duration
+}
+
+// StoreLedger keeps keys in an idem.Store under namespace ns, so that every
+// consumer process sharing the store sees every other's claims. A message
+// key must be a valid idem key value (1–255 bytes of UTF-8 without control
+// characters); use an idem.Minter to derive one from a longer natural key.
+func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger {
+	l := &storeLedger{s: s, ns: ns, fp: idem.FingerprintBytes([]byte("idem/consumer/v1"))}
+	if opts != nil {
+		l.begin = &idem.BeginOpts{Retention: opts.Retention, Lease: opts.Lease}
+	}
+	return l
+}
+
+type storeLedger struct {
+	s     idem.Store
+	ns    idem.Namespace
+	fp    idem.Fingerprint
+	begin *idem.BeginOpts
+}
+
+func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, error) {
+	k, err := idem.ParseKey(l.ns, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("consumer: message key %q: %w", truncate(key), err)
+	}
+	o, err := l.s.Begin(ctx, k, idem.Request{Fingerprint: l.fp}, l.begin)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch o.Kind {
+	case idem.Fresh:
+		c := &storeClaim{s: l.s, key: k, lease: o.Lease}
+		c.stop = idem.KeepAlive(context.WithoutCancel(ctx), l.s, k, o.Lease, 0, func() {})
+		return c, Claimed, nil
+	case idem.InFlight:
+		return nil, Busy, nil
+	default: // PriorResult; PriorError and Mismatch cannot come from this ledger's records
+		return nil, Done, nil
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+type storeClaim struct {
+	s     idem.Store
+	key   idem.Key
+	lease idem.Lease
+	stop  func()
+}
+
+func (c *storeClaim) Complete(ctx context.Context) error {
+	c.stop()
+	return c.s.Commit(ctx, c.key, c.lease, []byte("true"))
+}
+
+func (c *storeClaim) Release(ctx context.Context) error {
+	c.stop()
+	return c.s.FailTransient(ctx, c.key, c.lease)
+}
