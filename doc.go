@@ -1,7 +1,51 @@
-// Package idem is the core of the idem toolkit for exactly-once effects.
+// Package idem is the core of the idem toolkit for exactly-once effects:
+// retried requests, redelivered messages and restarted processes do their
+// work once.
 //
-// It defines idempotency keys and namespaces, the header parser and the
-// deterministic key minter, canonical-JSON request fingerprints, the Store
-// contract that every backend implements, the typed wrapper and the one-call
-// helper Do. The core imports only the standard library.
+// # Keys
+//
+// A Key names one operation: a Namespace (the consumer: "http", "charges",
+// "email-job"), an optional scope (the caller it belongs to) and a value.
+// Keys come from two places only, so every Key in a program is valid:
+//
+//   - ParseKey and ParseHeader read the Idempotency-Key header a client
+//     sent (a raw token or an RFC 8941 sf-string; precise *KeyError values
+//     for bad input);
+//   - a Minter derives keys from natural-key parts (tenant, entity,
+//     operation) for calling downstream APIs: the same parts give the same
+//     key in every process, forever.
+//
+// # Fingerprints
+//
+// A Fingerprint identifies the request a key was first used with, so that
+// the same key with another request is caught (Mismatch) instead of
+// replaying the wrong answer. FingerprintJSON and FingerprintRequest hash
+// JSON by its RFC 8785 canonical form (CanonicalJSON): member order,
+// whitespace and escape style do not matter, array order does.
+//
+// # Stores
+//
+// Store is the contract of the backends (store/memstore,
+// store/sqlitestore, store/pgstore, store/redisstore). Begin reserves a key
+// or reports what is recorded: Fresh (you own it, with a Lease carrying a
+// fencing token), PriorResult, PriorError, Mismatch or InFlight. The owner
+// settles the reservation with Commit, FailPermanent or FailTransient; a
+// lapsed lease is taken over by the next Begin and the late owner's calls
+// fail with ErrStaleToken. The SQL stores can also bind to the caller's
+// transaction (TxBound), so that the record and the caller's writes commit
+// together. Package idemtest is the conformance suite every backend passes.
+//
+// # Using it
+//
+// Do is the one-call form: it runs a function at most once per key and
+// replays its result. Typed gives every outcome with typed values. Package
+// idemhttp puts the same semantics in front of HTTP handlers, and cmd/idem
+// in front of any HTTP API.
+//
+// Errors a caller branches on are sentinels (ErrInFlight, ErrMismatch,
+// ErrStaleToken, ErrUnavailable, ErrIncompatibleState…) with typed errors
+// carrying the details (*InFlightError, *MismatchError, *DecodeError,
+// *StoredError…): test them with errors.Is and errors.As.
+//
+// The package imports only the standard library.
 package idem
