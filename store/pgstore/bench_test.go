@@ -309,20 +309,20 @@ func withoutSearchPath(conn string) (string, error) {
 	return u.String(), nil
 }
 
-// benchRounds is how many slices the measured runs are cut into and
-// interleaved, so that a change in the machine's load during the run (it
-// is often shared) weighs on both sides of a ratio alike.
-const benchRounds = 12
+// benchSlice is how many pairs each side runs per turn: short turns, many of
+// them, so that the machine's changing load (it is often shared) weighs
+// on every side alike.
+const benchSlice = 256
 
 // BenchmarkLeaseBeginCommit measures Begin+Commit pairs on fresh keys in
 // lease mode with 32 concurrent workers, and reports, beside ns per pair
 // and pairs/s:
 //
-//   - rate-vs-pgx: pairs/s through the store divided by pairs/s of the same
+//   - throughput-ratio: pairs/s through the store divided by pairs/s of the same
 //     two statements, with the same arguments, issued by a plain pgx loop
 //     on the same pool (target ≥ 0.9), and x-baseline, its inverse (time
 //     per pair relative to the pgx loop, as the bench module reports);
-//   - rate-vs-pgbench: pairs/s through the store divided by pgbench's
+//   - pgbench-throughput-ratio: pairs/s through the store divided by pgbench's
 //     transactions/s running the same two statements with 32 clients
 //     against the same server (when pgbench is installed; only in the
 //     final round, with b.N ≥ 1000).
@@ -339,12 +339,11 @@ func BenchmarkLeaseBeginCommit(b *testing.B) {
 	var own, base time.Duration
 	var pgbenchTPS float64
 	reason := ""
-	for r := range benchRounds {
-		n := b.N / benchRounds
-		if r == 0 {
-			n += b.N % benchRounds
-		}
-		// ABBA order: a steady drift in load favours neither side.
+	rounds := (b.N + benchSlice - 1) / benchSlice
+	for r := range rounds {
+		n := min(benchSlice, b.N-r*benchSlice)
+		// Alternate which side goes first: a steady drift in load
+		// favours neither.
 		if r%2 == 1 {
 			base += e.pgxPairs(b, n)
 		}
@@ -354,20 +353,22 @@ func BenchmarkLeaseBeginCommit(b *testing.B) {
 		if r%2 == 0 {
 			base += e.pgxPairs(b, n)
 		}
-		if withPgbench && reason == "" && r%4 == 0 { // three runs of 2s
-			tps, why := e.pgbenchTPS(2 * time.Second)
-			pgbenchTPS, reason = pgbenchTPS+tps/3, why
+		// Three 2-second pgbench runs, spread over the run.
+		if withPgbench && reason == "" && r%max(1, rounds/3) == 0 && r/max(1, rounds/3) < 3 {
+			t, why := e.pgbenchTPS(2 * time.Second)
+			pgbenchTPS, reason = pgbenchTPS+t/3, why
 		}
 	}
 	ownRate := float64(b.N) / own.Seconds()
 	b.ReportMetric(ownRate, "pairs/s")
-	b.ReportMetric(ownRate/(float64(b.N)/base.Seconds()), "rate-vs-pgx")
+	b.ReportMetric(ownRate/(float64(b.N)/base.Seconds()), "throughput-ratio")
 	b.ReportMetric(own.Seconds()/base.Seconds(), "x-baseline")
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "baseline-ns/op")
 	switch {
 	case !withPgbench:
 	case reason != "":
 		b.Log("no pgbench comparison: " + reason)
 	default:
-		b.ReportMetric(ownRate/pgbenchTPS, "rate-vs-pgbench")
+		b.ReportMetric(ownRate/pgbenchTPS, "pgbench-throughput-ratio")
 	}
 }
