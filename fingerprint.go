@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/idemgo/idem/internal/canonjson"
 )
 
 // fingerprintV1 is the version byte of the only encoding so far.
@@ -89,11 +91,22 @@ func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 	if !p.JSON || len(p.Body) == 0 {
 		return fingerprint("request/raw", method, p.Target, p.Body), nil
 	}
-	c, err := CanonicalJSON(p.Body, p.Limits)
+	var lim CanonicalLimits
+	if p.Limits != nil {
+		lim = *p.Limits
+	}
+	bp := canonicalPool.Get().(*[]byte)
+	c, err := canonjson.AppendCanonical((*bp)[:0], p.Body, lim)
 	if err != nil {
+		canonicalPool.Put(bp)
 		return Fingerprint{}, err
 	}
-	return fingerprint("request/json", method, p.Target, c), nil
+	f := fingerprint("request/json", method, p.Target, c)
+	if cap(c) <= 64<<10 {
+		*bp = c
+		canonicalPool.Put(bp)
+	}
+	return f, nil
 }
 
 // fingerprint hashes the length-prefixed encoding of its fields.
@@ -119,6 +132,9 @@ func fingerprint(kind, method, target string, body []byte) Fingerprint {
 	copy(out[1:], sum[:])
 	return Fingerprint{b: string(out[:])}
 }
+
+// canonicalPool recycles the buffers request bodies are canonicalised into.
+var canonicalPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // encodingPool recycles the buffers fingerprint encodes into.
 var encodingPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

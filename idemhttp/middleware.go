@@ -100,9 +100,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
-	ctx, done := x.storeCtx()
-	o, err := m.cfg.Store.Begin(ctx, key, req, &idem.BeginOpts{Retention: m.cfg.Retention, Lease: m.cfg.Lease})
-	done()
+	call := x.storeCtx()
+	o, err := m.cfg.Store.Begin(call.ctx, key, req, &idem.BeginOpts{Retention: m.cfg.Retention, Lease: m.cfg.Lease})
+	x.done(call)
 	if err != nil {
 		x.ev.Err = err
 		if m.cfg.FailOpen {
@@ -207,21 +207,28 @@ func isJSON(contentType string) bool {
 	return strings.EqualFold(mt, "application/json")
 }
 
-// storeCtx returns the context of a store call, detached from the client's
-// cancellation and bounded by StoreTimeout when set, and a function ending
-// the call that accounts its time.
-func (x *exchange) storeCtx() (context.Context, func()) {
-	start := time.Now()
-	ctx, cancel := x.ctx, context.CancelFunc(nil)
+// storeCall is one store call's context, detached from the client's
+// cancellation and bounded by StoreTimeout when set.
+type storeCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+}
+
+func (x *exchange) storeCtx() storeCall {
+	c := storeCall{ctx: x.ctx, start: time.Now()}
 	if x.m.cfg.StoreTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, x.m.cfg.StoreTimeout)
+		c.ctx, c.cancel = context.WithTimeout(c.ctx, x.m.cfg.StoreTimeout)
 	}
-	return ctx, func() {
-		if cancel != nil {
-			cancel()
-		}
-		x.ev.StoreTime += time.Since(start)
+	return c
+}
+
+// done ends the call and accounts its time.
+func (x *exchange) done(c storeCall) {
+	if c.cancel != nil {
+		c.cancel()
 	}
+	x.ev.StoreTime += time.Since(c.start)
 }
 
 // run executes the handler as the owner of key and records or releases the
@@ -253,9 +260,9 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		return
 	}
 	rec := appendResponse(make([]byte, 0, 64+cw.body.Len()*4/3), cw.status, cw.header, cw.body.Bytes())
-	sctx, done := x.storeCtx()
-	err := store.Commit(sctx, key, lease, rec)
-	done()
+	call := x.storeCtx()
+	err := store.Commit(call.ctx, key, lease, rec)
+	x.done(call)
 	if err != nil {
 		x.ev.Outcome, x.ev.Err = OutcomeReleased, err
 		if !errors.Is(err, idem.ErrStaleToken) {
@@ -268,9 +275,9 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 
 // release frees the key so that a retry runs again.
 func (x *exchange) release(key idem.Key, lease idem.Lease) {
-	ctx, done := x.storeCtx()
-	err := x.m.cfg.Store.FailTransient(ctx, key, lease)
-	done()
+	call := x.storeCtx()
+	err := x.m.cfg.Store.FailTransient(call.ctx, key, lease)
+	x.done(call)
 	if err != nil && x.ev.Err == nil {
 		x.ev.Err = err
 	}
