@@ -37,8 +37,14 @@ fi
 
 echo "install-test-deps: installing ${packages[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+log=$(mktemp)
+if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${packages[@]}"; } >"$log" 2>&1; then
+	cat "$log" >&2
+	rm -f "$log"
+	echo "install-test-deps: apt-get failed" >&2
+	exit 1
+fi
+rm -f "$log"
 
 # stop_service stops a service the install may have started and keeps it
 # from starting at boot.
