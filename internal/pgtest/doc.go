@@ -33,7 +33,9 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 //
-// or, to compose with goleak or with redistest:
+// or, composed with goleak and redistest:
 //
-//	func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(pgtest.Wrap(redistest.Wrap(m)))
+//	}
 package pgtest

@@ -75,7 +75,7 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(socketParent(), "pgtest-")
+	dir, err := os.MkdirTemp(serverParent(own), "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
@@ -98,13 +98,18 @@ func Launch() (*Server, error) {
 	}
 }
 
-// socketParent is where server directories go: the temporary directory,
-// unless its path is too long for a unix socket path inside it.
-func socketParent() string {
-	if dir := os.TempDir(); len(dir) <= 60 {
-		return dir
+// serverParent is where server directories go: the temporary directory,
+// unless the unix socket's path inside it would be too long, or the server
+// runs as another user who may not enter it.
+func serverParent(o owner) string {
+	dir := os.TempDir()
+	if len(dir) > 60 {
+		return "/tmp"
 	}
-	return "/tmp"
+	if info, err := os.Stat(dir); o.cred != nil && (err != nil || info.Mode().Perm()&0o001 == 0) {
+		return "/tmp"
+	}
+	return dir
 }
 
 func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }

@@ -31,7 +31,9 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 //
-// or, to compose with goleak or with pgtest:
+// or, composed with goleak and pgtest:
 //
-//	func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Wrap(m)) }
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(redistest.Wrap(pgtest.Wrap(m)))
+//	}
 package redistest
