@@ -1,0 +1,29 @@
+// Package idemgin adds Idempotency-Key semantics to gin handlers: a retried
+// POST with the same key is answered from the recorded response instead of
+// running twice.
+//
+//	mw, err := idemgin.New(idemhttp.Config{Store: store, RequireKey: true})
+//	if err != nil { … }
+//	router.Use(mw)
+//
+// The middleware is idemhttp's, run around the rest of the gin handler
+// chain, so the behaviour is exactly that package's (see its documentation):
+// which methods are protected, key parsing and scoping, fingerprints,
+// problem+json errors (400, 409, 413, 422, 503), which statuses are stored,
+// which headers are replayed with "Idempotent-Replayed: true", streaming and
+// oversized responses, panics (the key is released and the panic goes on to
+// gin's recovery), and a handler context detached from the client's
+// cancellation. Config is idemhttp.Config; OnEvent reports every protected
+// request as idemhttp.Event.
+//
+// What is gin's own: while a protected request runs, c.Writer keeps gin's
+// conventions (c.Status only sets the status, which is sent with the first
+// body byte or when the chain returns), so the headers recorded are those
+// set before the body, even after c.Status. Its CloseNotify channel never
+// receives, since the handler runs on when the client goes away. A request
+// the middleware answers itself is aborted (c.Abort), so the handlers after
+// the middleware do not run; those before it see the status it sent.
+//
+// This package is a module of its own, so that gin is a dependency only of
+// programs that use it.
+package idemgin

@@ -1,0 +1,51 @@
+package idemgin_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemgo/idem/contrib/idemgin"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// A retried POST with the same Idempotency-Key gets the recorded response;
+// the handler runs once.
+func Example() {
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idemgin.New(idemhttp.Config{Store: store, RequireKey: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	router := gin.New()
+	router.Use(mw)
+	charges := 0
+	router.POST("/charges", func(c *gin.Context) {
+		charges++
+		c.JSON(http.StatusCreated, gin.H{"charge": charges})
+	})
+
+	for range 2 {
+		r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"amount":100}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "order-1")
+		w := httptest.NewRecorder()
+		router.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Body.String(), "replayed:", w.Header().Get("Idempotent-Replayed") == "true")
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// 201 {"charge":1} replayed: false
+	// 201 {"charge":1} replayed: true
+	// charges: 1
+}

@@ -1,0 +1,113 @@
+package idemgin
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// unwritten is the size of a response whose header has not been sent.
+const unwritten = -1
+
+// errHijackAfterBody is returned by Hijack once body bytes were written.
+var errHijackAfterBody = errors.New("idemgin: cannot hijack after the response body was written")
+
+// writer presents the middleware's recording http.ResponseWriter to gin
+// handlers as a gin.ResponseWriter, with gin's conventions: WriteHeader only
+// sets the status, which is sent with the first body byte, an explicit
+// WriteHeaderNow or Flush, or when the chain returns (finish). Sending the
+// header late matters: the middleware records the headers as they are when
+// the status is sent, and gin handlers may set headers after c.Status.
+type writer struct {
+	w      http.ResponseWriter // the middleware's recording writer
+	outer  gin.ResponseWriter  // gin's own writer, for Pusher
+	status int
+	size   int
+	closed chan bool // for CloseNotify; never receives
+}
+
+var _ gin.ResponseWriter = (*writer)(nil)
+
+func newWriter(w http.ResponseWriter, outer gin.ResponseWriter) *writer {
+	return &writer{w: w, outer: outer, status: http.StatusOK, size: unwritten}
+}
+
+func (w *writer) Header() http.Header { return w.w.Header() }
+
+// WriteHeader sets the status to send; once the header was sent it is
+// ignored, as gin does.
+func (w *writer) WriteHeader(code int) {
+	if code > 0 && !w.Written() {
+		w.status = code
+	}
+}
+
+// WriteHeaderNow sends the header unless it was sent already.
+func (w *writer) WriteHeaderNow() {
+	if !w.Written() {
+		w.size = 0
+		w.w.WriteHeader(w.status)
+	}
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	w.WriteHeaderNow()
+	n, err := w.w.Write(p)
+	w.size += n
+	return n, err
+}
+
+func (w *writer) WriteString(s string) (int, error) {
+	w.WriteHeaderNow()
+	n, err := io.WriteString(w.w, s)
+	w.size += n
+	return n, err
+}
+
+func (w *writer) Status() int { return w.status }
+
+func (w *writer) Size() int { return w.size }
+
+func (w *writer) Written() bool { return w.size != unwritten }
+
+// Flush sends what was written so far. The middleware then treats the
+// response as a stream: it is delivered, not recorded.
+func (w *writer) Flush() {
+	w.WriteHeaderNow()
+	_ = http.NewResponseController(w.w).Flush()
+}
+
+// Hijack hands the connection to the handler; the response is not
+// recorded.
+func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.size > 0 {
+		return nil, nil, errHijackAfterBody
+	}
+	w.size = 0 // nothing may be written after this, not even by finish
+	return http.NewResponseController(w.w).Hijack()
+}
+
+// CloseNotify returns a channel that never receives: the handler of a
+// protected request runs to completion whether or not the client stays,
+// and its context is not cancelled when the client goes away either.
+func (w *writer) CloseNotify() <-chan bool {
+	if w.closed == nil {
+		w.closed = make(chan bool)
+	}
+	return w.closed
+}
+
+// Pusher returns the server-push interface of gin's own writer, if any.
+// Pushed responses are separate streams and are never recorded.
+func (w *writer) Pusher() http.Pusher { return w.outer.Pusher() }
+
+// Unwrap gives http.ResponseController access to the recording writer.
+func (w *writer) Unwrap() http.ResponseWriter { return w.w }
+
+// finish sends the header of a response whose handlers set a status (or
+// nothing) without writing a body, as gin does when its chain returns.
+func (w *writer) finish() { w.WriteHeaderNow() }
