@@ -47,7 +47,7 @@ func BenchmarkWindowCheckAndRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	interleave(b, func(lo, hi int) time.Duration {
+	interleave(b, 1<<13, func(lo, hi int) time.Duration {
 		return parallelFor(lo, hi, func(i int) {
 			w.CheckAndRecord(keys[i&mask])
 		})
@@ -136,7 +136,7 @@ func BenchmarkDerive(b *testing.B) {
 			var sink dedup.Key
 			var sum [32]byte
 			b.ReportAllocs()
-			interleave(b, func(lo, hi int) time.Duration {
+			interleave(b, 256, func(lo, hi int) time.Duration {
 				start := time.Now()
 				for range hi - lo {
 					sink = dedup.Derive(session, seq, op)

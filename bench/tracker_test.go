@@ -2,6 +2,7 @@ package bench
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,42 +40,67 @@ func parallelFor(lo, hi int, body func(i int)) time.Duration {
 }
 
 // interleave measures own against baseline over the operations [0, b.N),
-// alternating between them every few thousand operations, and reports the
-// ratio the way reportRatio does ("x-baseline": own time per op over the
-// baseline's, below 1 means faster; "baseline-ns/op"). On a shared machine
-// the load drifts within a second; taking turns exposes both sides to the
-// same drift, where measuring one after the other would not. Each function
-// runs operations [lo, hi) and returns the time they took; b's timer counts
-// only own.
-func interleave(b *testing.B, own, baseline func(lo, hi int) time.Duration) {
+// taking turns every round operations, and reports the metrics reportRatio
+// reports: "x-baseline" (own time per op over the baseline's; below 1 means
+// faster) and "baseline-ns/op", with "ns/op", "B/op" and "allocs/op" being
+// own's alone. On a shared machine the load drifts within a second; taking
+// turns exposes both sides to the same drift, where measuring one after the
+// other would not. Each function runs operations [lo, hi) and returns the
+// time they took, which may leave out set-up it does first.
+//
+// b's timer runs throughout, so that the framework sizes b.N to both sides
+// together; toggling it per round would stop the world to read memory
+// statistics every time.
+func interleave(b *testing.B, round int, own, baseline func(lo, hi int) time.Duration) {
 	b.Helper()
-	const round = 1 << 13
 	var ownTime, baseTime time.Duration
+	var objects, bytes uint64
 	b.ResetTimer()
 	for lo := 0; lo < b.N; lo += round {
 		hi := min(lo+round, b.N)
+		o0, b0 := heapAllocs()
 		ownTime += own(lo, hi)
-		b.StopTimer()
+		o1, b1 := heapAllocs()
+		objects, bytes = objects+o1-o0, bytes+b1-b0
 		baseTime += baseline(lo, hi)
-		b.StartTimer()
 	}
 	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(ownTime.Nanoseconds())/n, "ns/op")
+	b.ReportMetric(float64(objects)/n, "allocs/op")
+	b.ReportMetric(float64(bytes)/n, "B/op")
+	b.ReportMetric(float64(baseTime.Nanoseconds())/n, "baseline-ns/op")
 	if baseTime > 0 {
 		b.ReportMetric(float64(ownTime)/float64(baseTime), "x-baseline")
 	}
-	b.ReportMetric(float64(baseTime.Nanoseconds())/float64(b.N), "baseline-ns/op")
 }
 
-// trackerKeys returns n distinct (scope, key) pairs built from 2^16 key
-// strings and n/2^16+1 scope strings, so that a run of ten million
-// operations does not first build ten million strings.
-func trackerKeys(n int) (scopes, names []string) {
-	const perScope = 1 << 16
-	names = make([]string, perScope)
+// heapAllocs returns how many heap objects and bytes the program has
+// allocated so far, read without stopping the world. Objects count as
+// testing.B counts them: tiny objects, which the runtime packs into shared
+// blocks, one by one.
+func heapAllocs() (objects, bytes uint64) {
+	s := []metrics.Sample{
+		{Name: "/gc/heap/allocs:objects"},
+		{Name: "/gc/heap/tiny/allocs:objects"},
+		{Name: "/gc/heap/allocs:bytes"},
+	}
+	metrics.Read(s)
+	return s[0].Value.Uint64() + s[1].Value.Uint64(), s[2].Value.Uint64()
+}
+
+// trackerRound is how many keys each side of the tracker benchmark takes
+// per turn, into a structure of its own.
+const trackerRound = 1 << 18
+
+// trackerKeys returns trackerRound distinct (scope, key) pairs, as
+// trackerRound/2^16 scopes and 2^16 keys.
+func trackerKeys() (scopes, names []string) {
+	names = make([]string, 1<<16)
 	for i := range names {
 		names[i] = "msg-" + strconv.Itoa(i)
 	}
-	scopes = make([]string, n/perScope+1)
+	scopes = make([]string, trackerRound>>16)
 	for i := range scopes {
 		scopes[i] = "consumer-" + strconv.Itoa(i)
 	}
@@ -91,31 +117,32 @@ var reservedMark, completedMark = new(int), new(int)
 // op, on GOMAXPROCS goroutines (run with -cpu=1,2). Baseline: sync.Map
 // LoadOrStore then Store on the same keys.
 //
-// Both sides keep every key, so their heaps grow with b.N, and sync.Map
-// allocates for every key where the tracker does not. The sides therefore
-// run one after the other, each on a heap collected of the other's keys
-// (reportRatio), so that each pays for its own garbage collection only;
-// interleaving them would bill the tracker for sync.Map's collections.
+// The sides take turns of trackerRound keys, each turn into a new tracker
+// or sync.Map on a heap just collected of the other side's, so each side
+// pays for its own garbage collection only (sync.Map allocates for every
+// key, the tracker does not) and both meet the same drift in the machine's
+// load.
 func BenchmarkTrackerReserveComplete(b *testing.B) {
-	scopes, names := trackerKeys(b.N)
-	tr := tracker.New(tracker.Config{})
-	tr.Start()
-	runtime.GC()
+	scopes, names := trackerKeys()
 	b.ReportAllocs()
-	b.ResetTimer()
-	parallelFor(0, b.N, func(i int) {
-		scope, key := scopes[i>>16], names[i&(1<<16-1)]
-		if !tr.Reserve(scope, key) {
-			panic("fresh key reserved twice")
-		}
-		tr.Complete(scope, key)
-	})
-	b.StopTimer()
-	tr.Stop() // drops the keys
-	reportRatio(b, func(n int) time.Duration {
+	interleave(b, trackerRound, func(lo, hi int) time.Duration {
+		tr := tracker.New(tracker.Config{})
+		tr.Start()
+		defer tr.Stop()
+		runtime.GC()
+		return parallelFor(lo, hi, func(i int) {
+			i -= lo
+			scope, key := scopes[i>>16], names[i&(1<<16-1)]
+			if !tr.Reserve(scope, key) {
+				panic("fresh key reserved twice")
+			}
+			tr.Complete(scope, key)
+		})
+	}, func(lo, hi int) time.Duration {
 		var m sync.Map
 		runtime.GC()
-		return parallelFor(0, n, func(i int) {
+		return parallelFor(lo, hi, func(i int) {
+			i -= lo
 			k := syncMapKey{scopes[i>>16], names[i&(1<<16-1)]}
 			if _, loaded := m.LoadOrStore(k, reservedMark); loaded {
 				panic("fresh key stored twice")
