@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // NewRequest builds the Request for a JSON payload: its fingerprint is
@@ -37,7 +38,8 @@ func CheckBegin(key Key, req Request, opts *BeginOpts, maxPayload int) error {
 
 // CheckPayload validates a JSON payload against a size limit (0 means
 // DefaultMaxPayload): *PayloadTooLargeError when too large, ErrInvalidPayload
-// when not JSON.
+// when not JSON or not valid UTF-8 (which encoding/json alone would let
+// through, and some databases reject).
 func CheckPayload(what string, b []byte, maxPayload int) error {
 	if maxPayload <= 0 {
 		maxPayload = DefaultMaxPayload
@@ -47,6 +49,9 @@ func CheckPayload(what string, b []byte, maxPayload int) error {
 	}
 	if !json.Valid(b) {
 		return fmt.Errorf("%w: %s", ErrInvalidPayload, what)
+	}
+	if !utf8.Valid(b) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidPayload, what)
 	}
 	return nil
 }

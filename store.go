@@ -62,8 +62,13 @@ type Store interface {
 	//   PriorResult  committed with the same fingerprint: replay Result;
 	//   PriorError   failed permanently with the same fingerprint: replay Error;
 	//   Mismatch     a record with another fingerprint (in any state; this
-	//                takes precedence over InFlight);
-	//   InFlight     in progress under a live lease held by someone else.
+	//                takes precedence over InFlight, as far as the record is
+	//                visible: a reservation still uncommitted in another
+	//                transaction, or being created this very moment, is
+	//                InFlight whatever its fingerprint);
+	//   InFlight     in progress under a live lease held by someone else;
+	//                RetryAfter is a hint (the rest of the lease when known,
+	//                else the store's lease duration).
 	Begin(ctx context.Context, key Key, req Request, opts *BeginOpts) (Outcome, error)
 
 	// Commit records result (a JSON document, replayed byte for byte) as the
@@ -123,8 +128,8 @@ type Lease struct {
 	Fence int64
 	// ExpiresAt is when another Begin may take the key over.
 	ExpiresAt time.Time
-	// TTL is the length of the lease as granted (and as Heartbeat extends
-	// it by default).
+	// TTL is the length of the lease as granted. KeepAlive extends the
+	// lease by it; Heartbeat with extend 0 uses the store's lease instead.
 	TTL time.Duration
 }
 

@@ -406,6 +406,10 @@ func testBadInput(t *testing.T, b *bundle) {
 	if _, err := b.store.Begin(ctx, k, bad, nil); !errors.Is(err, idem.ErrInvalidPayload) {
 		t.Errorf("Begin with invalid JSON: %v, want ErrInvalidPayload", err)
 	}
+	badUTF8 := idem.Request{Fingerprint: r.Fingerprint, Payload: []byte("\"\xff\"")}
+	if _, err := b.store.Begin(ctx, k, badUTF8, nil); !errors.Is(err, idem.ErrInvalidPayload) {
+		t.Errorf("Begin with invalid UTF-8: %v, want ErrInvalidPayload", err)
+	}
 	if _, err := b.store.Begin(ctx, k, r, &idem.BeginOpts{Retention: -time.Second}); err == nil {
 		t.Error("Begin with a negative retention succeeded")
 	}
