@@ -7,14 +7,17 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
+	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/store/memstore"
+	"github.com/idemgo/idem/store/pgstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 type msg struct {
 	ID   string
@@ -27,6 +30,22 @@ func ledgers(t *testing.T) map[string]func() consumer.Ledger {
 		"store": func() consumer.Ledger {
 			s, err := memstore.New(memstore.Config{})
 			if err != nil {
+				t.Fatal(err)
+			}
+			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
+		},
+		"postgres": func() consumer.Ledger {
+			ctx := context.Background()
+			pool, err := pgxpool.New(ctx, pgtest.URL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			s, err := pgstore.New(pool, pgstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
 			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
