@@ -25,7 +25,7 @@ import (
 type Server struct {
 	bin   binaries
 	owner owner
-	dir   string // holds data/, the unix socket and postgres.log
+	work  workDir // holds data/, the unix socket and postgres.log
 	port  int
 
 	mu     sync.Mutex
@@ -75,13 +75,13 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(serverParent(own), "pgtest-")
+	work, err := newWorkDir(serverParent(own))
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	s := &Server{bin: bin, owner: own, dir: dir}
+	s := &Server{bin: bin, owner: own, work: work}
 	if err := s.initdb(); err != nil {
-		_ = os.RemoveAll(dir)
+		_ = work.remove()
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
@@ -92,7 +92,7 @@ func Launch() (*Server, error) {
 			return s, nil
 		}
 		if attempt == 5 || !errors.Is(err, errPortTaken) {
-			_ = os.RemoveAll(dir)
+			_ = work.remove()
 			return nil, err
 		}
 	}
@@ -112,13 +112,13 @@ func serverParent(o owner) string {
 	return dir
 }
 
-func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
-func (s *Server) logFile() string { return filepath.Join(s.dir, "postgres.log") }
+func (s *Server) dataDir() string { return filepath.Join(s.work.path, "data") }
+func (s *Server) logFile() string { return filepath.Join(s.work.path, "postgres.log") }
 
 // initdb creates the cluster: superuser postgres, trust authentication,
 // UTF-8, the C locale, and no fsync while writing it.
 func (s *Server) initdb() error {
-	if err := s.owner.give(s.dir); err != nil {
+	if err := s.owner.give(s.work.path); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	cmd := exec.Command(s.bin.initdb,
@@ -129,7 +129,7 @@ func (s *Server) initdb() error {
 		"--locale", "C",
 		"--no-sync",
 	)
-	cmd.Dir = s.dir
+	cmd.Dir = s.work.path
 	cmd.SysProcAttr = s.owner.attr(syscall.SIGKILL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgtest: %s: %v\n%s", s.bin.initdb, err, out)
@@ -169,14 +169,14 @@ func (s *Server) Start() error {
 		"-D", s.dataDir(),
 		"-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+s.dir,
+		"-c", "unix_socket_directories="+s.work.path,
 		// fsync=off costs nothing when the server process dies, only when
 		// the machine does; commits stay synchronous, so a commit that
 		// returned survives Kill, as fault tests expect.
 		"-c", "fsync=off",
 		"-c", "max_connections=300",
 	)
-	cmd.Dir = s.dir
+	cmd.Dir = s.work.path
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = s.owner.attr(syscall.SIGQUIT) // SIGQUIT: immediate shutdown
 	p, err := startProcess(cmd)
@@ -284,7 +284,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.stop()
-	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+	if rmErr := s.work.remove(); rmErr != nil && err == nil {
 		err = fmt.Errorf("pgtest: %w", rmErr)
 	}
 	return err

@@ -21,7 +21,7 @@ import (
 // use.
 type Server struct {
 	bin   binaries
-	dir   string   // the working directory: redis.log, dump.rdb, nodes.conf
+	work  workDir  // the working directory: redis.log, dump.rdb, nodes.conf
 	port  int      //
 	extra []string // more configuration, for cluster nodes
 
@@ -72,11 +72,11 @@ func launch(choose func() (int, error), extra []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest-")
+	work, err := newWorkDir(os.TempDir())
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{bin: bin, dir: dir, extra: extra}
+	s := &Server{bin: bin, work: work, extra: extra}
 	for attempt := 1; ; attempt++ {
 		if s.port, err = choose(); err == nil {
 			err = s.Start()
@@ -85,13 +85,13 @@ func launch(choose func() (int, error), extra []string) (*Server, error) {
 			return s, nil
 		}
 		if attempt == 5 || !errors.Is(err, errPortTaken) {
-			_ = os.RemoveAll(dir)
+			_ = work.remove()
 			return nil, err
 		}
 	}
 }
 
-func (s *Server) logFile() string { return filepath.Join(s.dir, "redis.log") }
+func (s *Server) logFile() string { return filepath.Join(s.work.path, "redis.log") }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string {
@@ -128,13 +128,13 @@ func (s *Server) Start() error {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--dir", s.dir,
+		"--dir", s.work.path,
 		"--daemonize", "no",
 		"--save", "",
 		"--appendonly", "no",
 	}
 	cmd := exec.Command(s.bin.server, append(args, s.extra...)...)
-	cmd.Dir = s.dir
+	cmd.Dir = s.work.path
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // a terminal's interrupt reaches only the test process
@@ -232,7 +232,7 @@ func (s *Server) Kill() error {
 	s.proc = nil
 	exited := p.exited()
 	p.kill()
-	_ = os.Remove(filepath.Join(s.dir, "dump.rdb")) // a crash loses what a Stop saved since
+	_ = os.Remove(filepath.Join(s.work.path, "dump.rdb")) // a crash loses what a Stop saved since
 	if exited {
 		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.err)
 	}
@@ -249,7 +249,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.stop(false)
-	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+	if rmErr := s.work.remove(); rmErr != nil && err == nil {
 		err = fmt.Errorf("redistest: %w", rmErr)
 	}
 	return err
