@@ -20,7 +20,8 @@
 // An interrupt, termination or hang-up signal stops and removes the servers
 // of running tests before it ends the test process. Should the process die
 // some other way, each server it started gets an immediate-shutdown signal
-// from the kernel, though its directory stays.
+// from the kernel, and the next Launch on the machine removes the
+// directories the dead process left.
 //
 // When no server can be had, because TEST_DATABASE_URL is unset and the
 // PostgreSQL binaries are not installed, the test is skipped with a message

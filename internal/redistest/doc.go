@@ -18,8 +18,8 @@
 //
 // An interrupt, termination or hang-up signal stops and removes the servers
 // of running tests before it ends the test process. Should the process die
-// some other way, the kernel kills each server it started, though the
-// server's directory stays.
+// some other way, the kernel kills each server it started, and the next
+// Launch on the machine removes the directories the dead process left.
 //
 // When no server can be had, because TEST_REDIS_URL is unset and
 // redis-server is not installed, the test is skipped with a message that
