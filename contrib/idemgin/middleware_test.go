@@ -1,0 +1,596 @@
+package idemgin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/goleak"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/contrib/idemgin"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	goleak.VerifyTestMain(m)
+}
+
+// upstream is a counting gin handler standing in for the protected API.
+type upstream struct {
+	n       atomic.Int32
+	status  int
+	header  http.Header
+	body    string
+	hold    chan struct{} // when set, requests wait on it
+	started chan struct{} // when set, receives once per request as it starts
+}
+
+func (u *upstream) handle(c *gin.Context) {
+	n := u.n.Add(1)
+	if u.started != nil {
+		u.started <- struct{}{}
+	}
+	if u.hold != nil {
+		<-u.hold
+	}
+	for k, v := range u.header {
+		for _, s := range v {
+			c.Writer.Header().Add(k, s)
+		}
+	}
+	status := u.status
+	if status == 0 {
+		status = http.StatusCreated
+	}
+	body := u.body
+	if body == "" {
+		b, _ := io.ReadAll(c.Request.Body)
+		body = `{"run":` + strconv.Itoa(int(n)) + `,"echo":` + strconv.Quote(string(b)) + `}`
+	}
+	c.Data(status, "application/json", []byte(body))
+}
+
+type bundle struct {
+	store  *memstore.Store
+	clock  *idemtest.Clock
+	up     *upstream
+	engine *gin.Engine
+	after  atomic.Int32 // runs of the handler registered after the middleware
+	events chan idemhttp.Event
+}
+
+func setup(t *testing.T, cfg idemhttp.Config) *bundle {
+	t.Helper()
+	clock := idemtest.NewClock()
+	s, err := memstore.New(memstore.Config{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{store: s, clock: clock, up: &upstream{}, events: make(chan idemhttp.Event, 1000)}
+	if cfg.Store == nil {
+		cfg.Store = s
+	}
+	cfg.OnEvent = func(e idemhttp.Event) { b.events <- e }
+	mw, err := idemgin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.engine = gin.New()
+	b.engine.Use(mw, func(c *gin.Context) { b.after.Add(1) })
+	b.engine.Any("/*path", b.up.handle)
+	return b
+}
+
+type reqOpt func(*http.Request)
+
+func header(k, v string) reqOpt { return func(r *http.Request) { r.Header.Add(k, v) } }
+
+func key(v string) reqOpt { return header("Idempotency-Key", v) }
+
+func serve(h http.Handler, method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	for _, o := range opts {
+		o(r)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func (b *bundle) do(method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
+	return serve(b.engine, method, target, body, opts...)
+}
+
+func replayed(w *httptest.ResponseRecorder) bool {
+	return w.Header().Get("Idempotent-Replayed") == "true"
+}
+
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p idemhttp.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("problem body %q: %v", w.Body, err)
+	}
+	if p.Type != typ || p.Status != status {
+		t.Errorf("problem = %+v, want type %s status %d", p, typ, status)
+	}
+}
+
+func wantRuns(t *testing.T, b *bundle, n int) {
+	t.Helper()
+	if got := int(b.up.n.Load()); got != n {
+		t.Fatalf("handler ran %d times, want %d", got, n)
+	}
+	if got := int(b.after.Load()); got != n {
+		t.Fatalf("the middleware after idemgin ran %d times, want %d", got, n)
+	}
+}
+
+func TestH1SFStringAndRawAreOneKey(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	w1 := b.do("POST", "/charges", `{"a":1}`, key(`"k1"`))
+	w2 := b.do("POST", "/charges", `{"a":1}`, key(`k1`))
+	if w1.Code != 201 || w2.Code != 201 || w1.Body.String() != w2.Body.String() {
+		t.Fatalf("responses %d %q / %d %q", w1.Code, w1.Body, w2.Code, w2.Body)
+	}
+	if replayed(w1) || !replayed(w2) {
+		t.Errorf("replayed: first %v, retry %v", replayed(w1), replayed(w2))
+	}
+	if w1.Body.String() != `{"run":1,"echo":"{\"a\":1}"}` {
+		t.Errorf("the handler did not read the body: %s", w1.Body)
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH2MissingKey(t *testing.T) {
+	t.Run("required", func(t *testing.T) {
+		b := setup(t, idemhttp.Config{RequireKey: true})
+		wantProblem(t, b.do("POST", "/charges", `{}`), 400, idemhttp.ProblemKeyMissing)
+		wantRuns(t, b, 0)
+	})
+	t.Run("optional", func(t *testing.T) {
+		b := setup(t, idemhttp.Config{})
+		for range 2 {
+			if w := b.do("POST", "/charges", `{}`); w.Code != 201 || replayed(w) {
+				t.Fatalf("status %d, replayed %v", w.Code, replayed(w))
+			}
+		}
+		wantRuns(t, b, 2)
+	})
+}
+
+func TestH3InvalidKeys(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	k255 := strings.Repeat("k", 255)
+	for _, tc := range []struct {
+		name string
+		opts []reqOpt
+	}{
+		{"empty", []reqOpt{key("")}},
+		{"blank", []reqOpt{key("   ")}},
+		{"256 bytes", []reqOpt{key(k255 + "k")}},
+		{"control character", []reqOpt{key("a\x01b")}},
+		{"two header lines", []reqOpt{key("a"), key("b")}},
+		{"malformed sf-string", []reqOpt{key(`"abc`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProblem(t, b.do("POST", "/charges", `{}`, tc.opts...), 400, idemhttp.ProblemKeyInvalid)
+		})
+	}
+	wantRuns(t, b, 0)
+	if w := b.do("POST", "/charges", `{}`, key(k255)); w.Code != 201 {
+		t.Errorf("a 255-byte key got %d", w.Code)
+	}
+	b.do("POST", "/charges", `{}`, key("Case"))
+	if w := b.do("POST", "/charges", `{}`, key("case")); replayed(w) {
+		t.Error("keys are not case-sensitive")
+	}
+	wantRuns(t, b, 3)
+}
+
+func TestH4MethodsPassThrough(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	for _, m := range []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"} {
+		for range 2 {
+			if w := b.do(m, "/x", ``, key("same")); replayed(w) || w.Code != 201 {
+				t.Errorf("%s: %d, replayed %v", m, w.Code, replayed(w))
+			}
+		}
+	}
+	wantRuns(t, b, 10)
+	// gin routes upper-case methods only, so "post" never reaches a handler.
+	b.do("PATCH", "/y", `{}`, key("k-patch"))
+	if w := b.do("PATCH", "/y", `{}`, key("k-patch")); !replayed(w) {
+		t.Error("PATCH is not protected")
+	}
+	wantRuns(t, b, 11)
+}
+
+func TestH5ReplayIsExact(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.header = http.Header{
+		"Location":   {"/charges/ch_1"},
+		"X-Internal": {"not allowlisted"},
+	}
+	first := b.do("POST", "/charges", `{"a":1}`, key("k5"))
+	if first.Code != 201 || first.Header().Get("X-Internal") == "" {
+		t.Fatalf("first response %d %v", first.Code, first.Header())
+	}
+	for i := range 10 {
+		w := b.do("POST", "/charges", `{"a":1}`, key("k5"))
+		if w.Code != 201 || !bytes.Equal(w.Body.Bytes(), first.Body.Bytes()) || !replayed(w) {
+			t.Fatalf("retry %d: %d %q replayed %v, want 201 %q", i, w.Code, w.Body, replayed(w), first.Body)
+		}
+		for _, h := range []string{"Location", "Content-Type"} {
+			if w.Header().Get(h) != first.Header().Get(h) {
+				t.Errorf("retry %d: %s = %q, want %q", i, h, w.Header().Get(h), first.Header().Get(h))
+			}
+		}
+		if w.Header().Get("X-Internal") != "" {
+			t.Error("a header outside the allowlist was replayed")
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH6CookiesNeverReplayed(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s, ReplayHeaders: append([]string{"Set-Cookie"}, idemhttp.DefaultReplayHeaders...)})
+	e := gin.New()
+	e.POST("/x", mw, func(c *gin.Context) {
+		c.SetCookie("session", "secret", 60, "/", "", true, true)
+		c.JSON(201, gin.H{"ok": true})
+	})
+	if w := serve(e, "POST", "/x", `{}`, key("k6")); w.Header().Get("Set-Cookie") == "" {
+		t.Fatal("the first response has no cookie")
+	}
+	w := serve(e, "POST", "/x", `{}`, key("k6"))
+	if !replayed(w) || w.Header().Get("Set-Cookie") != "" {
+		t.Errorf("replayed %v, Set-Cookie %q", replayed(w), w.Header().Get("Set-Cookie"))
+	}
+}
+
+func TestH8MismatchLeavesRecord(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.body = `{"secret":"original-response"}`
+	b.do("POST", "/x?q=1", `{"card":"4242"}`, key("k8"))
+	for name, w := range map[string]*httptest.ResponseRecorder{
+		"body":   b.do("POST", "/x?q=1", `{"card":"0000"}`, key("k8")),
+		"path":   b.do("POST", "/y?q=1", `{"card":"4242"}`, key("k8")),
+		"query":  b.do("POST", "/x?q=2", `{"card":"4242"}`, key("k8")),
+		"method": b.do("PATCH", "/x?q=1", `{"card":"4242"}`, key("k8")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantProblem(t, w, 422, idemhttp.ProblemKeyReused)
+			if s := w.Body.String(); strings.Contains(s, "4242") || strings.Contains(s, "original-response") {
+				t.Errorf("problem leaks the original: %s", s)
+			}
+		})
+	}
+	wantRuns(t, b, 1)
+	if w := b.do("POST", "/x?q=1", `{"card":"4242"}`, key("k8")); !replayed(w) || w.Body.String() != `{"secret":"original-response"}` {
+		t.Errorf("original no longer replays: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestH9H10InFlight(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 1)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- b.do("POST", "/x", `{"a":1}`, key("k9")) }()
+	<-b.up.started
+	wantProblem(t, b.do("POST", "/x", `{"a":2}`, key("k9")), 422, idemhttp.ProblemKeyReused)
+	w := b.do("POST", "/x", `{"a":1}`, key("k9"))
+	wantProblem(t, w, 409, idemhttp.ProblemInProgress)
+	if ra, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After = %q, want >= 1 s", w.Header().Get("Retry-After"))
+	}
+	close(b.up.hold)
+	first := <-done
+	if first.Code != 201 {
+		t.Fatalf("original = %d", first.Code)
+	}
+	if w := b.do("POST", "/x", `{"a":1}`, key("k9")); !replayed(w) || w.Body.String() != first.Body.String() {
+		t.Errorf("after completion: %d %s, want the replay", w.Code, w.Body)
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH10FiftyConcurrent(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	start := make(chan struct{})
+	for i := range codes {
+		wg.Go(func() {
+			<-start
+			codes[i] = b.do("POST", "/x", `{"a":1}`, key("k10")).Code
+		})
+	}
+	close(start)
+	wg.Wait()
+	wantRuns(t, b, 1)
+	for _, c := range codes {
+		if c != 201 && c != 409 {
+			t.Errorf("status %d, want 201 or 409", c)
+		}
+	}
+}
+
+func TestH12StoredStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		stored bool
+	}{
+		{200, true}, {201, true}, {404, true}, {409, false}, {429, false}, {500, false}, {503, false},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			b := setup(t, idemhttp.Config{})
+			b.up.status = tc.status
+			b.do("POST", "/x", `{}`, key("k12"))
+			w := b.do("POST", "/x", `{}`, key("k12"))
+			if replayed(w) != tc.stored || w.Code != tc.status {
+				t.Fatalf("retry: %d replayed %v, want %d replayed %v", w.Code, replayed(w), tc.status, tc.stored)
+			}
+			want := 1
+			if !tc.stored {
+				want = 2
+			}
+			wantRuns(t, b, want)
+		})
+	}
+}
+
+// gin's c.Status only sets the status: headers set after it are still
+// sent, and recorded, and a response without a body is recorded when the
+// chain returns.
+func TestStatusWithoutBody(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	var runs atomic.Int32
+	e := gin.New()
+	e.POST("/x", mw, func(c *gin.Context) {
+		runs.Add(1)
+		c.Status(http.StatusAccepted)
+		c.Header("Location", "/jobs/1")
+		if c.Writer.Status() != http.StatusAccepted || c.Writer.Written() {
+			t.Errorf("gin writer: status %d, written %v", c.Writer.Status(), c.Writer.Written())
+		}
+	})
+	for i := range 2 {
+		w := serve(e, "POST", "/x", ``, key("k"))
+		if w.Code != http.StatusAccepted || w.Header().Get("Location") != "/jobs/1" || replayed(w) != (i == 1) {
+			t.Fatalf("response %d: %d %v", i, w.Code, w.Header())
+		}
+	}
+	if runs.Load() != 1 {
+		t.Errorf("runs = %d, want 1", runs.Load())
+	}
+}
+
+// Handlers before the middleware see the status it sent, replays and
+// errors included.
+func TestOuterMiddlewareSeesStatus(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	var statuses []int
+	e := gin.New()
+	e.Use(func(c *gin.Context) {
+		c.Next()
+		statuses = append(statuses, c.Writer.Status())
+	}, mw)
+	e.POST("/x", func(c *gin.Context) { c.JSON(201, gin.H{}) })
+	serve(e, "POST", "/x", `{}`, key("k"))
+	serve(e, "POST", "/x", `{}`, key("k"))
+	serve(e, "POST", "/x", `{"other":1}`, key("k"))
+	if want := []int{201, 201, 422}; !equal(statuses, want) {
+		t.Errorf("statuses seen outside = %v, want %v", statuses, want)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// failingStore is an idem.Store whose backend is down.
+type failingStore struct{ idem.Store }
+
+func (failingStore) Begin(context.Context, idem.Key, idem.Request, *idem.BeginOpts) (idem.Outcome, error) {
+	return idem.Outcome{}, idem.Unavailable(errors.New("connection refused"))
+}
+
+func TestH18StoreUnavailable(t *testing.T) {
+	b := setup(t, idemhttp.Config{Store: failingStore{}})
+	wantProblem(t, b.do("POST", "/x", `{}`, key("k18")), 503, idemhttp.ProblemStoreUnavailable)
+	wantRuns(t, b, 0)
+	open := setup(t, idemhttp.Config{Store: failingStore{}, FailOpen: true})
+	if w := open.do("POST", "/x", `{}`, key("k18")); w.Code != 201 {
+		t.Errorf("fail-open: %d", w.Code)
+	}
+	wantRuns(t, open, 1)
+}
+
+func TestH19Limits(t *testing.T) {
+	b := setup(t, idemhttp.Config{MaxBody: 1024, MaxCapture: 64})
+	wantProblem(t, b.do("POST", "/x", strings.Repeat("x", 1025), key("big")), 413, idemhttp.ProblemBodyTooLarge)
+	wantRuns(t, b, 0)
+	body := strings.Repeat("y", 1024)
+	if w := b.do("POST", "/x", body, key("k19")); w.Code != 201 || !strings.Contains(w.Body.String(), body) {
+		t.Fatalf("large response: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	if w := b.do("POST", "/x", body, key("k19")); replayed(w) {
+		t.Error("a response over the capture cap was stored")
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestH19StreamingNotStored(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	var runs atomic.Int32
+	e := gin.New()
+	e.POST("/events", mw, func(c *gin.Context) {
+		runs.Add(1)
+		i := 0
+		c.Stream(func(w io.Writer) bool {
+			i++
+			_, _ = io.WriteString(w, "data: "+strconv.Itoa(i)+"\n\n")
+			return i < 2
+		})
+	})
+	for range 2 {
+		w := serve(e, "POST", "/events", ``, key("s1"))
+		if w.Body.String() != "data: 1\n\ndata: 2\n\n" || !w.Flushed || replayed(w) {
+			t.Fatalf("stream delivered %q flushed=%v replayed=%v", w.Body, w.Flushed, replayed(w))
+		}
+	}
+	if runs.Load() != 2 {
+		t.Errorf("runs = %d, want 2 (streams are not stored)", runs.Load())
+	}
+}
+
+// A panic releases the key and goes on to gin's recovery, which answers
+// 500 through gin's own writer; the retry runs again.
+func TestPanicReleasesKey(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	var runs atomic.Int32
+	var recovered any
+	e := gin.New()
+	e.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, err any) {
+		recovered = err
+		c.AbortWithStatus(http.StatusInternalServerError)
+	}), mw)
+	e.POST("/x", func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		c.JSON(201, gin.H{"run": 2})
+	})
+	if w := serve(e, "POST", "/x", `{}`, key("p1")); w.Code != 500 || recovered != "boom" {
+		t.Fatalf("panicking request: %d, recovered %v", w.Code, recovered)
+	}
+	if w := serve(e, "POST", "/x", `{}`, key("p1")); w.Code != 201 || replayed(w) {
+		t.Fatalf("retry after a panic: %d replayed %v", w.Code, replayed(w))
+	}
+	if w := serve(e, "POST", "/x", `{}`, key("p1")); !replayed(w) {
+		t.Fatal("the retry's result was not recorded")
+	}
+	if runs.Load() != 2 {
+		t.Errorf("runs = %d, want 2", runs.Load())
+	}
+}
+
+// H21: the client's cancellation does not reach the handler; its result is
+// recorded and the retry replays.
+func TestH21ClientDisconnectDoesNotCancel(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	ctx, cancel := context.WithCancel(context.Background())
+	var sawCancel atomic.Bool
+	e := gin.New()
+	e.ContextWithFallback = true
+	e.POST("/x", mw, func(c *gin.Context) {
+		cancel() // the client goes away mid-request
+		sawCancel.Store(c.Request.Context().Err() != nil || c.Err() != nil)
+		select {
+		case <-c.Writer.CloseNotify():
+			sawCancel.Store(true)
+		default:
+		}
+		c.JSON(201, gin.H{"done": true})
+	})
+	serve(e, "POST", "/x", `{}`, key("k21"), func(r *http.Request) { *r = *r.WithContext(ctx) })
+	if sawCancel.Load() {
+		t.Fatal("the handler saw the client's cancellation")
+	}
+	if w := serve(e, "POST", "/x", `{}`, key("k21")); !replayed(w) || w.Body.String() != `{"done":true}` {
+		t.Errorf("retry after disconnect: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestH14RetentionExpiry(t *testing.T) {
+	b := setup(t, idemhttp.Config{Retention: time.Hour})
+	b.do("POST", "/x", `{}`, key("k14"))
+	b.clock.Advance(time.Hour - time.Second)
+	if w := b.do("POST", "/x", `{}`, key("k14")); !replayed(w) {
+		t.Fatal("not replayed within the retention")
+	}
+	b.clock.Advance(time.Second)
+	if w := b.do("POST", "/x", `{}`, key("k14")); replayed(w) {
+		t.Fatal("replayed after the retention")
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestH17ScopesAreIndependent(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.do("POST", "/x", `{"a":1}`, key("k17"), header("Authorization", "Bearer alice"))
+	w := b.do("POST", "/x", `{"a":2}`, key("k17"), header("Authorization", "Bearer bob"))
+	if w.Code != 201 || replayed(w) {
+		t.Fatalf("bob: %d replayed %v", w.Code, replayed(w))
+	}
+	wa := b.do("POST", "/x", `{"a":1}`, key("k17"), header("Authorization", "Bearer alice"))
+	wb := b.do("POST", "/x", `{"a":2}`, key("k17"), header("Authorization", "Bearer bob"))
+	if !replayed(wa) || !replayed(wb) || !strings.Contains(wa.Body.String(), `\"a\":1`) || !strings.Contains(wb.Body.String(), `\"a\":2`) {
+		t.Errorf("replays: alice %s, bob %s", wa.Body, wb.Body)
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestEvents(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.do("POST", "/x", `{}`, key("e"))
+	b.do("POST", "/x", `{}`, key("e"))
+	b.do("POST", "/x", `{"other":1}`, key("e"))
+	b.do("GET", "/x", ``, key("e"))
+	var got []idemhttp.Outcome
+	for len(b.events) > 0 {
+		e := <-b.events
+		got = append(got, e.Outcome)
+		if e.Outcome == idemhttp.OutcomeExecuted && e.Status != 201 {
+			t.Errorf("executed event status %d", e.Status)
+		}
+	}
+	want := []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed, idemhttp.OutcomeMismatch}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+func TestConfigError(t *testing.T) {
+	if _, err := idemgin.New(idemhttp.Config{}); err == nil || !strings.Contains(err.Error(), "Config.Store") {
+		t.Errorf("New without a store = %v, want an error naming Config.Store", err)
+	}
+}
