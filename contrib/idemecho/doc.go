@@ -1,0 +1,31 @@
+// Package idemecho adds Idempotency-Key semantics to echo handlers: a
+// retried POST with the same key is answered from the recorded response
+// instead of running twice.
+//
+//	mw, err := idemecho.New(idemhttp.Config{Store: store, RequireKey: true})
+//	if err != nil { … }
+//	e.Use(mw)
+//
+// The middleware is idemhttp's, run around the next echo handler, so the
+// behaviour is exactly that package's (see its documentation): which
+// methods are protected, key parsing and scoping, fingerprints,
+// problem+json errors (400, 409, 413, 422, 503), which statuses are stored,
+// which headers are replayed with "Idempotent-Replayed: true", streaming and
+// oversized responses, panics (the key is released and the panic goes on to
+// echo's Recover middleware, if any), and a handler context detached from
+// the client's cancellation. Config is idemhttp.Config; OnEvent reports
+// every protected request as idemhttp.Event.
+//
+// What is echo's own: echo renders a handler's returned error after the
+// middleware chain has returned, too late to be recorded. On protected
+// requests the middleware therefore renders it itself with c.Error, so that
+// an echo.HTTPError(404) is stored and replayed like any 404, and an
+// HTTPError(500) releases the key like any 5xx (see New).
+//
+// Register it with e.Use (after routing, so that unknown routes are
+// answered as the router answers them) before any middleware that reads the
+// request body.
+//
+// This package is a module of its own, so that echo is a dependency only
+// of programs that use it.
+package idemecho
