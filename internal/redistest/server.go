@@ -21,8 +21,8 @@ import (
 // use.
 type Server struct {
 	bin   binaries
-	work  workDir  // the working directory: redis.log, dump.rdb, nodes.conf
-	port  int      //
+	work  workDir // the working directory: redis.log, dump.rdb, nodes.conf
+	port  int
 	extra []string // more configuration, for cluster nodes
 
 	mu     sync.Mutex

@@ -11,7 +11,7 @@ import (
 var shared struct {
 	mu       sync.Mutex
 	resolved bool    // url or err is set
-	url      string  //
+	url      string  // its URL
 	err      error   // why there is no server
 	srv      *Server // non-nil when this process started it
 }
