@@ -1,0 +1,194 @@
+package durable
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Config configures a Client. A nil or zero Config makes a client that can
+// insert, signal, inspect and migrate, but not Start: running steps needs
+// FSMs and Queues.
+type Config struct {
+	// ID names this engine in the rows it leases (lease_owner) and in
+	// telemetry. It must be unique among the engines sharing a database.
+	// Defaults to the host name, the process id and random hex.
+	ID string
+
+	// FSMs are the FSM definitions this engine runs, each *FSM[S]. Rows of
+	// other FSMs, or other versions, picked from its queues are retried
+	// with backoff (ErrUnknownFSM). Two definitions with one name and
+	// version are an error.
+	FSMs []Definition
+
+	// Queues are the queues this engine picks from, by name, each with its
+	// concurrency. Required for Start.
+	Queues map[string]QueueConfig
+
+	// PollInterval is how often each queue's picker looks for runnable
+	// rows when nothing woke it earlier, and how often expired await
+	// deadlines are looked for. Defaults to 1s.
+	PollInterval time.Duration
+
+	// PollOnly turns the LISTEN/NOTIFY wake-up hints off. Inserts and
+	// signals always send a NOTIFY on the "durable_wakeup" channel; unless
+	// PollOnly is set, a started engine holds one connection of the pool
+	// that LISTENs for them and wakes the queue's picker at once. The
+	// engine is correct without them: they only cut latency. Defaults to
+	// false.
+	PollOnly bool
+
+	// LeaseTTL is how long a claimed row stays leased to this engine
+	// without a heartbeat. When a lease expires the reaper of any engine
+	// returns the row to runnable with its attempt increased, and the
+	// outcome of the step that held it is no longer committed. Defaults to
+	// 30s.
+	LeaseTTL time.Duration
+
+	// HeartbeatInterval is how often the leases of the rows this engine
+	// holds are extended by LeaseTTL. It must be below LeaseTTL. Defaults
+	// to LeaseTTL/3.
+	HeartbeatInterval time.Duration
+
+	// ReaperInterval is how often this engine looks for expired leases.
+	// Defaults to HeartbeatInterval.
+	ReaperInterval time.Duration
+
+	// GCRetention is how long done and failed rows are kept after they
+	// finished, for inspection and to keep correlation keys whose scope
+	// includes their status reserved. A negative value keeps them forever.
+	// Defaults to 24h.
+	GCRetention time.Duration
+
+	// GCInterval is how often this engine collects terminal rows past
+	// GCRetention. Defaults to 1m.
+	GCInterval time.Duration
+
+	// GCBatch is how many rows one GC statement deletes, so that no
+	// statement holds many locks or runs long; a pass repeats it until
+	// fewer are left. Defaults to 1000.
+	GCBatch int
+
+	// Logger receives the engine's errors and notable events. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Hooks receive telemetry events. Defaults to none.
+	Hooks Hooks
+}
+
+// QueueConfig configures one queue of an engine.
+type QueueConfig struct {
+	// Concurrency is how many steps of the queue this engine runs at once.
+	// Required: at least 1.
+	Concurrency int
+
+	// Prefetch is how many rows beyond Concurrency the picker may claim
+	// ahead, so that a worker that frees up finds a row at once. Claimed
+	// rows that have not started are handed back when the engine stops.
+	// Defaults to 0.
+	Prefetch int
+}
+
+// The defaults.
+const (
+	defaultPollInterval = time.Second
+	defaultLeaseTTL     = 30 * time.Second
+	defaultGCRetention  = 24 * time.Hour
+	defaultGCInterval   = time.Minute
+	defaultGCBatch      = 1000
+)
+
+// fsmKey identifies a definition.
+type fsmKey struct {
+	name    string
+	version int
+}
+
+// validate checks c, fills in the defaults and returns the definitions by
+// name and version. Its messages name the field.
+func (c *Config) validate() (map[fsmKey]Definition, error) {
+	switch {
+	case c.PollInterval < 0:
+		return nil, fmt.Errorf("durable: Config.PollInterval must not be negative, got %s", c.PollInterval)
+	case c.LeaseTTL < 0:
+		return nil, fmt.Errorf("durable: Config.LeaseTTL must not be negative, got %s", c.LeaseTTL)
+	case c.HeartbeatInterval < 0:
+		return nil, fmt.Errorf("durable: Config.HeartbeatInterval must not be negative, got %s", c.HeartbeatInterval)
+	case c.ReaperInterval < 0:
+		return nil, fmt.Errorf("durable: Config.ReaperInterval must not be negative, got %s", c.ReaperInterval)
+	case c.GCInterval < 0:
+		return nil, fmt.Errorf("durable: Config.GCInterval must not be negative, got %s", c.GCInterval)
+	case c.GCBatch < 0:
+		return nil, fmt.Errorf("durable: Config.GCBatch must not be negative, got %d", c.GCBatch)
+	}
+	if c.ID == "" {
+		c.ID = defaultID()
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultPollInterval
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = defaultLeaseTTL
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseTTL / 3
+	}
+	if c.HeartbeatInterval >= c.LeaseTTL {
+		return nil, fmt.Errorf("durable: Config.HeartbeatInterval (%s) must be below Config.LeaseTTL (%s)", c.HeartbeatInterval, c.LeaseTTL)
+	}
+	if c.ReaperInterval == 0 {
+		c.ReaperInterval = c.HeartbeatInterval
+	}
+	if c.GCRetention == 0 {
+		c.GCRetention = defaultGCRetention
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = defaultGCInterval
+	}
+	if c.GCBatch == 0 {
+		c.GCBatch = defaultGCBatch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for name, q := range c.Queues {
+		if err := checkQueueName(name); err != nil {
+			return nil, fmt.Errorf("durable: Config.Queues: %w", err)
+		}
+		if q.Concurrency < 1 {
+			return nil, fmt.Errorf("durable: Config.Queues[%q].Concurrency must be at least 1, got %d", name, q.Concurrency)
+		}
+		if q.Prefetch < 0 {
+			return nil, fmt.Errorf("durable: Config.Queues[%q].Prefetch must not be negative, got %d", name, q.Prefetch)
+		}
+	}
+	defs := make(map[fsmKey]Definition, len(c.FSMs))
+	for _, d := range c.FSMs {
+		if d == nil {
+			return nil, errors.New("durable: Config.FSMs holds a nil definition")
+		}
+		m := d.meta()
+		k := fsmKey{m.name, m.version}
+		if _, dup := defs[k]; dup {
+			return nil, fmt.Errorf("durable: Config.FSMs holds FSM %q version %d twice", m.name, m.version)
+		}
+		defs[k] = d
+	}
+	return defs, nil
+}
+
+// defaultID is the default Config.ID: host, pid and 4 random bytes.
+func defaultID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "engine"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

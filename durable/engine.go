@@ -1,0 +1,236 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// engine is one run of a client's engine, from Start to the end of Stop.
+type engine struct {
+	c      *Client
+	owner  string
+	schema string
+	queues map[string]*queue
+
+	// workCtx is the parent of the steps' contexts; hardStop cancels it
+	// when Stop's context ends before the steps do.
+	workCtx  context.Context
+	hardStop context.CancelFunc
+	// bgCtx governs the heartbeat, reaper, timer, collector and listener,
+	// which run until the last step has committed.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+
+	stopping chan struct{} // closed when Stop begins
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the run is over
+
+	pickers, workers, background sync.WaitGroup
+
+	heldMu sync.Mutex
+	held   map[*claimed]struct{} // claims this run leases: buffered and running
+}
+
+// Start starts the engine: for each queue of Config.Queues a picker and
+// Concurrency workers, plus the heartbeat, the reaper, the await timer, the
+// garbage collector and, unless Config.PollOnly, the LISTEN connection.
+// It returns once they run. It fails when the client has no queues, is
+// already running, or the database's default isolation is not READ
+// COMMITTED, which the engine's statements rely on.
+//
+// ctx governs the run: cancelling it stops the engine as Stop does with a
+// context that has already ended (running steps' contexts are cancelled).
+// Call Stop for a graceful stop.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run != nil {
+		select {
+		case <-c.run.stopped:
+		default:
+			return errors.New("durable: Start: the engine is already running")
+		}
+	}
+	if len(c.cfg.Queues) == 0 {
+		return errors.New("durable: Start: Config.Queues is empty: the engine has nothing to run")
+	}
+	var isolation, schema string
+	if err := c.pool.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_schema()").Scan(&isolation, &schema); err != nil {
+		return fmt.Errorf("durable: Start: %w", err)
+	}
+	if isolation != "read committed" {
+		return fmt.Errorf("durable: Start: the default transaction isolation is %q; the engine needs \"read committed\"", isolation)
+	}
+
+	e := &engine{
+		c:        c,
+		owner:    c.cfg.ID,
+		schema:   schema,
+		queues:   make(map[string]*queue, len(c.cfg.Queues)),
+		stopping: make(chan struct{}),
+		stopped:  make(chan struct{}),
+		held:     make(map[*claimed]struct{}),
+	}
+	e.workCtx, e.hardStop = context.WithCancel(context.WithoutCancel(ctx))
+	e.bgCtx, e.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	for name, qc := range c.cfg.Queues {
+		e.queues[name] = newQueue(e, name, qc)
+	}
+	for _, q := range e.queues {
+		e.pickers.Add(1)
+		go q.pick()
+		for range q.concurrency {
+			e.workers.Add(1)
+			go q.work()
+		}
+	}
+	e.goBackground(e.heartbeat)
+	e.goBackground(e.reap)
+	e.goBackground(e.timer)
+	if c.cfg.GCRetention >= 0 {
+		e.goBackground(e.collect)
+	}
+	if !c.cfg.PollOnly {
+		e.goBackground(e.listen)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			canceled, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = e.stop(canceled)
+		case <-e.stopping:
+		}
+	}()
+	c.run = e
+	return nil
+}
+
+// Stop stops the engine gracefully, queue by queue: pickers stop at once;
+// rows claimed and not yet running are handed back at once (runnable
+// again, attempt unchanged); running steps finish and their outcomes are
+// committed; then the heartbeat and the other background work stop. It
+// returns when all of that is done. If ctx ends first, the running steps'
+// contexts are cancelled, Stop still waits for them to return and commit,
+// and it returns ctx's error. Stop on a client that is not running returns
+// nil.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	e := c.run
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.stop(ctx)
+}
+
+// Stopped returns a channel closed when the engine's current run is over
+// (at once if it never started).
+func (c *Client) Stopped() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return c.run.stopped
+}
+
+func (e *engine) stop(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		close(e.stopping)
+		go e.shutdown()
+	})
+	select {
+	case <-e.stopped:
+		return nil
+	case <-ctx.Done():
+		e.hardStop()
+		<-e.stopped
+		return ctx.Err()
+	}
+}
+
+// shutdown drains the queues, waits for the workers and then stops the
+// background work.
+func (e *engine) shutdown() {
+	e.pickers.Wait()
+	var wg sync.WaitGroup
+	for _, q := range e.queues {
+		wg.Go(q.drain)
+	}
+	wg.Wait()
+	e.workers.Wait()
+	e.bgCancel()
+	e.background.Wait()
+	e.hardStop()
+	close(e.stopped)
+}
+
+// goBackground runs fn until bgCtx ends.
+func (e *engine) goBackground(fn func()) {
+	e.background.Add(1)
+	go func() {
+		defer e.background.Done()
+		fn()
+	}()
+}
+
+// track and untrack keep the set of claims the heartbeat extends.
+func (e *engine) track(cs []*claimed) {
+	e.heldMu.Lock()
+	for _, c := range cs {
+		e.held[c] = struct{}{}
+	}
+	e.heldMu.Unlock()
+}
+
+func (e *engine) untrack(cs ...*claimed) {
+	e.heldMu.Lock()
+	for _, c := range cs {
+		delete(e.held, c)
+	}
+	e.heldMu.Unlock()
+}
+
+// heldClaims returns the claims this run holds.
+func (e *engine) heldClaims() []*claimed {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	out := make([]*claimed, 0, len(e.held))
+	for c := range e.held {
+		out = append(out, c)
+	}
+	return out
+}
+
+// poke wakes the picker of queue, if this engine serves it.
+func (e *engine) poke(queue string) {
+	if q, ok := e.queues[queue]; ok {
+		q.wake()
+	}
+}
+
+// dbTimeout bounds the engine's own statements: a statement that takes
+// longer than a lease is worthless.
+func (e *engine) dbContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(e.bgCtx), e.c.cfg.LeaseTTL)
+}
+
+// every runs fn every interval until bgCtx ends.
+func (e *engine) every(interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.bgCtx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrDuplicate is what errors.Is finds in the error of an Insert whose
+// correlation key is occupied by another instance. The error itself is a
+// *DuplicateError, which carries that instance's id.
+var ErrDuplicate = errors.New("durable: correlation key is occupied")
+
+// ErrNoTarget is returned by Signal when its target does not exist, is
+// terminal, or is a correlation key that no live instance occupies. Nothing
+// is stored: a signal is never held for an instance that does not exist yet.
+var ErrNoTarget = errors.New("durable: no live instance to signal")
+
+// ErrAmbiguousTarget is returned by Signal addressed by a correlation key
+// that more than one live instance carries. That can only happen with
+// instances inserted with an empty correlation scope, whose keys the engine
+// does not keep unique. Nothing is stored.
+var ErrAmbiguousTarget = errors.New("durable: correlation key addresses more than one live instance")
+
+// ErrNotFound is returned by Get for an id no row has (never inserted, or
+// removed by garbage collection).
+var ErrNotFound = errors.New("durable: no such instance")
+
+// ErrUnknownStep is what errors.Is finds in the error handed to the error
+// handling of a step whose outcome names a step the FSM does not have, and
+// in the failure of an instance whose row names one.
+var ErrUnknownStep = errors.New("durable: unknown step")
+
+// ErrUnknownFSM is handed to the default error handling when a picked row
+// names an FSM, or a version of it, that this engine was not configured
+// with. The row is retried with backoff, so that an engine of a rolling
+// deploy that has the definition can take it, and fails after the default
+// maximum number of attempts.
+var ErrUnknownFSM = errors.New("durable: FSM not registered with this engine")
+
+// DuplicateError reports an Insert rejected because its correlation key is
+// occupied. errors.Is(err, ErrDuplicate) is true for it.
+type DuplicateError struct {
+	// CorrelationKey is the key that was to be inserted.
+	CorrelationKey string
+	// ID is the id of the instance occupying the key, or 0 when it left the
+	// key before it could be read (it terminated, or was collected, between
+	// the rejected insert and the look-up; a retry may then succeed).
+	ID int64
+}
+
+func (e *DuplicateError) Error() string {
+	if e.ID == 0 {
+		return fmt.Sprintf("durable: correlation key %q is occupied", e.CorrelationKey)
+	}
+	return fmt.Sprintf("durable: correlation key %q is occupied by instance %d", e.CorrelationKey, e.ID)
+}
+
+// Is reports whether target is ErrDuplicate.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+
+// PanicError is the error handed to the error handling when a step panics.
+type PanicError struct {
+	Value any    // what the step panicked with
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("durable: step panicked: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,168 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultQueue is the queue of an FSM whose FSMConfig.Queue is empty.
+const DefaultQueue = "default"
+
+// DefaultMaxAttempts is the default of FSMConfig.MaxAttempts.
+const DefaultMaxAttempts = 25
+
+// ErrorHandler decides the outcome of a step that returned an error,
+// panicked (err is a *PanicError) or returned an outcome that cannot be
+// committed (an unknown step, say). step.State is the state the step was
+// given, before its changes; the handler's changes are committed with the
+// outcome it returns, which may be any outcome. A handler that panics, or
+// returns an outcome that cannot be committed, gets the default error
+// handling instead.
+type ErrorHandler[S any] func(ctx context.Context, step *Step[S], err error) Outcome
+
+// FSMConfig defines an FSM whose state is S, stored in the row as JSON
+// (encoding/json).
+type FSMConfig[S any] struct {
+	// Name identifies the FSM in rows and telemetry: 1–128 bytes. Required.
+	Name string
+
+	// Version is stored with each instance at insert. An engine runs only
+	// the versions it is configured with, so an old version can keep
+	// running beside a new one under the same Name. Defaults to 1.
+	Version int
+
+	// Initial is the step a new instance starts at, unless InsertOpts.Step
+	// says otherwise. It must be a key of Steps. Required.
+	Initial string
+
+	// Queue is the queue new instances go to, unless InsertOpts.Queue says
+	// otherwise. Defaults to DefaultQueue ("default").
+	Queue string
+
+	// Steps are the step functions by name. Required: at least Initial.
+	Steps map[string]StepFunc[S]
+
+	// OnError decides the outcome of a step that failed. Defaults to nil:
+	// the default error handling, which retries with Backoff while the
+	// attempt is below MaxAttempts and then stops the instance with the
+	// error's text as the reason.
+	OnError ErrorHandler[S]
+
+	// MaxAttempts is how many attempts of one step the default error
+	// handling makes before it stops the instance. Defaults to
+	// DefaultMaxAttempts (25).
+	MaxAttempts int
+
+	// Backoff gives the delay after a failed attempt under the default
+	// error handling. Defaults to DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+}
+
+// FSM is a validated FSM definition. It is immutable and safe for
+// concurrent use; list it in Config.FSMs for an engine to run it, and make
+// instances of it with With.
+type FSM[S any] struct {
+	cfg FSMConfig[S]
+}
+
+// Definition is an FSM of any state type, as Config.FSMs lists them.
+// *FSM[S] implements it; nothing else can.
+type Definition interface {
+	meta() fsmMeta
+	run(ctx context.Context, c *claimed) ranStep
+}
+
+// fsmMeta is what the engine and the inserts need of a definition.
+type fsmMeta struct {
+	name    string
+	version int
+	initial string
+	queue   string
+	hasStep func(string) bool
+}
+
+// NewFSM validates cfg, fills in its defaults and returns the FSM. Its
+// errors name the field.
+func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
+	switch {
+	case cfg.Name == "" || len(cfg.Name) > 128:
+		return nil, fmt.Errorf("durable: FSMConfig.Name must be 1–128 bytes, got %q", cfg.Name)
+	case cfg.Version < 0:
+		return nil, fmt.Errorf("durable: FSMConfig.Version must not be negative, got %d", cfg.Version)
+	case cfg.MaxAttempts < 0:
+		return nil, fmt.Errorf("durable: FSMConfig.MaxAttempts must not be negative, got %d", cfg.MaxAttempts)
+	case len(cfg.Steps) == 0:
+		return nil, errors.New("durable: FSMConfig.Steps is empty")
+	case cfg.Initial == "":
+		return nil, errors.New("durable: FSMConfig.Initial is empty")
+	}
+	if _, ok := cfg.Steps[cfg.Initial]; !ok {
+		return nil, fmt.Errorf("durable: FSMConfig.Initial %q is not in Steps", cfg.Initial)
+	}
+	steps := make(map[string]StepFunc[S], len(cfg.Steps))
+	for name, fn := range cfg.Steps {
+		if name == "" || fn == nil {
+			return nil, fmt.Errorf("durable: FSMConfig.Steps has an empty name or a nil function (%q)", name)
+		}
+		steps[name] = fn
+	}
+	cfg.Steps = steps
+	if cfg.Version == 0 {
+		cfg.Version = 1
+	}
+	if cfg.Queue == "" {
+		cfg.Queue = DefaultQueue
+	}
+	if err := checkQueueName(cfg.Queue); err != nil {
+		return nil, fmt.Errorf("durable: FSMConfig.Queue: %w", err)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = DefaultBackoff
+	}
+	return &FSM[S]{cfg: cfg}, nil
+}
+
+// Name returns the FSM's name.
+func (f *FSM[S]) Name() string { return f.cfg.Name }
+
+// Version returns the FSM's version.
+func (f *FSM[S]) Version() int { return f.cfg.Version }
+
+// With returns a new instance of f with state as its initial state, for
+// Client.Insert and its relatives.
+func (f *FSM[S]) With(state S) Args { return Args{def: f, state: state} }
+
+func (f *FSM[S]) meta() fsmMeta {
+	return fsmMeta{
+		name:    f.cfg.Name,
+		version: f.cfg.Version,
+		initial: f.cfg.Initial,
+		queue:   f.cfg.Queue,
+		hasStep: f.hasStep,
+	}
+}
+
+func (f *FSM[S]) hasStep(name string) bool {
+	_, ok := f.cfg.Steps[name]
+	return ok
+}
+
+// Args is a new instance of an FSM with its initial state, ready to be
+// inserted. Make it with FSM.With; the zero Args is rejected by Insert.
+type Args struct {
+	def   Definition
+	state any
+}
+
+// checkQueueName reports why name cannot be a queue.
+func checkQueueName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("a queue name must be 1–128 bytes, got %q", name)
+	}
+	return nil
+}

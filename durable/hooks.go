@@ -1,0 +1,83 @@
+package durable
+
+import "time"
+
+// Hooks receive the engine's telemetry events, named after those of the
+// GenDurable design ([:gen_durable, :step, :stop] is StepStop, and so on).
+// Every field may be nil. Hooks are called synchronously on the engine's
+// goroutines: they must return quickly and must not call back into the
+// engine's Stop.
+type Hooks struct {
+	// StepStop: a step finished and its outcome was committed, or fenced
+	// off ([:gen_durable, :step, :stop]).
+	StepStop func(StepStopEvent)
+	// PickStop: a picker claimed rows for a queue ([:gen_durable, :pick,
+	// :stop]).
+	PickStop func(PickStopEvent)
+	// SchedulerSaturation: a queue's load, once per poll
+	// ([:gen_durable, :scheduler, :saturation]).
+	SchedulerSaturation func(SaturationEvent)
+	// SchedulerDrain: a queue stopped ([:gen_durable, :scheduler, :drain]).
+	SchedulerDrain func(DrainEvent)
+	// ReaperReaped: expired leases were taken back ([:gen_durable, :reaper,
+	// :reaped]).
+	ReaperReaped func(ReapedEvent)
+	// GCSwept: terminal rows were deleted ([:gen_durable, :gc, :swept]).
+	GCSwept func(SweptEvent)
+}
+
+// StepStopEvent describes one finished step.
+type StepStopEvent struct {
+	ID       int64
+	FSM      string
+	Step     string
+	Attempt  int
+	Kind     OutcomeKind   // the outcome committed (or fenced off)
+	Duration time.Duration // from the call of the step to its return
+	// Err is the step's error or panic, when the outcome came from the
+	// error handling; nil otherwise.
+	Err error
+	// Fenced reports that the outcome was not committed because the
+	// engine no longer held the step's lease (it was reaped, and perhaps
+	// picked again): nothing changed.
+	Fenced bool
+	// CommitErr is the error of the outcome's commit, if it failed (the
+	// lease then runs out and the reaper returns the row).
+	CommitErr error
+}
+
+// PickStopEvent describes one claim a picker made.
+type PickStopEvent struct {
+	Queue  string
+	Worker string // the engine's Config.ID
+	Count  int    // rows claimed
+	Demand int    // rows asked for
+}
+
+// SaturationEvent is a queue's load at a poll.
+type SaturationEvent struct {
+	Queue       string
+	InFlight    int // steps running
+	Buffer      int // rows claimed and not yet running
+	Concurrency int
+	Prefetch    int
+}
+
+// DrainEvent describes a queue's graceful stop.
+type DrainEvent struct {
+	Queue    string
+	Released int // claimed rows handed back without running
+	InFlight int // steps that were running and were waited for
+}
+
+// ReapedEvent lists rows whose lease had expired, returned to runnable with
+// their attempt increased.
+type ReapedEvent struct {
+	Count int
+	IDs   []int64
+}
+
+// SweptEvent counts terminal rows deleted by one garbage collection pass.
+type SweptEvent struct {
+	Count int
+}

@@ -1,0 +1,368 @@
+package durable
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// InsertOpts are the options of one insert. A nil *InsertOpts is the zero
+// value: every field has a default.
+type InsertOpts struct {
+	// Step is the step the instance starts at. Defaults to the FSM's
+	// Initial.
+	Step string
+
+	// Queue is the queue the instance runs in. Defaults to the FSM's Queue.
+	Queue string
+
+	// Priority orders runnable instances of a queue: lower runs first,
+	// then earlier eligible time. -32768 to 32767. Defaults to 0.
+	Priority int
+
+	// EligibleAt is the earliest time the first step may run. It wins over
+	// ScheduleAt and ScheduleIn. Defaults to the database's now().
+	EligibleAt time.Time
+	// ScheduleAt is EligibleAt under the name the scheduling sugar uses; it
+	// wins over ScheduleIn.
+	ScheduleAt time.Time
+	// ScheduleIn makes the instance eligible that long after the
+	// database's now().
+	ScheduleIn time.Duration
+
+	// ConcurrencyKey is stored with the instance for a later version of the
+	// engine, which will run at most one instance per key at a time. This
+	// version does not enforce it.
+	ConcurrencyKey string
+
+	// CorrelationKey is the instance's business identity: Signal can
+	// address it by this key instead of its id, and no two instances
+	// occupy one key at once (see CorrelationScope). Defaults to none: the
+	// instance is neither addressable by key nor deduplicated.
+	CorrelationKey string
+
+	// CorrelationScope is the set of statuses in which the instance
+	// occupies CorrelationKey. nil means LiveStatuses(): the key is unique
+	// among live instances and freed when the instance ends. Add
+	// StatusDone and/or StatusFailed to keep it reserved after the instance
+	// ends (until garbage collection deletes the row). An empty non-nil
+	// slice means no uniqueness: the key is only an address. Any other
+	// scope must contain every live status, or the insert fails with a
+	// *ScopeError.
+	CorrelationScope []Status
+}
+
+// InsertResult is the fate of one instance of InsertAll.
+type InsertResult struct {
+	// ID is the new instance's id; for a duplicate, the id of the
+	// instance occupying its key, or 0 when that instance left the key
+	// before it could be read.
+	ID int64
+	// Duplicate reports that the instance was not inserted because its
+	// correlation key was occupied, by an existing instance or by an
+	// earlier one of the same batch.
+	Duplicate bool
+}
+
+// InsertParams is one instance for InsertAll.
+type InsertParams struct {
+	Args Args
+	Opts *InsertOpts
+}
+
+// wakeupChannel is the NOTIFY channel of wake-up hints; the payload is
+// "schema:queue".
+const wakeupChannel = "durable_wakeup"
+
+// row is an instance ready to be inserted.
+type row struct {
+	fsm      string
+	version  int
+	step     string
+	state    []byte
+	queue    string
+	priority int16
+	eligible *time.Time // nil: now() + in
+	in       int64      // microseconds
+	concKey  *string
+	key      *string
+	scope    []string
+}
+
+// now reports whether the row is eligible as soon as it is inserted, so
+// that a wake-up hint is worth sending.
+func (r *row) now() bool { return r.eligible == nil && r.in <= 0 }
+
+// newRow checks args and opts and encodes the instance.
+func newRow(args Args, opts *InsertOpts) (*row, error) {
+	if args.def == nil {
+		return nil, errors.New("durable: insert of the zero Args; make them with FSM.With")
+	}
+	if opts == nil {
+		opts = &InsertOpts{}
+	}
+	m := args.def.meta()
+	r := &row{fsm: m.name, version: m.version, step: cmp.Or(opts.Step, m.initial), queue: cmp.Or(opts.Queue, m.queue)}
+	if !m.hasStep(r.step) {
+		return nil, fmt.Errorf("%w: InsertOpts.Step %q is not a step of FSM %q", ErrUnknownStep, r.step, m.name)
+	}
+	if err := checkQueueName(r.queue); err != nil {
+		return nil, fmt.Errorf("durable: InsertOpts.Queue: %w", err)
+	}
+	if opts.Priority < math.MinInt16 || opts.Priority > math.MaxInt16 {
+		return nil, fmt.Errorf("durable: InsertOpts.Priority must be within −32768…32767, got %d", opts.Priority)
+	}
+	r.priority = int16(opts.Priority)
+	switch {
+	case !opts.EligibleAt.IsZero():
+		t := opts.EligibleAt
+		r.eligible = &t
+	case !opts.ScheduleAt.IsZero():
+		t := opts.ScheduleAt
+		r.eligible = &t
+	default:
+		r.in = opts.ScheduleIn.Microseconds()
+	}
+	if opts.ConcurrencyKey != "" {
+		k := opts.ConcurrencyKey
+		r.concKey = &k
+	}
+	if opts.CorrelationKey != "" {
+		k := opts.CorrelationKey
+		r.key = &k
+	}
+	scope, err := normalizeScope(opts.CorrelationScope)
+	if err != nil {
+		return nil, err
+	}
+	r.scope = scope
+	r.state, err = json.Marshal(args.state)
+	if err != nil {
+		return nil, fmt.Errorf("durable: encode state of FSM %q: %w", m.name, err)
+	}
+	return r, nil
+}
+
+const insertSQL = `
+INSERT INTO durable_instance (fsm, fsm_version, step, state, queue, priority, eligible_at,
+    concurrency_key, correlation_key, correlation_scope)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now() + $8 * interval '1 microsecond'), $9, $10, $11)
+ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+RETURNING id`
+
+// occupantSQL finds the instance occupying a key. Run after a conflicting
+// insert, as a statement of its own, it sees the row the insert waited for.
+const occupantSQL = `SELECT id FROM durable_instance WHERE correlation_guard = $1`
+
+const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || $1)`
+
+// Insert inserts one instance and returns its id. When the correlation key
+// is occupied it inserts nothing and returns a *DuplicateError carrying the
+// occupant's id (errors.Is(err, ErrDuplicate)).
+func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
+	return insertOne(ctx, c.pool, args, opts)
+}
+
+// InsertTx is Insert in the caller's transaction, which it never commits or
+// rolls back: the instance exists, and may run, only once tx commits. The
+// transaction should be READ COMMITTED, so that a duplicate can report
+// the occupant's id.
+func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts) (int64, error) {
+	return insertOne(ctx, tx, args, opts)
+}
+
+func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts) (int64, error) {
+	r, err := newRow(args, opts)
+	if err != nil {
+		return 0, err
+	}
+	// An occupant may leave its key between our conflict and the look-up:
+	// then the insert is worth another try.
+	for try := 0; ; try++ {
+		id, occupant, err := tryInsert(ctx, db, r)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("durable: insert: %w", err)
+		case id != 0:
+			return id, nil
+		case occupant != 0 || try == 2:
+			return 0, &DuplicateError{CorrelationKey: *r.key, ID: occupant}
+		}
+	}
+}
+
+// tryInsert inserts r in one round trip: the insert, the occupant look-up
+// and the wake-up hint. It returns the new id, or 0 and the occupant's id.
+func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err error) {
+	b := &pgx.Batch{}
+	b.Queue(insertSQL, r.fsm, r.version, r.step, r.state, r.queue, r.priority, r.eligible, r.in,
+		r.concKey, r.key, r.scope)
+	if r.key != nil {
+		b.Queue(occupantSQL, *r.key)
+	}
+	if r.now() {
+		b.Queue(notifySQL, r.queue)
+	}
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if err := br.QueryRow().Scan(&id); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, err
+	}
+	if r.key != nil {
+		if err := br.QueryRow().Scan(&occupant); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, 0, err
+		}
+	}
+	if r.now() {
+		if _, err := br.Exec(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return 0, 0, err
+	}
+	return id, occupant, nil
+}
+
+// insertAllSQL inserts a batch in one statement. Ids are drawn first, so
+// that each input row knows its id; rows go in ordered by correlation key,
+// so that concurrent batches wait for one another's keys in one order and
+// never deadlock. ON CONFLICT DO NOTHING drops duplicates, of existing rows
+// and within the batch (the first in key, then input order, wins).
+const insertAllSQL = `
+WITH input AS (
+    SELECT nextval(pg_get_serial_sequence('durable_instance', 'id')) AS id, t.*
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::jsonb[], $5::text[], $6::smallint[],
+                $7::timestamptz[], $8::bigint[], $9::text[], $10::text[], $11::text[])
+         WITH ORDINALITY AS t(fsm, fsm_version, step, state, queue, priority, eligible_at, in_us,
+                              concurrency_key, correlation_key, correlation_scope, ord)
+), inserted AS (
+    INSERT INTO durable_instance (id, fsm, fsm_version, step, state, queue, priority, eligible_at,
+        concurrency_key, correlation_key, correlation_scope)
+    SELECT id, fsm, fsm_version, step, state, queue, priority,
+           coalesce(eligible_at, now() + in_us * interval '1 microsecond'),
+           concurrency_key, correlation_key, string_to_array(correlation_scope, ',')
+    FROM input
+    ORDER BY correlation_key COLLATE "C" NULLS LAST, ord
+    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+    RETURNING id
+)
+SELECT input.ord, inserted.id
+FROM input JOIN inserted USING (id)`
+
+const occupantsSQL = `
+SELECT correlation_guard, id FROM durable_instance WHERE correlation_guard = ANY($1::text[])`
+
+// InsertAll inserts instances in one statement and returns their fates in
+// the order given. Instances whose correlation key is occupied, by an
+// existing instance or by an earlier one of the batch, are dropped and
+// reported as duplicates. Concurrent InsertAll calls whose keys overlap
+// never deadlock, whatever the order of their inputs: rows are inserted in
+// key order.
+func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
+	return insertAll(ctx, c.pool, params)
+}
+
+// InsertAllTx is InsertAll in the caller's transaction, which it never
+// commits or rolls back.
+func (c *Client) InsertAllTx(ctx context.Context, tx pgx.Tx, params []InsertParams) ([]InsertResult, error) {
+	return insertAll(ctx, tx, params)
+}
+
+func insertAll(ctx context.Context, db dbtx, params []InsertParams) ([]InsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	n := len(params)
+	var (
+		fsms, steps, queues, scopes = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions                    = make([]int32, n)
+		states                      = make([][]byte, n)
+		prios                       = make([]int16, n)
+		eligible                    = make([]*time.Time, n)
+		ins                         = make([]int64, n)
+		concKeys, keys              = make([]*string, n), make([]*string, n)
+		wake                        []string
+	)
+	for i, p := range params {
+		r, err := newRow(p.Args, p.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("durable: InsertAll[%d]: %w", i, err)
+		}
+		fsms[i], versions[i], steps[i], states[i], queues[i] = r.fsm, int32(r.version), r.step, r.state, r.queue
+		prios[i], eligible[i], ins[i], concKeys[i], keys[i] = r.priority, r.eligible, r.in, r.concKey, r.key
+		scopes[i] = strings.Join(r.scope, ",")
+		if r.now() && !slices.Contains(wake, r.queue) {
+			wake = append(wake, r.queue)
+		}
+	}
+	var distinct []string
+	for _, k := range keys {
+		if k != nil && !slices.Contains(distinct, *k) {
+			distinct = append(distinct, *k)
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(insertAllSQL, fsms, versions, steps, states, queues, prios, eligible, ins, concKeys, keys, scopes)
+	if len(distinct) > 0 {
+		b.Queue(occupantsSQL, distinct)
+	}
+	for _, q := range wake {
+		b.Queue(notifySQL, q)
+	}
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+
+	out := make([]InsertResult, n)
+	for i := range out {
+		out[i].Duplicate = true
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("durable: InsertAll: %w", err)
+	}
+	var ord, id int64
+	if _, err := pgx.ForEachRow(rows, []any{&ord, &id}, func() error {
+		out[ord-1] = InsertResult{ID: id}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("durable: InsertAll: %w", err)
+	}
+	if len(distinct) > 0 {
+		occupants := make(map[string]int64, len(distinct))
+		var key string
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("durable: InsertAll: %w", err)
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&key, &id}, func() error {
+			occupants[key] = id
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("durable: InsertAll: %w", err)
+		}
+		for i := range out {
+			if out[i].Duplicate && keys[i] != nil {
+				out[i].ID = occupants[*keys[i]]
+			}
+		}
+	}
+	for range wake {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("durable: InsertAll: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("durable: InsertAll: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package durable
+
+import (
+	"log/slog"
+)
+
+// heartbeatSQL extends the leases of the claims this engine holds and
+// returns those it still holds.
+const heartbeatSQL = `
+UPDATE durable_instance i
+SET lease_expires_at = now() + $2 * interval '1 microsecond'
+FROM unnest($3::bigint[], $4::bigint[]) AS h(id, claims)
+WHERE i.id = h.id AND i.claims = h.claims AND i.status = 'executing' AND i.lease_owner = $1
+RETURNING i.id`
+
+// heartbeat extends this engine's leases every HeartbeatInterval. A claim
+// whose lease is gone (reaped, most likely after a pause longer than the
+// lease) is marked lost: a buffered one is not run, a running step's
+// context is cancelled. Its outcome would be fenced off anyway.
+func (e *engine) heartbeat() {
+	cfg := &e.c.cfg
+	e.every(cfg.HeartbeatInterval, func() {
+		held := e.heldClaims()
+		if len(held) == 0 {
+			return
+		}
+		ids, claims := fence(held)
+		ctx, cancel := e.dbContext()
+		defer cancel()
+		rows, err := e.c.pool.Query(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
+		if err != nil {
+			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
+			return
+		}
+		kept := make(map[int64]bool, len(held))
+		var id int64
+		for rows.Next() {
+			if err := rows.Scan(&id); err != nil {
+				break
+			}
+			kept[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
+			return
+		}
+		for _, c := range held {
+			if !kept[c.id] && e.isHeld(c) {
+				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
+				c.loseLease()
+			}
+		}
+	})
+}
+
+// isHeld reports whether c is still tracked: a claim that finished between
+// the snapshot and the heartbeat was not extended, and is not lost.
+func (e *engine) isHeld(c *claimed) bool {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	_, ok := e.held[c]
+	return ok
+}
+
+// reapSQL returns up to $1 rows whose lease expired to runnable, with the
+// attempt increased: the step that held them counts as an attempt. Their
+// eligible time is kept.
+const reapSQL = `
+WITH expired AS (
+    SELECT id FROM durable_instance
+    WHERE status = 'executing' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE durable_instance i
+SET status = 'runnable', attempt = i.attempt + 1,
+    error = 'lease of ' || coalesce(i.lease_owner, '?') || ' expired',
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+FROM expired
+WHERE i.id = expired.id
+RETURNING i.id, i.queue`
+
+// reapBatch is how many rows one reaper statement takes back.
+const reapBatch = 1000
+
+// reap takes back expired leases every ReaperInterval.
+func (e *engine) reap() {
+	e.every(e.c.cfg.ReaperInterval, e.reapOnce)
+}
+
+func (e *engine) reapOnce() {
+	cfg := &e.c.cfg
+	for {
+		ctx, cancel := e.dbContext()
+		rows, err := e.c.pool.Query(ctx, reapSQL, reapBatch)
+		if err != nil {
+			cancel()
+			cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
+			return
+		}
+		var (
+			ids    []int64
+			id     int64
+			queue  string
+			queues = map[string]bool{}
+		)
+		for rows.Next() {
+			if err := rows.Scan(&id, &queue); err != nil {
+				break
+			}
+			ids = append(ids, id)
+			queues[queue] = true
+		}
+		rows.Close()
+		cancel()
+		if err := rows.Err(); err != nil {
+			cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
+			return
+		}
+		if len(ids) == 0 {
+			return
+		}
+		cfg.Logger.Warn("durable: reaped expired leases", slog.Int("count", len(ids)))
+		if h := cfg.Hooks.ReaperReaped; h != nil {
+			h(ReapedEvent{Count: len(ids), IDs: ids})
+		}
+		for q := range queues {
+			e.poke(q)
+		}
+		if len(ids) < reapBatch {
+			return
+		}
+	}
+}

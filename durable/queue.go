@@ -1,0 +1,213 @@
+package durable
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// queue is one queue of a running engine: a picker that claims rows into a
+// buffer and workers that run them.
+type queue struct {
+	e           *engine
+	name        string
+	concurrency int
+	prefetch    int
+	wakeCh      chan struct{} // a poke for the picker; holds at most one
+
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when buffer grows or stopping is set
+	buffer   []*claimed // claimed, not yet running, in pick order
+	running  int
+	stopping bool
+}
+
+func newQueue(e *engine, name string, qc QueueConfig) *queue {
+	q := &queue{e: e, name: name, concurrency: qc.Concurrency, prefetch: qc.Prefetch, wakeCh: make(chan struct{}, 1)}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// wake pokes the picker without blocking.
+func (q *queue) wake() {
+	select {
+	case q.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// room is how many rows the picker may claim now.
+func (q *queue) room() (room, running, buffered int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.concurrency + q.prefetch - q.running - len(q.buffer), q.running, len(q.buffer)
+}
+
+// pick is the picker: at once, then on every poke and every PollInterval,
+// it claims as many rows as there is room for, repeating while claims come
+// back full, until the engine stops.
+func (q *queue) pick() {
+	defer q.e.pickers.Done()
+	cfg := &q.e.c.cfg
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.e.stopping:
+			return
+		case <-q.wakeCh:
+		case <-t.C:
+		}
+		for {
+			room, running, buffered := q.room()
+			if h := cfg.Hooks.SchedulerSaturation; h != nil {
+				h(SaturationEvent{Queue: q.name, InFlight: running, Buffer: buffered, Concurrency: q.concurrency, Prefetch: q.prefetch})
+			}
+			if room <= 0 || q.stoppingNow() {
+				break
+			}
+			ctx, cancel := q.e.dbContext()
+			cs, err := claim(ctx, q.e.c.pool, q.name, room, q.e.owner, cfg.LeaseTTL)
+			cancel()
+			if err != nil {
+				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))
+				break
+			}
+			if h := cfg.Hooks.PickStop; h != nil {
+				h(PickStopEvent{Queue: q.name, Worker: q.e.owner, Count: len(cs), Demand: room})
+			}
+			q.push(cs)
+			if len(cs) < room {
+				break
+			}
+		}
+		t.Reset(cfg.PollInterval)
+	}
+}
+
+func (q *queue) stoppingNow() bool {
+	select {
+	case <-q.e.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// push hands claimed rows to the workers.
+func (q *queue) push(cs []*claimed) {
+	if len(cs) == 0 {
+		return
+	}
+	q.e.track(cs)
+	q.mu.Lock()
+	q.buffer = append(q.buffer, cs...)
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// work is one worker: it runs buffered rows one at a time until the queue
+// stops, finishing the step it is running.
+func (q *queue) work() {
+	defer q.e.workers.Done()
+	for {
+		q.mu.Lock()
+		for len(q.buffer) == 0 && !q.stopping {
+			q.cond.Wait()
+		}
+		if q.stopping {
+			q.mu.Unlock()
+			return
+		}
+		c := q.buffer[0]
+		q.buffer[0] = nil
+		q.buffer = q.buffer[1:]
+		q.running++
+		q.mu.Unlock()
+
+		q.e.runClaim(q, c)
+
+		q.mu.Lock()
+		q.running--
+		q.mu.Unlock()
+		q.wake()
+	}
+}
+
+// drain stops the queue's workers from taking more rows and hands the
+// buffered claims back at once. The picker has stopped by then.
+func (q *queue) drain() {
+	q.mu.Lock()
+	q.stopping = true
+	buffered := q.buffer
+	q.buffer = nil
+	running := q.running
+	q.mu.Unlock()
+	q.cond.Broadcast()
+
+	released := 0
+	if len(buffered) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), q.e.c.cfg.LeaseTTL)
+		n, err := release(ctx, q.e.c.pool, q.e.owner, buffered)
+		cancel()
+		if err != nil {
+			q.e.c.cfg.Logger.Error("durable: release of claimed rows failed; their leases will expire",
+				slog.String("queue", q.name), slog.Int("count", len(buffered)), slog.Any("error", err))
+		}
+		released = n
+		q.e.untrack(buffered...)
+	}
+	if h := q.e.c.cfg.Hooks.SchedulerDrain; h != nil {
+		h(DrainEvent{Queue: q.name, Released: released, InFlight: running})
+	}
+}
+
+// runClaim runs the step of one claimed row and commits its outcome.
+func (e *engine) runClaim(q *queue, c *claimed) {
+	defer e.untrack(c)
+	cfg := &e.c.cfg
+	if c.lost.Load() {
+		return
+	}
+	ctx, cancel := context.WithCancel(e.workCtx)
+	c.mu.Lock()
+	c.cancel = cancel
+	c.mu.Unlock()
+	if c.lost.Load() {
+		cancel()
+	}
+
+	var r ranStep
+	if def, ok := e.c.defs[fsmKey{c.fsm, c.version}]; ok {
+		r = def.run(ctx, c)
+	} else {
+		r = unknownFSM(c)
+	}
+	cancel()
+
+	cctx, ccancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
+	res, err := commit(cctx, e.c.pool, e.owner, c, r)
+	ccancel()
+
+	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}
+	switch {
+	case err != nil:
+		cfg.Logger.Error("durable: outcome commit failed; the lease will expire and the step run again",
+			append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", err))...)
+	case !res.committed:
+		cfg.Logger.Warn("durable: outcome not committed: the lease was lost",
+			append(attrs, slog.String("outcome", r.outcome.String()))...)
+	case r.err != nil:
+		cfg.Logger.Info("durable: step failed", append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))...)
+	}
+	if h := cfg.Hooks.StepStop; h != nil {
+		h(StepStopEvent{
+			ID: c.id, FSM: c.fsm, Step: c.step, Attempt: c.attempt, Kind: r.outcome.kind,
+			Duration: r.duration, Err: r.err, Fenced: err == nil && !res.committed, CommitErr: err,
+		})
+	}
+	if res.runnable {
+		q.wake()
+	}
+}

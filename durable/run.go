@@ -1,0 +1,141 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// ranStep is what running a step produced: the outcome to commit and what
+// goes with it.
+type ranStep struct {
+	outcome  Outcome
+	state    []byte // the state to commit
+	result   []byte // Done's result, as JSON
+	errText  string // stored in the error column: Stop's reason, or the error a retry follows
+	err      error  // the step's error, when the outcome came from the error handling
+	duration time.Duration
+}
+
+// run runs the step of c and decides its outcome. It never panics and
+// always returns an outcome that can be committed.
+func (f *FSM[S]) run(ctx context.Context, c *claimed) ranStep {
+	step := &Step[S]{
+		ID:             c.id,
+		FSM:            c.fsm,
+		Version:        c.version,
+		Name:           c.step,
+		Queue:          c.queue,
+		CorrelationKey: c.correlationKey,
+		Attempt:        c.attempt,
+		Awaited:        c.awaited(),
+		Pending:        c.inbox,
+	}
+	step.TimedOut = len(c.awaiting) > 0 && len(step.Awaited) == 0
+
+	var (
+		out   Outcome
+		err   error
+		start = time.Now()
+	)
+	if derr := json.Unmarshal(c.state, &step.State); derr != nil {
+		err = fmt.Errorf("durable: state of instance %d does not decode as %T: %w", c.id, step.State, derr)
+	} else if fn, ok := f.cfg.Steps[c.step]; !ok {
+		err = fmt.Errorf("%w %q in FSM %q version %d", ErrUnknownStep, c.step, f.cfg.Name, f.cfg.Version)
+	} else {
+		out, err = callStep(ctx, fn, step)
+		if err == nil {
+			err = out.check(f.hasStep)
+		}
+	}
+	r := ranStep{duration: time.Since(start)}
+	if err != nil {
+		r.err = err
+		var fresh S // the step's changes are discarded
+		_ = json.Unmarshal(c.state, &fresh)
+		step.State = fresh
+		out = f.handle(ctx, step, c.state, err)
+		if out.kind == KindRetry {
+			r.errText = err.Error()
+		}
+	}
+	r.outcome = out
+	if out.kind == KindStop {
+		r.errText = out.reason
+	}
+	return f.encode(c, step, r)
+}
+
+// callStep calls fn, turning a panic into a *PanicError.
+func callStep[S any](ctx context.Context, fn StepFunc[S], step *Step[S]) (out Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = Outcome{}, &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, step)
+}
+
+// handle decides the outcome of a failed step: the FSM's error handler if
+// it has one and it gives an outcome that can be committed, else the
+// default. raw is the state as loaded, which step.State is reset to when
+// the handler fails.
+func (f *FSM[S]) handle(ctx context.Context, step *Step[S], raw []byte, stepErr error) Outcome {
+	if f.cfg.OnError != nil {
+		out, ok := func() (out Outcome, ok bool) {
+			defer func() {
+				if recover() != nil {
+					ok = false
+				}
+			}()
+			out = f.cfg.OnError(ctx, step, stepErr)
+			return out, out.check(f.hasStep) == nil
+		}()
+		if ok {
+			return out
+		}
+		var fresh S // the handler's changes are discarded too
+		_ = json.Unmarshal(raw, &fresh)
+		step.State = fresh
+	}
+	return defaultHandling(step.Attempt, f.cfg.MaxAttempts, f.cfg.Backoff, stepErr)
+}
+
+// defaultHandling retries with backoff below maxAttempts, then stops with
+// the error's text.
+func defaultHandling(attempt, maxAttempts int, backoff func(int) time.Duration, err error) Outcome {
+	if attempt < maxAttempts {
+		return Retry(max(backoff(attempt), 0))
+	}
+	return Stop(err.Error())
+}
+
+// encode encodes the state and result to commit; when either cannot be
+// encoded the instance stops, with its state unchanged.
+func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
+	state, err := json.Marshal(step.State)
+	if err != nil {
+		r.outcome, r.state = Stop(fmt.Sprintf("durable: state does not encode: %v", err)), c.state
+		r.errText = r.outcome.reason
+		return r
+	}
+	r.state = state
+	if r.outcome.kind == KindDone {
+		if r.result, err = json.Marshal(r.outcome.result); err != nil {
+			r.outcome = Stop(fmt.Sprintf("durable: result does not encode: %v", err))
+			r.errText, r.result = r.outcome.reason, nil
+		}
+	}
+	return r
+}
+
+// unknownFSM is the outcome of a row whose FSM this engine does not have:
+// the default error handling, with the state unchanged.
+func unknownFSM(c *claimed) ranStep {
+	err := fmt.Errorf("%w: %q version %d", ErrUnknownFSM, c.fsm, c.version)
+	out := defaultHandling(c.attempt, DefaultMaxAttempts, DefaultBackoff, err)
+	r := ranStep{outcome: out, state: c.state, err: err, errText: err.Error()}
+	return r
+}
