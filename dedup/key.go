@@ -56,11 +56,17 @@ func Derive(session [16]byte, seq uint64, op []byte) Key {
 // deriveFrom lays session, seq and op out in buf, which has exactly their
 // length, and hashes it in one call.
 func deriveFrom(buf []byte, session [16]byte, seq uint64, op []byte) Key {
-	copy(buf[:16], session[:])
-	binary.LittleEndian.PutUint64(buf[16:deriveHeader], seq)
+	putHeader(buf, session, seq)
 	copy(buf[deriveHeader:], op)
 	sum := blake3.Sum256(buf)
 	return Key(sum[:16])
+}
+
+// putHeader writes session ‖ seq (little-endian) to the first deriveHeader
+// bytes of dst.
+func putHeader(dst []byte, session [16]byte, seq uint64) {
+	copy(dst[:16], session[:])
+	binary.LittleEndian.PutUint64(dst[16:deriveHeader], seq)
 }
 
 // hashers holds reusable BLAKE3 hashers for operations too long for the
@@ -70,8 +76,7 @@ var hashers = sync.Pool{New: func() any { return blake3.New() }}
 
 func deriveLong(session [16]byte, seq uint64, op []byte) Key {
 	var hdr [deriveHeader]byte
-	copy(hdr[:16], session[:])
-	binary.LittleEndian.PutUint64(hdr[16:], seq)
+	putHeader(hdr[:], session, seq)
 
 	h := hashers.Get().(*blake3.Hasher)
 	h.Reset()
