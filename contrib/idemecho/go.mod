@@ -5,9 +5,11 @@ go 1.26.0
 require (
 	github.com/idemgo/idem v0.0.0
 	github.com/labstack/echo/v4 v4.16.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -17,6 +19,7 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
 
 replace github.com/idemgo/idem => ../..
