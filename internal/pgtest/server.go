@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemgo/idem/internal/testserver"
 	"io"
 	"os"
 	"os/exec"
@@ -25,7 +26,7 @@ import (
 type Server struct {
 	bin   binaries
 	owner owner
-	work  workDir // holds data/, the unix socket and postgres.log
+	work  testserver.WorkDir // holds data/, the unix socket and postgres.log
 	port  int
 
 	mu     sync.Mutex
@@ -52,12 +53,12 @@ func Start(tb testing.TB) *Server {
 		giveUp(tb, err)
 		return nil
 	}
-	closeOnSignal(s)
+	testserver.CloseOnSignal(s)
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
-		forgetOnSignal(s)
+		testserver.ForgetOnSignal(s)
 	})
 	return s
 }
@@ -75,24 +76,24 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	work, err := newWorkDir(serverParent(own))
+	work, err := testserver.NewWorkDir(serverParent(own), "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	s := &Server{bin: bin, owner: own, work: work}
 	if err := s.initdb(); err != nil {
-		_ = work.remove()
+		_ = work.Remove()
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		if s.port, err = freePort(); err == nil {
+		if s.port, err = testserver.FreePort(); err == nil {
 			err = s.Start()
 		}
 		if err == nil {
 			return s, nil
 		}
 		if attempt == 5 || !errors.Is(err, errPortTaken) {
-			_ = work.remove()
+			_ = work.Remove()
 			return nil, err
 		}
 	}
@@ -112,13 +113,13 @@ func serverParent(o owner) string {
 	return dir
 }
 
-func (s *Server) dataDir() string { return filepath.Join(s.work.path, "data") }
-func (s *Server) logFile() string { return filepath.Join(s.work.path, "postgres.log") }
+func (s *Server) dataDir() string { return filepath.Join(s.work.Path, "data") }
+func (s *Server) logFile() string { return filepath.Join(s.work.Path, "postgres.log") }
 
 // initdb creates the cluster: superuser postgres, trust authentication,
 // UTF-8, the C locale, and no fsync while writing it.
 func (s *Server) initdb() error {
-	if err := s.owner.give(s.work.path); err != nil {
+	if err := s.owner.give(s.work.Path); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	cmd := exec.Command(s.bin.initdb,
@@ -129,7 +130,7 @@ func (s *Server) initdb() error {
 		"--locale", "C",
 		"--no-sync",
 	)
-	cmd.Dir = s.work.path
+	cmd.Dir = s.work.Path
 	cmd.SysProcAttr = s.owner.attr(syscall.SIGKILL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgtest: %s: %v\n%s", s.bin.initdb, err, out)
@@ -169,14 +170,14 @@ func (s *Server) Start() error {
 		"-D", s.dataDir(),
 		"-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+s.work.path,
+		"-c", "unix_socket_directories="+s.work.Path,
 		// fsync=off costs nothing when the server process dies, only when
 		// the machine does; commits stay synchronous, so a commit that
 		// returned survives Kill, as fault tests expect.
 		"-c", "fsync=off",
 		"-c", "max_connections=300",
 	)
-	cmd.Dir = s.work.path
+	cmd.Dir = s.work.Path
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = s.owner.attr(syscall.SIGQUIT) // SIGQUIT: immediate shutdown
 	p, err := startProcess(cmd)
@@ -284,7 +285,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.stop()
-	if rmErr := s.work.remove(); rmErr != nil && err == nil {
+	if rmErr := s.work.Remove(); rmErr != nil && err == nil {
 		err = fmt.Errorf("pgtest: %w", rmErr)
 	}
 	return err

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"fmt"
+	"github.com/idemgo/idem/internal/testserver"
 	"os"
 	"sync"
 )
@@ -28,7 +29,7 @@ func sharedURL() (string, error) {
 			return
 		}
 		shared.srv, shared.url = srv, srv.URL()
-		closeOnSignal(srv)
+		testserver.CloseOnSignal(srv)
 	})
 	return shared.url, shared.err
 }
@@ -71,6 +72,6 @@ func shutdown() error {
 		return nil
 	}
 	err := shared.srv.Close()
-	forgetOnSignal(shared.srv)
+	testserver.ForgetOnSignal(shared.srv)
 	return err
 }

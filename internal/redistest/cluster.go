@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemgo/idem/internal/testserver"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,12 +31,12 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 		giveUp(tb, err)
 		return nil
 	}
-	closeOnSignal(c)
+	testserver.CloseOnSignal(c)
 	tb.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			tb.Errorf("redistest: %v", err)
 		}
-		forgetOnSignal(c)
+		testserver.ForgetOnSignal(c)
 	})
 	return c
 }

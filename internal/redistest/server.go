@@ -3,6 +3,7 @@ package redistest
 import (
 	"errors"
 	"fmt"
+	"github.com/idemgo/idem/internal/testserver"
 	"io"
 	"os"
 	"os/exec"
@@ -21,7 +22,7 @@ import (
 // use.
 type Server struct {
 	bin   binaries
-	work  workDir // the working directory: redis.log, dump.rdb, nodes.conf
+	work  testserver.WorkDir // the working directory: redis.log, dump.rdb, nodes.conf
 	port  int
 	extra []string // more configuration, for cluster nodes
 
@@ -49,12 +50,12 @@ func Start(tb testing.TB) *Server {
 		giveUp(tb, err)
 		return nil
 	}
-	closeOnSignal(s)
+	testserver.CloseOnSignal(s)
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			tb.Errorf("redistest: %v", err)
 		}
-		forgetOnSignal(s)
+		testserver.ForgetOnSignal(s)
 	})
 	return s
 }
@@ -63,7 +64,7 @@ func Start(tb testing.TB) *Server {
 // returning once it answers PING. The caller must Close it. The error wraps
 // ErrUnavailable when redis-server is missing.
 func Launch() (*Server, error) {
-	return launch(freePort, nil)
+	return launch(testserver.FreePort, nil)
 }
 
 // launch starts a server on a port from choose, with extra configuration.
@@ -72,7 +73,7 @@ func launch(choose func() (int, error), extra []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	work, err := newWorkDir(os.TempDir())
+	work, err := testserver.NewWorkDir(os.TempDir(), "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
@@ -85,13 +86,13 @@ func launch(choose func() (int, error), extra []string) (*Server, error) {
 			return s, nil
 		}
 		if attempt == 5 || !errors.Is(err, errPortTaken) {
-			_ = work.remove()
+			_ = work.Remove()
 			return nil, err
 		}
 	}
 }
 
-func (s *Server) logFile() string { return filepath.Join(s.work.path, "redis.log") }
+func (s *Server) logFile() string { return filepath.Join(s.work.Path, "redis.log") }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string {
@@ -128,13 +129,13 @@ func (s *Server) Start() error {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--dir", s.work.path,
+		"--dir", s.work.Path,
 		"--daemonize", "no",
 		"--save", "",
 		"--appendonly", "no",
 	}
 	cmd := exec.Command(s.bin.server, append(args, s.extra...)...)
-	cmd.Dir = s.work.path
+	cmd.Dir = s.work.Path
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // a terminal's interrupt reaches only the test process
@@ -232,7 +233,7 @@ func (s *Server) Kill() error {
 	s.proc = nil
 	exited := p.exited()
 	p.kill()
-	_ = os.Remove(filepath.Join(s.work.path, "dump.rdb")) // a crash loses what a Stop saved since
+	_ = os.Remove(filepath.Join(s.work.Path, "dump.rdb")) // a crash loses what a Stop saved since
 	if exited {
 		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.err)
 	}
@@ -249,7 +250,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.stop(false)
-	if rmErr := s.work.remove(); rmErr != nil && err == nil {
+	if rmErr := s.work.Remove(); rmErr != nil && err == nil {
 		err = fmt.Errorf("redistest: %w", rmErr)
 	}
 	return err

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"fmt"
+	"github.com/idemgo/idem/internal/testserver"
 	"os"
 	"sync"
 	"testing"
@@ -50,7 +51,7 @@ func sharedURL() (string, error) {
 		return "", err
 	}
 	shared.srv, shared.url = srv, srv.URL()
-	closeOnSignal(srv)
+	testserver.CloseOnSignal(srv)
 	return shared.url, nil
 }
 
@@ -102,6 +103,6 @@ func shutdown() error {
 		return nil
 	}
 	err := shared.srv.Close()
-	forgetOnSignal(shared.srv)
+	testserver.ForgetOnSignal(shared.srv)
 	return err
 }

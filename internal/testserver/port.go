@@ -1,11 +1,11 @@
-package pgtest
+package testserver
 
 import "net"
 
-// freePort asks the kernel for a loopback TCP port no one listens on. The
+// FreePort asks the kernel for a loopback TCP port no one listens on. The
 // port is free only for the moment, so starting a server on it may still
-// lose a race; Launch tries again on another port when that happens.
-func freePort() (int, error) {
+// lose a race; callers try again on another port when that happens.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package redistest
+package testserver
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// outcome records how giveUp ended a test.
+// outcome records how GiveUp ended a test.
 type outcome struct {
 	testing.TB
 	skipped, failed bool
@@ -20,7 +20,8 @@ func (o *outcome) String() string               { return fmt.Sprintf("skipped=%v
 func (o *outcome) is(skipped, failed bool) bool { return o.skipped == skipped && o.failed == failed }
 
 func TestGiveUp(t *testing.T) {
-	missing := fmt.Errorf("%w: no binaries", ErrUnavailable)
+	unavailable := errors.New("no server")
+	missing := fmt.Errorf("%w: no binaries", unavailable)
 	broken := errors.New("initdb failed")
 	for _, c := range []struct {
 		ci, require string
@@ -36,7 +37,7 @@ func TestGiveUp(t *testing.T) {
 		t.Setenv("CI", c.ci)
 		t.Setenv("IDEM_REQUIRE_SERVERS", c.require)
 		var o outcome
-		giveUp(&o, c.err)
+		GiveUp(&o, c.err, unavailable, "install one")
 		if !o.is(c.skip, c.fail) {
 			t.Errorf("CI=%q IDEM_REQUIRE_SERVERS=%q err=%v: %v, want skipped=%v failed=%v", c.ci, c.require, c.err, &o, c.skip, c.fail)
 		}

@@ -1,4 +1,4 @@
-package pgtest
+package testserver
 
 import (
 	"os"
@@ -6,28 +6,26 @@ import (
 	"syscall"
 )
 
-// dirPattern names server directories, for os.MkdirTemp and for the sweep.
-const dirPattern = "pgtest-"
-
 // lockName is the file in a server directory that the process owning the
 // directory holds an exclusive flock(2) on for as long as it needs it. The
 // kernel lets go of the lock when the process dies, however it dies.
 const lockName = "owner.lock"
 
-// workDir is a server's directory, claimed by this process.
-type workDir struct {
-	path string
+// WorkDir is a server's directory, claimed by this process.
+type WorkDir struct {
+	Path string
 	lock *os.File // holds the flock; closing it gives up the claim
 }
 
-// newWorkDir makes and claims a new server directory in parent, after
-// removing those there that processes left behind when they died without
+// NewWorkDir makes and claims a new server directory in parent, named
+// pattern followed by random characters, after removing the directories of
+// that pattern there that processes left behind when they died without
 // cleaning up (killed, or timed out by go test).
-func newWorkDir(parent string) (workDir, error) {
-	sweep(parent)
-	path, err := os.MkdirTemp(parent, dirPattern)
+func NewWorkDir(parent, pattern string) (WorkDir, error) {
+	sweep(parent, pattern)
+	path, err := os.MkdirTemp(parent, pattern)
 	if err != nil {
-		return workDir{}, err
+		return WorkDir{}, err
 	}
 	// Locked under another name and then renamed, so that a sweep never
 	// finds the lock file unlocked.
@@ -44,23 +42,23 @@ func newWorkDir(parent string) (workDir, error) {
 	}
 	if err != nil {
 		_ = os.RemoveAll(path)
-		return workDir{}, err
+		return WorkDir{}, err
 	}
-	return workDir{path: path, lock: lock}, nil
+	return WorkDir{Path: path, lock: lock}, nil
 }
 
-// remove deletes the directory and gives up the claim.
-func (d workDir) remove() error {
-	err := os.RemoveAll(d.path)
+// Remove deletes the directory and gives up the claim.
+func (d WorkDir) Remove() error {
+	err := os.RemoveAll(d.Path)
 	_ = d.lock.Close()
 	return err
 }
 
-// sweep removes the server directories in parent whose lock file no live
-// process holds. Directories without a lock file are left alone: they are
-// being made.
-func sweep(parent string) {
-	dirs, _ := filepath.Glob(filepath.Join(parent, dirPattern+"*"))
+// sweep removes the server directories of pattern in parent whose lock
+// file no live process holds. Directories without a lock file are left
+// alone: they are being made.
+func sweep(parent, pattern string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, pattern+"*"))
 	for _, dir := range dirs {
 		lock, err := os.Open(filepath.Join(dir, lockName))
 		if err != nil {

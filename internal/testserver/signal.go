@@ -1,6 +1,11 @@
-package pgtest
+// Package testserver holds what the throwaway test servers (pgtest,
+// redistest) share: their working directories, which outlive no process,
+// free ports, closing them on a signal, and the rule that decides whether a
+// missing server skips or fails a test.
+package testserver
 
 import (
+	"io"
 	"os"
 	"os/signal"
 	"sync"
@@ -8,12 +13,12 @@ import (
 )
 
 // closer is a server to close should a signal end the process.
-type closer interface{ Close() error }
+type closer = io.Closer
 
 // watched are the servers that tests started and an interrupt, termination
 // or hang-up signal closes before it ends the process, so that no data
 // directory is left behind. Without this the server would still go (the
-// kernel sends it the death signal set in owner.attr), but its directory
+// kernel sends it the death signal its start set), but its directory
 // would stay.
 var watched struct {
 	mu      sync.Mutex
@@ -21,9 +26,9 @@ var watched struct {
 	stop    func() // ends the signal watch; nil while there is none
 }
 
-// closeOnSignal has a signal close s before it ends the process, until
-// forgetOnSignal(s).
-func closeOnSignal(s closer) {
+// CloseOnSignal has an interrupt, termination or hang-up signal close s
+// before it ends the process, until ForgetOnSignal(s).
+func CloseOnSignal(s io.Closer) {
 	watched.mu.Lock()
 	defer watched.mu.Unlock()
 	if watched.servers == nil {
@@ -35,9 +40,9 @@ func closeOnSignal(s closer) {
 	}
 }
 
-// forgetOnSignal undoes closeOnSignal(s), and ends the watch when no server
+// ForgetOnSignal undoes CloseOnSignal(s), and ends the watch when no server
 // is left to close.
-func forgetOnSignal(s closer) {
+func ForgetOnSignal(s io.Closer) {
 	watched.mu.Lock()
 	delete(watched.servers, s)
 	stop := watched.stop
