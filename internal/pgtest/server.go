@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idemgo/idem/internal/testserver"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgo/idem/internal/testserver"
 )
 
 // Server is a PostgreSQL server this package started, in a temporary

@@ -2,9 +2,10 @@ package pgtest
 
 import (
 	"fmt"
-	"github.com/idemgo/idem/internal/testserver"
 	"os"
 	"sync"
+
+	"github.com/idemgo/idem/internal/testserver"
 )
 
 // shared is the server every URL of this test process lives on.

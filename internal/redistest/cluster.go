@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idemgo/idem/internal/testserver"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgo/idem/internal/testserver"
 )
 
 // Cluster is a Redis Cluster this package started: masters only, each a

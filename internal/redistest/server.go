@@ -3,7 +3,6 @@ package redistest
 import (
 	"errors"
 	"fmt"
-	"github.com/idemgo/idem/internal/testserver"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgo/idem/internal/testserver"
 )
 
 // Server is a redis-server this package started, in a temporary directory

@@ -2,10 +2,11 @@ package redistest
 
 import (
 	"fmt"
-	"github.com/idemgo/idem/internal/testserver"
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/idemgo/idem/internal/testserver"
 )
 
 // shared is the server every URL of this test process names.
