@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/store/memstore"
 	"github.com/idemgo/idem/store/pgstore"
+	"github.com/idemgo/idem/tracker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
@@ -33,6 +34,12 @@ func ledgers(t *testing.T) map[string]func() consumer.Ledger {
 				t.Fatal(err)
 			}
 			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
+		},
+		"tracker": func() consumer.Ledger {
+			tr := tracker.New(tracker.Config{})
+			tr.Start()
+			t.Cleanup(tr.Stop)
+			return consumer.TrackerLedger(tr, "orders")
 		},
 		"postgres": func() consumer.Ledger {
 			ctx := context.Background()
@@ -234,5 +241,18 @@ func TestBadKeysAndConfig(t *testing.T) {
 		if o.String() != want {
 			t.Errorf("%d.String() = %q", int(o), o.String())
 		}
+	}
+}
+
+// A tracker that is not started fails open: every delivery runs.
+func TestTrackerNotStartedFailsOpen(t *testing.T) {
+	b := setup(t, consumer.TrackerLedger(tracker.New(tracker.Config{}), "orders"))
+	for range 2 {
+		if o := handle(t, b, msg{ID: "m6"}); o != consumer.Handled {
+			t.Fatalf("outcome %s", o)
+		}
+	}
+	if n := b.runs.Load(); n != 2 {
+		t.Fatalf("runs %d, want 2 (fail-open)", n)
 	}
 }

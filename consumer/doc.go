@@ -33,6 +33,15 @@
 //     on) — the key was released; do not acknowledge, so that the broker
 //     redelivers and the handler runs again.
 //
+// Plugging it into a broker: call Handle from the receive loop (or from each
+// worker of a pool) with the decoded message, and map the outcome to the
+// broker's acknowledgement: Kafka — commit the offset only when Ack is
+// true, otherwise stop and re-consume from it; SQS or Pub/Sub — delete or
+// ack when Ack is true, otherwise let the visibility timeout or the ack
+// deadline redeliver; RabbitMQ or NATS JetStream — ack, or nack with
+// requeue (a delay, if the broker has one, keeps an InProgress duplicate
+// from spinning).
+//
 // Two ledgers come with the package: TrackerLedger keeps keys in an
 // in-process tracker.Tracker (one consumer process, no I/O per message),
 // StoreLedger keeps them in an idem.Store (memory, SQLite, Postgres, Redis),

@@ -137,6 +137,25 @@ func (t *Tracker) Seen(scope, key string) bool {
 	return ok && e.live(now)
 }
 
+// Completed reports whether key was completed and is still kept (Seen, and
+// not merely reserved). A consumer that lost a Reserve uses it to tell a
+// duplicate of handled work (acknowledge it) from a concurrent delivery
+// still running (leave it for redelivery).
+//
+// Fail-open: Completed returns false on a nil or unstarted Tracker.
+func (t *Tracker) Completed(scope, key string) bool {
+	if !t.started() {
+		return false
+	}
+	now := t.clock()
+	k := scopedKey{scope, key}
+	s := t.shardOf(k)
+	s.mu.Lock()
+	e, ok := s.keys[k]
+	s.mu.Unlock()
+	return ok && e.live(now) && e.owner == 0
+}
+
 // Len returns how many keys the tracker holds, counting expired ones the
 // sweeper has not deleted yet. It is meant for tests and metrics.
 //

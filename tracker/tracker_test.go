@@ -330,3 +330,24 @@ func TestCallsDoNotAllocate(t *testing.T) {
 		t.Errorf("Release+Reserve+Complete+Seen allocate %.1f times, want 0", allocs)
 	}
 }
+
+func TestCompletedTellsDoneFromReserved(t *testing.T) {
+	tr := started(t, Config{})
+	if tr.Completed("s", "k") {
+		t.Fatal("a free key is completed")
+	}
+	tok, ok := tr.Acquire("s", "k")
+	if !ok {
+		t.Fatal("Acquire failed")
+	}
+	if tr.Completed("s", "k") {
+		t.Fatal("a reserved key is completed")
+	}
+	if !tr.CompleteOwned("s", "k", tok) || !tr.Completed("s", "k") {
+		t.Fatal("a completed key is not Completed")
+	}
+	var nilTracker *Tracker
+	if nilTracker.Completed("s", "k") {
+		t.Fatal("a nil tracker reports Completed")
+	}
+}
