@@ -74,6 +74,7 @@ type pgsEnv struct {
 	table         string
 	begin, commit string
 	keySeq        atomic.Int64
+	workers       int // goroutines running pairs at once
 }
 
 func newPgsEnv(b *testing.B) *pgsEnv {
@@ -111,7 +112,7 @@ func newPgsEnv(b *testing.B) *pgsEnv {
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	e := &pgsEnv{url: url, pool: pool, store: s, table: table}
+	e := &pgsEnv{url: url, pool: pool, store: s, table: table, workers: pgsWorkers}
 	k := e.keys(b, 1)[0]
 	rec.mu.Lock()
 	rec.on = true
@@ -147,14 +148,14 @@ func (e *pgsEnv) keys(b *testing.B, n int) []idem.Key {
 	return ks
 }
 
-// pgsParallel runs op(i) for i in [0, n) on pgsWorkers goroutines and
+// pgsParallel runs op(i) for i in [0, n) on workers goroutines and
 // returns the wall time.
-func pgsParallel(b *testing.B, n int, op func(i int) error) time.Duration {
+func pgsParallel(b *testing.B, workers, n int, op func(i int) error) time.Duration {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	start := time.Now()
-	for range pgsWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -182,7 +183,7 @@ func pgsParallel(b *testing.B, n int, op func(i int) error) time.Duration {
 func (e *pgsEnv) storePairs(b *testing.B, n int) time.Duration {
 	ks := e.keys(b, n)
 	ctx := context.Background()
-	return pgsParallel(b, n, func(i int) error {
+	return pgsParallel(b, e.workers, n, func(i int) error {
 		o, err := e.store.Begin(ctx, ks[i], benchReq, nil)
 		if err != nil {
 			return err
@@ -200,7 +201,7 @@ func (e *pgsEnv) pgxPairs(b *testing.B, n int) time.Duration {
 	ks := e.keys(b, n)
 	ctx := context.Background()
 	fp := benchReq.Fingerprint.Bytes()
-	return pgsParallel(b, n, func(i int) error {
+	return pgsParallel(b, e.workers, n, func(i int) error {
 		ns, value := string(ks[i].Namespace()), ks[i].Value()
 		now := time.Now().Truncate(time.Microsecond)
 		token := idem.NewToken()
@@ -292,10 +293,21 @@ func pgsPlaceholders(sql string, vals map[int]string) string {
 // BenchmarkPgstoreBeginCommit: Begin+Commit pairs on fresh keys in lease
 // mode, 32 workers, beside the pgx loop and pgbench (see above).
 func BenchmarkPgstoreBeginCommit(b *testing.B) {
+	benchPgstore(b, newPgsEnv(b), true)
+}
+
+// BenchmarkPgstoreBeginCommitSingle: the same with one worker, for the
+// latency of a pair beside the pgx loop's.
+func BenchmarkPgstoreBeginCommitSingle(b *testing.B) {
 	e := newPgsEnv(b)
+	e.workers = 1
+	benchPgstore(b, e, false)
+}
+
+func benchPgstore(b *testing.B, e *pgsEnv, pgbench bool) {
 	e.storePairs(b, 2*pgsWorkers) // warm every connection's statement cache
 	e.pgxPairs(b, 2*pgsWorkers)
-	withPgbench := b.N >= 1000
+	withPgbench := pgbench && b.N >= 1000
 	b.ResetTimer()
 	b.StopTimer()
 	var own, base time.Duration

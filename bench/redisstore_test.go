@@ -31,7 +31,13 @@ const redisWorkers = 32
 // here), "throughput-ratio" (pairs/s over the baseline's pairs/s; the goal
 // is at least 0.9), both as the median over chunks of 1000 pairs, and the
 // store's "pairs/s".
-func BenchmarkRedisstoreBeginCommit(b *testing.B) {
+func BenchmarkRedisstoreBeginCommit(b *testing.B) { benchRedisstore(b, redisWorkers) }
+
+// BenchmarkRedisstoreBeginCommitSingle: the same with one worker, for the
+// latency of a pair beside the baseline's.
+func BenchmarkRedisstoreBeginCommitSingle(b *testing.B) { benchRedisstore(b, 1) }
+
+func benchRedisstore(b *testing.B, workers int) {
 	client := benchRedisClient(b)
 	s, err := redisstore.New(client, redisstore.Config{Prefix: benchRedisPrefix(b, client)})
 	if err != nil {
@@ -65,13 +71,13 @@ func BenchmarkRedisstoreBeginCommit(b *testing.B) {
 		var o, bl time.Duration
 		if turn%2 == 0 {
 			b.StartTimer()
-			o = runWorkers(b, lo, hi, store)
+			o = runWorkers(b, workers, lo, hi, store)
 			b.StopTimer()
-			bl = runWorkers(b, lo, hi, baseline)
+			bl = runWorkers(b, workers, lo, hi, baseline)
 		} else {
-			bl = runWorkers(b, lo, hi, baseline)
+			bl = runWorkers(b, workers, lo, hi, baseline)
 			b.StartTimer()
-			o = runWorkers(b, lo, hi, store)
+			o = runWorkers(b, workers, lo, hi, store)
 			b.StopTimer()
 		}
 		own, base = own+o, base+bl
@@ -129,15 +135,15 @@ func baselineRedisBeginCommit(b *testing.B, client redis.UniversalClient) func(i
 	}
 }
 
-// runWorkers calls op(lo) … op(hi-1) from redisWorkers goroutines and
-// returns the wall time taken. The first error fails b.
-func runWorkers(b *testing.B, lo, hi int, op func(i int) error) time.Duration {
+// runWorkers calls op(lo) … op(hi-1) from workers goroutines and returns
+// the wall time taken. The first error fails b.
+func runWorkers(b *testing.B, workers, lo, hi int, op func(i int) error) time.Duration {
 	var next atomic.Int64
 	next.Store(int64(lo))
 	var failed sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range redisWorkers {
+	for range workers {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
