@@ -1,0 +1,186 @@
+package durable_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// waitStepEvent waits for a StepStop event that match accepts.
+func (b *testBundle) waitStepEvent(t *testing.T, what string, match func(durable.StepStopEvent) bool) durable.StepStopEvent {
+	t.Helper()
+	var got durable.StepStopEvent
+	waitFor(t, what, func() bool {
+		for _, e := range b.events.stepEvents() {
+			if match(e) {
+				got = e
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func TestSD8_ReapedWorkerCannotCommit(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan int64, 1), make(chan struct{})
+	fsm := mustFSM(t, durable.FSMConfig[int]{
+		Name:    "lease",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[int]{
+			"a": func(_ context.Context, s *durable.Step[int]) (durable.Outcome, error) {
+				s.State = 100 + s.Attempt
+				if s.Attempt == 1 {
+					started <- s.ID
+					<-release // the lease is reaped meanwhile
+					return durable.Next("b"), nil
+				}
+				return durable.Done("second"), nil
+			},
+			"b": func(context.Context, *durable.Step[int]) (durable.Outcome, error) {
+				return durable.Done("first"), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	// Heartbeats too rare to save the lease; a reaper that looks often.
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = time.Hour, 30*time.Minute, 10*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+
+	id := b.insert(t, fsm.With(0), nil)
+	<-started
+	b.exec(t, "UPDATE durable_instance SET lease_expires_at = now() - interval '1 second' WHERE id = $1", id)
+	in := b.waitStatus(t, id, durable.StatusDone) // reaped, picked again at attempt 2, done
+	if in.Attempt != 2 || string(in.Result) != `"second"` || string(in.State) != "102" {
+		t.Fatalf("after the second attempt: attempt %d, result %s, state %s", in.Attempt, in.Result, in.State)
+	}
+
+	close(release)
+	e := b.waitStepEvent(t, "the stale worker's commit", func(e durable.StepStopEvent) bool { return e.ID == id && e.Attempt == 1 })
+	if !e.Fenced || e.CommitErr != nil || e.Kind != durable.KindNext {
+		t.Fatalf("stale worker's step event %+v, want a fenced next", e)
+	}
+	after := b.get(t, id)
+	if after.Status != durable.StatusDone || after.Step != "a" || string(after.Result) != `"second"` ||
+		string(after.State) != "102" || !after.UpdatedAt.Equal(in.UpdatedAt) {
+		t.Fatalf("the stale commit changed the row: %+v", after)
+	}
+
+	b.events.mu.Lock()
+	reaped := slices.ContainsFunc(b.events.reaped, func(e durable.ReapedEvent) bool { return slices.Contains(e.IDs, id) })
+	b.events.mu.Unlock()
+	if !reaped {
+		t.Fatal("no ReaperReaped event for the instance")
+	}
+}
+
+func TestReaperReturnsDeadEnginesRows(t *testing.T) {
+	t.Parallel()
+	attempts := make(chan int, 1)
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:    "orphan",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(_ context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				attempts <- s.Attempt
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	inserter := setup(t, nil)
+	id := inserter.insert(t, fsm.With(struct{}{}), nil)
+	// An engine that claimed the row with a 100 ms lease and died.
+	inserter.exec(t, `UPDATE durable_instance SET status = 'executing', lease_owner = 'dead',
+		lease_expires_at = now() + interval '100 milliseconds', claims = claims + 1 WHERE id = $1`, id)
+
+	cfg := fast(fsm)
+	cfg.ReaperInterval, cfg.HeartbeatInterval = 10*time.Millisecond, time.Second
+	rec := &recorder{}
+	engine := newClient(t, inserter.pool, cfg, rec)
+	startClient(t, engine)
+	if got := <-attempts; got != 2 {
+		t.Fatalf("the step ran at attempt %d after the reap, want 2", got)
+	}
+	inserter.waitStatus(t, id, durable.StatusDone)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.reaped) != 1 || !slices.Equal(rec.reaped[0].IDs, []int64{id}) {
+		t.Fatalf("reaped events %+v", rec.reaped)
+	}
+}
+
+func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan int64, 1), make(chan struct{})
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:    "long",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(_ context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				started <- s.ID
+				<-release
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 300*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	<-started
+	first := b.get(t, id).LeaseExpiresAt
+	// Outlive the first lease by far, with the reaper looking all along.
+	waitFor(t, "the lease to be extended past twice its length", func() bool {
+		return b.get(t, id).LeaseExpiresAt.After(first.Add(600 * time.Millisecond))
+	})
+	close(release)
+	in := b.waitStatus(t, id, durable.StatusDone)
+	if in.Attempt != 1 {
+		t.Fatalf("attempt %d, want 1: the lease was reaped", in.Attempt)
+	}
+}
+
+func TestLostLeaseCancelsStep(t *testing.T) {
+	t.Parallel()
+	started := make(chan int64, 1)
+	fsm := mustFSM(t, durable.FSMConfig[string]{
+		Name:    "stolen",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[string]{
+			"a": func(ctx context.Context, s *durable.Step[string]) (durable.Outcome, error) {
+				started <- s.ID
+				<-ctx.Done()
+				s.State = "should not be committed"
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Minute, 20*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	id := b.insert(t, fsm.With("initial"), nil)
+	<-started
+	b.exec(t, "UPDATE durable_instance SET lease_owner = 'thief' WHERE id = $1", id)
+	e := b.waitStepEvent(t, "the cancelled step", func(e durable.StepStopEvent) bool { return e.ID == id })
+	if !e.Fenced {
+		t.Fatalf("step event %+v, want fenced", e)
+	}
+	in := b.get(t, id)
+	var state string
+	_ = json.Unmarshal(in.State, &state)
+	if in.Status != durable.StatusExecuting || in.LeaseOwner != "thief" || state != "initial" {
+		t.Fatalf("the thief's row was changed: %+v", in)
+	}
+	if !strings.Contains(b.client.ID(), "-") {
+		t.Fatalf("default engine id %q", b.client.ID())
+	}
+}
