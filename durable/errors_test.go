@@ -129,7 +129,9 @@ func TestRetryFromErrorRecordsTheError(t *testing.T) {
 	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
 		Name: "slow-retry", Initial: "a",
 		Steps: map[string]durable.StepFunc[struct{}]{
-			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Outcome{}, errFlaky },
+			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Outcome{}, errFlaky
+			},
 		},
 	})
 	b := setup(t, fast(fsm))
