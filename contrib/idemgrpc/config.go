@@ -1,0 +1,183 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemgo/idem"
+)
+
+// Metadata names.
+const (
+	// KeyMetadata is the incoming metadata that carries the key, in the
+	// syntax of the HTTP Idempotency-Key header (idem.ParseHeader).
+	KeyMetadata = "idempotency-key"
+	// ReplayedMetadata is the response header metadata, with the value
+	// "true", that marks a response answered from a record.
+	ReplayedMetadata = "idempotent-replayed"
+)
+
+// DefaultMaxCapture is the largest response message recorded unless
+// Config.MaxCapture says otherwise, in bytes of its wire form.
+const DefaultMaxCapture = 1 << 20
+
+// DefaultNamespace is the namespace of the interceptor's records unless
+// Config.Namespace says otherwise.
+var DefaultNamespace = idem.MustNamespace("grpc")
+
+// neverReplayed are metadata names never recorded, whatever
+// Config.ReplayMetadata says: credentials, cookies, the transport's own
+// metadata and the replay marker.
+var neverReplayed = map[string]bool{
+	"authorization": true, "proxy-authorization": true, "cookie": true, "set-cookie": true,
+	"content-type": true, "user-agent": true, "te": true, "host": true,
+	ReplayedMetadata: true, KeyMetadata: true,
+}
+
+// Config configures the interceptor. Only Store is required.
+type Config struct {
+	// Store keeps the records. Required.
+	Store idem.Store
+	// Namespace of the records. Defaults to DefaultNamespace ("grpc").
+	Namespace idem.Namespace
+	// Protect reports whether a method, by its full name
+	// ("/package.Service/Method"), is protected; other methods pass through
+	// untouched, with or without a key. It must be safe for concurrent use.
+	// Defaults to ProtectUnlessIdempotent.
+	Protect func(fullMethod string) bool
+	// RequireKey makes a protected call without a key fail with
+	// codes.InvalidArgument. Defaults to false: such calls pass through and
+	// nothing is recorded.
+	RequireKey bool
+	// KeyScope returns the scope of a call's key, from the incoming
+	// context, so that callers cannot see or probe each other's records.
+	// Defaults to ScopeByAuthorization.
+	KeyScope func(ctx context.Context) string
+	// StoreCode decides which outcomes of the handler are recorded and
+	// replayed, by their status code (codes.OK for a response); the key of
+	// any other outcome is released, so that a retry runs the handler again.
+	// Defaults to DefaultStoreCode.
+	StoreCode func(codes.Code) bool
+	// ReplayMetadata are the names of the header and trailer metadata the
+	// handler sets (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) that
+	// are recorded and replayed, compared case-insensitively. Binary
+	// ("-bin") metadata is kept byte for byte. Defaults to none.
+	// Credentials, cookies, transport metadata ("grpc-" and ":" names,
+	// content-type, user-agent, te, host) and the key and replay markers are
+	// never recorded.
+	ReplayMetadata []string
+	// NewResponse, when set, returns an empty response message of the
+	// method fullMethod, into which a recorded response is decoded on
+	// replay. When it is nil or returns nil, the method's output type is
+	// looked up in protoregistry.GlobalFiles and GlobalTypes, and failing
+	// that the type recorded with the response in GlobalTypes. Set it for
+	// services whose descriptors and response types are not registered
+	// there.
+	NewResponse func(fullMethod string) proto.Message
+	// MaxCapture is the largest response recorded, in bytes of its wire
+	// form; larger responses are delivered but not recorded (the key is
+	// released). Defaults to DefaultMaxCapture (1 MiB).
+	MaxCapture int
+	// Retention is how long records are kept. Defaults to the store's.
+	Retention time.Duration
+	// Lease is how long a call owns its key before a retry may take it
+	// over; it is extended while the handler runs. Defaults to the store's.
+	Lease time.Duration
+	// StoreTimeout, when positive, bounds each store call (the Begin before
+	// the handler, the Commit or release after it). Defaults to no bound of
+	// the interceptor's own: configure timeouts on the store's client. The
+	// calls are never cancelled by the client going away.
+	StoreTimeout time.Duration
+	// FailOpen passes calls through unprotected when the store fails.
+	// Defaults to false: fail closed with codes.Unavailable.
+	FailOpen bool
+	// OnEvent, when set, is called once per protected call before the
+	// interceptor returns. It must be safe for concurrent use.
+	OnEvent func(Event)
+
+	// replay is ReplayMetadata lower-cased, without the never-replayed
+	// names, as a set.
+	replay map[string]bool
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("idemgrpc: Config.Store is required")
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if err := c.Namespace.Validate(); err != nil {
+		return fmt.Errorf("idemgrpc: Config.Namespace: %w", err)
+	}
+	switch {
+	case c.MaxCapture < 0:
+		return errors.New("idemgrpc: Config.MaxCapture must not be negative")
+	case c.Retention < 0:
+		return errors.New("idemgrpc: Config.Retention must not be negative")
+	case c.Lease < 0:
+		return errors.New("idemgrpc: Config.Lease must not be negative")
+	case c.StoreTimeout < 0:
+		return errors.New("idemgrpc: Config.StoreTimeout must not be negative")
+	}
+	if c.Protect == nil {
+		c.Protect = ProtectUnlessIdempotent
+	}
+	if c.KeyScope == nil {
+		c.KeyScope = ScopeByAuthorization
+	}
+	if c.StoreCode == nil {
+		c.StoreCode = DefaultStoreCode
+	}
+	if c.MaxCapture == 0 {
+		c.MaxCapture = DefaultMaxCapture
+	}
+	c.replay = map[string]bool{}
+	for _, name := range c.ReplayMetadata {
+		n := strings.ToLower(name)
+		if !validMetadataName(n) {
+			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: invalid metadata name %q", name)
+		}
+		if !neverReplayed[n] && !strings.HasPrefix(n, "grpc-") {
+			c.replay[n] = true
+		}
+	}
+	return nil
+}
+
+// validMetadataName reports whether n (lower-cased) is a metadata name
+// gRPC allows: 0-9 a-z - _ and '.', not empty.
+func validMetadataName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultStoreCode records responses (codes.OK) and the errors that say
+// the request itself cannot succeed as sent, so that a retry gets the same
+// answer: InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
+// FailedPrecondition, OutOfRange and Unimplemented. The others (Canceled,
+// Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Internal,
+// Unavailable, DataLoss, Unauthenticated) release the key: they may be
+// transient, and a retry runs the handler again.
+func DefaultStoreCode(c codes.Code) bool {
+	switch c {
+	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,69 @@
+// Package idemgrpc adds Idempotency-Key semantics to unary gRPC methods: a
+// retried call with the same key is answered from the recorded outcome
+// instead of running twice. It is the gRPC counterpart of idemhttp.
+//
+//	ic, err := idemgrpc.New(idemgrpc.Config{Store: store, RequireKey: true})
+//	if err != nil { … }
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(recovery, ic))
+//
+// The key travels in the incoming metadata "idempotency-key", in the
+// syntax of the HTTP header (an sf-string or a raw token, 1–255 bytes; see
+// idem.ParseHeader). Keys are scoped by caller (Config.KeyScope; by default
+// a hash of the "authorization" metadata). A call is identified by its full
+// method name and its request message in deterministic wire form. For each
+// call of a protected method (Config.Protect; by default every method not
+// declared NO_SIDE_EFFECTS or IDEMPOTENT):
+//
+//   - no key: InvalidArgument when the key is required, else the call
+//     passes through and nothing is recorded;
+//   - an invalid key (empty, over 255 bytes, control characters, malformed
+//     sf-string, several values): InvalidArgument;
+//   - the same key (within the caller's scope) with another method or
+//     request: FailedPrecondition, even while the original still runs. Not
+//     InvalidArgument, since the call is well-formed; not Aborted or
+//     Unavailable, which invite a retry that can only fail the same way;
+//     not AlreadyExists, which clients read as "the entity exists". It is
+//     the code gRPC gives to "rejected because of the system's state, which
+//     must change first";
+//   - the same key while the original runs: Aborted with a RetryInfo
+//     detail (the delay in whole seconds, also in the message);
+//   - the same key after the original completed: the recorded response
+//     message, or the recorded error status with its message and details,
+//     plus the header metadata "idempotent-replayed: true" and the header
+//     and trailer metadata named in Config.ReplayMetadata;
+//   - the store unreachable: Unavailable (or pass-through with
+//     Config.FailOpen).
+//
+// The interceptor's own errors carry a google.rpc.ErrorInfo detail with
+// domain ErrorDomain and one of the Reason… constants.
+//
+// What is recorded: responses, and the errors whose codes Config.StoreCode
+// accepts (by default InvalidArgument, NotFound, AlreadyExists,
+// PermissionDenied, FailedPrecondition, OutOfRange and Unimplemented: the
+// answers a retry would get again). Not recorded, so a retry runs again:
+// other codes (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted,
+// Internal, Unknown, Canceled…), responses over Config.MaxCapture, and
+// handler panics (the key is released and the panic goes on, to a recovery
+// interceptor further out if there is one).
+//
+// The handler runs with a context detached from the client's cancellation
+// and deadline (context.WithoutCancel): a client that goes away does not
+// abort the work it started, so its retry finds the result instead of
+// running again. The lease is extended in the background (idem.KeepAlive)
+// while the handler runs; if the key is taken over meanwhile, the handler's
+// context is cancelled with cause idem.ErrLeaseLost.
+//
+// On replay the response message is rebuilt from its wire form. Its type
+// is Config.NewResponse's, if set; otherwise the method's output type,
+// found through protoregistry (the method descriptor in GlobalFiles, its
+// output message in GlobalTypes), which works for every service generated
+// by protoc-gen-go; otherwise the message type recorded with the response,
+// found in GlobalTypes, which covers services registered by hand with a
+// grpc.ServiceDesc whose descriptors are not in GlobalFiles. A response
+// that cannot be rebuilt gives Internal and leaves the record as it is.
+//
+// Streaming methods are not covered: there is no stream interceptor.
+//
+// This package is a module of its own, so that gRPC and protobuf are
+// dependencies only of programs that use it.
+package idemgrpc

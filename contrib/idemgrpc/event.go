@@ -1,0 +1,43 @@
+package idemgrpc
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Event describes one protected call the interceptor handled, for metrics
+// and logs.
+type Event struct {
+	// FullMethod is the method called, "/package.Service/Method".
+	FullMethod string
+	// Outcome says what happened; see the Outcome constants.
+	Outcome Outcome
+	// Code is the status code returned to the client.
+	Code codes.Code
+	// StoreTime is the time spent in store calls.
+	StoreTime time.Duration
+	// HandlerTime is the time spent in the handler (zero unless it ran).
+	HandlerTime time.Duration
+	// Err is the store error, for OutcomeStoreError and for failures to
+	// record or release (OutcomeReleased with Err set), or why a recorded
+	// response could not be replayed.
+	Err error
+}
+
+// Outcome classifies a call in an Event. The values are those of
+// idemhttp.Outcome, so that HTTP and gRPC metrics can share dashboards.
+type Outcome string
+
+// Outcomes of Event.
+const (
+	OutcomePassThrough Outcome = "pass_through" // no key and none required
+	OutcomeExecuted    Outcome = "executed"     // the handler ran and its outcome was recorded
+	OutcomeReleased    Outcome = "released"     // the handler ran; its outcome was not recorded
+	OutcomeReplayed    Outcome = "replayed"     // answered from the record
+	OutcomeInProgress  Outcome = "in_progress"  // Aborted: the original is still running
+	OutcomeMismatch    Outcome = "mismatch"     // FailedPrecondition: key reused with another request
+	OutcomeKeyMissing  Outcome = "key_missing"
+	OutcomeKeyInvalid  Outcome = "key_invalid"
+	OutcomeStoreError  Outcome = "store_error" // Unavailable, or passed through with FailOpen
+)

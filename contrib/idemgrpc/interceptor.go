@@ -1,0 +1,265 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/idemgo/idem"
+)
+
+// New returns the unary server interceptor for cfg, or an error naming the
+// Config field that is invalid.
+func New(cfg Config) (grpc.UnaryServerInterceptor, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	i := &interceptor{cfg: cfg}
+	return i.intercept, nil
+}
+
+// UnaryServerInterceptor is like New but panics when cfg is invalid. Use it
+// where cfg is fixed at compile time.
+func UnaryServerInterceptor(cfg Config) grpc.UnaryServerInterceptor {
+	i, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+type interceptor struct {
+	cfg Config
+}
+
+// call is the state of one protected call.
+type call struct {
+	i      *interceptor
+	ctx    context.Context // the call's context, for grpc.SetHeader
+	detach context.Context // ctx without its cancellation and deadline
+	method string
+	ev     Event
+}
+
+func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !i.cfg.Protect(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	x := &call{i: i, ctx: ctx, detach: context.WithoutCancel(ctx), method: info.FullMethod, ev: Event{FullMethod: info.FullMethod}}
+	defer x.emit()
+
+	md, _ := metadata.FromIncomingContext(ctx)
+	key, err := idem.ParseHeader(i.cfg.Namespace, md.Get(KeyMetadata))
+	if errors.Is(err, idem.ErrKeyMissing) {
+		if i.cfg.RequireKey {
+			return x.fail(OutcomeKeyMissing, errKeyMissing())
+		}
+		x.ev.Outcome = OutcomePassThrough
+		return x.pass(handler, req)
+	}
+	if err != nil {
+		detail := err.Error()
+		var ke *idem.KeyError
+		if errors.As(err, &ke) {
+			detail = ke.Detail
+		}
+		return x.fail(OutcomeKeyInvalid, errKeyInvalid(detail))
+	}
+	if key, err = key.WithScope(i.cfg.KeyScope(ctx)); err != nil {
+		return x.fail(OutcomeStoreError, errInternal("invalid key scope"))
+	}
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return x.fail(OutcomeStoreError, errInternal("the request is not a protocol buffers message"))
+	}
+	fp, wire, err := requestFingerprint(info.FullMethod, msg)
+	if err != nil {
+		return x.fail(OutcomeStoreError, errInternal("request fingerprint failed"))
+	}
+
+	sctx, done := x.storeCtx()
+	o, err := i.cfg.Store.Begin(sctx, key, idem.Request{Fingerprint: fp, Payload: requestPayload(info.FullMethod, msg, len(wire))},
+		&idem.BeginOpts{Retention: i.cfg.Retention, Lease: i.cfg.Lease})
+	done()
+	if err != nil {
+		x.ev.Err = err
+		if i.cfg.FailOpen {
+			x.ev.Outcome = OutcomeStoreError
+			return x.pass(handler, req)
+		}
+		return x.fail(OutcomeStoreError, errStoreUnavailable())
+	}
+	switch o.Kind {
+	case idem.Fresh:
+		return x.run(handler, req, key, o.Lease)
+	case idem.PriorResult:
+		return x.replay(o.Result)
+	case idem.Mismatch:
+		return x.fail(OutcomeMismatch, errKeyReused())
+	case idem.InFlight:
+		return x.fail(OutcomeInProgress, errInProgress(o.RetryAfter))
+	default: // PriorError: never written by this interceptor; another writer shares the namespace.
+		return x.fail(OutcomeReplayed, errInternal("the original call failed permanently"))
+	}
+}
+
+// run calls the handler as the owner of key, with a context detached from
+// the client's cancellation, and records or releases the key afterwards.
+func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.Lease) (resp any, err error) {
+	store := x.i.cfg.Store
+	ctx, cancel := context.WithCancelCause(x.detach)
+	defer cancel(nil)
+	stop := idem.KeepAlive(ctx, store, key, lease, 0, func() { cancel(idem.ErrLeaseLost) })
+	var rec *metadataRecorder
+	if len(x.i.cfg.replay) > 0 {
+		if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
+			rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay}
+			ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
+		}
+	}
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			stop()
+			x.ev.HandlerTime = time.Since(start)
+			x.ev.Outcome, x.ev.Code = OutcomeReleased, codes.Internal
+			x.release(key, lease)
+			panic(p)
+		}
+	}()
+	resp, err = handler(ctx, req)
+	stop()
+	x.ev.HandlerTime = time.Since(start)
+
+	st := statusOf(err)
+	x.ev.Code = st.Code()
+	if !x.i.cfg.StoreCode(st.Code()) {
+		x.ev.Outcome = OutcomeReleased
+		x.release(key, lease)
+		return resp, err
+	}
+	header, trailer := rec.recorded()
+	b, encErr := encodeResponse(resp, st, header, trailer, x.i.cfg.MaxCapture)
+	if encErr != nil {
+		x.ev.Outcome, x.ev.Err = OutcomeReleased, encErr
+		x.release(key, lease)
+		return resp, err
+	}
+	sctx, done := x.storeCtx()
+	cerr := store.Commit(sctx, key, lease, b)
+	done()
+	if cerr != nil {
+		x.ev.Outcome, x.ev.Err = OutcomeReleased, cerr
+		if !errors.Is(cerr, idem.ErrStaleToken) {
+			x.release(key, lease)
+		}
+		return resp, err
+	}
+	x.ev.Outcome = OutcomeExecuted
+	return resp, err
+}
+
+// statusOf returns the status gRPC sends for a handler's error: its own
+// status, or for other errors Canceled or DeadlineExceeded when they are
+// context errors and Unknown otherwise.
+func statusOf(err error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	return status.FromContextError(err)
+}
+
+// release frees the key so that a retry runs again.
+func (x *call) release(key idem.Key, lease idem.Lease) {
+	ctx, done := x.storeCtx()
+	err := x.i.cfg.Store.FailTransient(ctx, key, lease)
+	done()
+	if err != nil && x.ev.Err == nil {
+		x.ev.Err = err
+	}
+}
+
+// replay answers with a recorded outcome, marked with the
+// idempotent-replayed header.
+func (x *call) replay(b []byte) (any, error) {
+	rec, err := decodeResponse(b)
+	if err != nil {
+		x.ev.Err = err
+		return x.fail(OutcomeReplayed, errInternal("recorded response unreadable"))
+	}
+	header := metadataOf(rec.Header, x.i.cfg.replay)
+	header.Set(ReplayedMetadata, "true")
+	// These fail only outside a gRPC server (a test calling the
+	// interceptor directly) or after headers were sent; neither is ours.
+	_ = grpc.SetHeader(x.ctx, header)
+	if trailer := metadataOf(rec.Trailer, x.i.cfg.replay); len(trailer) > 0 {
+		_ = grpc.SetTrailer(x.ctx, trailer)
+	}
+	x.ev.Outcome, x.ev.Code = OutcomeReplayed, codes.Code(rec.Code)
+	if codes.Code(rec.Code) != codes.OK {
+		st, err := rec.errorStatus()
+		if err != nil {
+			x.ev.Err = err
+			return x.fail(OutcomeReplayed, errInternal("recorded status unreadable"))
+		}
+		return nil, st.Err()
+	}
+	resp := x.i.cfg.newResponse(x.method, protoreflect.FullName(rec.Type))
+	if resp == nil {
+		x.ev.Err = errors.New("idemgrpc: no response type for " + x.method + " (recorded " + rec.Type + "); set Config.NewResponse")
+		return x.fail(OutcomeReplayed, errInternal("recorded response cannot be rebuilt"))
+	}
+	if err := proto.Unmarshal(rec.Body, resp); err != nil {
+		x.ev.Err = err
+		return x.fail(OutcomeReplayed, errInternal("recorded response does not decode"))
+	}
+	return resp, nil
+}
+
+// fail answers with one of the interceptor's errors.
+func (x *call) fail(o Outcome, err error) (any, error) {
+	x.ev.Outcome, x.ev.Code = o, status.Code(err)
+	return nil, err
+}
+
+// pass calls the handler unprotected.
+func (x *call) pass(handler grpc.UnaryHandler, req any) (any, error) {
+	start := time.Now()
+	resp, err := handler(x.ctx, req)
+	x.ev.HandlerTime = time.Since(start)
+	x.ev.Code = statusOf(err).Code()
+	return resp, err
+}
+
+// storeCtx returns the context of a store call, detached from the client's
+// cancellation and bounded by StoreTimeout when set, and a function ending
+// the call that accounts its time.
+func (x *call) storeCtx() (context.Context, func()) {
+	start := time.Now()
+	ctx, cancel := x.detach, context.CancelFunc(nil)
+	if x.i.cfg.StoreTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, x.i.cfg.StoreTimeout)
+	}
+	return ctx, func() {
+		if cancel != nil {
+			cancel()
+		}
+		x.ev.StoreTime += time.Since(start)
+	}
+}
+
+func (x *call) emit() {
+	if x.i.cfg.OnEvent != nil {
+		x.i.cfg.OnEvent(x.ev)
+	}
+}

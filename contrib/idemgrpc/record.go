@@ -1,0 +1,140 @@
+package idemgrpc
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemgo/idem"
+)
+
+// recordedResponse is what Commit records: a JSON document holding either
+// the response message in its wire form and its full type name, or the
+// status of an error as a google.rpc.Status in its wire form, and the
+// metadata to replay. []byte fields are base64 in JSON.
+//
+//	{"v":1,"code":0,"type":"pkg.Reply","body":"<base64>","header":{"x-id":["<base64>"]}}
+//	{"v":1,"code":5,"status":"<base64>"}
+type recordedResponse struct {
+	V       int                 `json:"v"`
+	Code    uint32              `json:"code"`
+	Type    string              `json:"type,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+	Status  []byte              `json:"status,omitempty"`
+	Header  map[string][][]byte `json:"header,omitempty"`
+	Trailer map[string][][]byte `json:"trailer,omitempty"`
+}
+
+// encodeResponse builds the record of an outcome: resp when st is OK, else
+// st. The error says why an outcome cannot be recorded: a response that is
+// not a proto.Message, or one over max bytes.
+func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, max int) ([]byte, error) {
+	rec := recordedResponse{V: 1, Code: uint32(st.Code()), Header: metadataBytes(header), Trailer: metadataBytes(trailer)}
+	if st.Code() == codes.OK {
+		m, ok := resp.(proto.Message)
+		if !ok || m == nil {
+			return nil, fmt.Errorf("idemgrpc: response %T is not a proto.Message", resp)
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("idemgrpc: response does not marshal: %w", err)
+		}
+		if len(b) > max {
+			return nil, fmt.Errorf("idemgrpc: response is %d bytes, over MaxCapture (%d)", len(b), max)
+		}
+		rec.Type, rec.Body = string(m.ProtoReflect().Descriptor().FullName()), b
+	} else {
+		b, err := proto.Marshal(st.Proto())
+		if err != nil {
+			return nil, fmt.Errorf("idemgrpc: status does not marshal: %w", err)
+		}
+		if len(b) > max {
+			return nil, fmt.Errorf("idemgrpc: status is %d bytes, over MaxCapture (%d)", len(b), max)
+		}
+		rec.Status = b
+	}
+	return json.Marshal(rec)
+}
+
+// decodeResponse reads a record written by encodeResponse.
+func decodeResponse(b []byte) (*recordedResponse, error) {
+	var rec recordedResponse
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("idemgrpc: recorded response does not decode: %w", err)
+	}
+	if rec.V != 1 {
+		return nil, fmt.Errorf("idemgrpc: recorded response has version %d", rec.V)
+	}
+	return &rec, nil
+}
+
+// errorStatus rebuilds the status of a recorded error.
+func (rec *recordedResponse) errorStatus() (*status.Status, error) {
+	sp := status.New(codes.Unknown, "").Proto() // an empty google.rpc.Status to decode into
+	if err := proto.Unmarshal(rec.Status, sp); err != nil {
+		return nil, fmt.Errorf("idemgrpc: recorded status does not decode: %w", err)
+	}
+	st := status.FromProto(sp)
+	if st.Code() == codes.OK || uint32(st.Code()) != rec.Code {
+		return nil, fmt.Errorf("idemgrpc: recorded status has code %d, the record says %d", st.Code(), rec.Code)
+	}
+	return st, nil
+}
+
+// metadataBytes converts metadata to its recorded form.
+func metadataBytes(md metadata.MD) map[string][][]byte {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string][][]byte, len(md))
+	for k, vs := range md {
+		for _, v := range vs {
+			out[k] = append(out[k], []byte(v))
+		}
+	}
+	return out
+}
+
+// metadataOf converts recorded metadata back, keeping only the names in
+// allow.
+func metadataOf(m map[string][][]byte, allow map[string]bool) metadata.MD {
+	md := metadata.MD{}
+	for k, vs := range m {
+		if !allow[k] {
+			continue
+		}
+		for _, v := range vs {
+			md[k] = append(md[k], string(v))
+		}
+	}
+	return md
+}
+
+// requestFingerprint identifies a call by its method and its request
+// message in deterministic wire form (map entries sorted), so that equal
+// messages give equal fingerprints within a build. The kind "GRPC" keeps
+// them apart from HTTP requests' fingerprints.
+func requestFingerprint(fullMethod string, req proto.Message) (idem.Fingerprint, []byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return idem.Fingerprint{}, nil, fmt.Errorf("idemgrpc: request does not marshal: %w", err)
+	}
+	fp, err := idem.FingerprintRequest(idem.RequestParts{Method: "GRPC", Target: fullMethod, Body: b})
+	return fp, b, err
+}
+
+// requestPayload is what Begin records about a call, for operators and
+// Mismatch diagnosis: the method, the message type and its size, nothing
+// of its content.
+func requestPayload(fullMethod string, req proto.Message, size int) []byte {
+	b, _ := json.Marshal(struct {
+		Method    string `json:"method"`
+		Message   string `json:"message"`
+		BodyBytes int    `json:"body_bytes"`
+	}{fullMethod, string(req.ProtoReflect().Descriptor().FullName()), size})
+	return b
+}
