@@ -1,0 +1,560 @@
+package idemgrpc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/contrib/idemgrpc"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func wantRuns(t *testing.T, b *bundle, n int) {
+	t.Helper()
+	if got := int(b.svc.runs.Load()); got != n {
+		t.Fatalf("handler ran %d times, want %d", got, n)
+	}
+}
+
+func wantOK(t *testing.T, r result) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("call failed: %v", r.err)
+	}
+}
+
+// wantError checks the code of r's error and the reason of its ErrorInfo
+// detail, and returns its details.
+func wantError(t *testing.T, r result, code codes.Code, reason string) []any {
+	t.Helper()
+	st := status.Convert(r.err)
+	if st.Code() != code {
+		t.Fatalf("code = %v (%v), want %v", st.Code(), r.err, code)
+	}
+	details := st.Details()
+	for _, d := range details {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.GetReason() != reason || info.GetDomain() != idemgrpc.ErrorDomain {
+				t.Errorf("ErrorInfo = %v, want reason %s in %s", info, reason, idemgrpc.ErrorDomain)
+			}
+			return details
+		}
+	}
+	t.Errorf("no ErrorInfo detail in %v", details)
+	return details
+}
+
+func TestH1H5ReplayWithReplayedHeader(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	first := b.call(chargeMethod, amount(100), key(`"k1"`)...)
+	wantOK(t, first)
+	if first.replayed() || first.reply != "charge 1: 100" {
+		t.Fatalf("first call: %q, replayed %v", first.reply, first.replayed())
+	}
+	for i := range 10 {
+		k := `k1` // the raw form is the same key as the sf-string
+		if i%2 == 1 {
+			k = `"k1"`
+		}
+		r := b.call(chargeMethod, amount(100), key(k)...)
+		wantOK(t, r)
+		if !r.replayed() || r.reply != first.reply {
+			t.Fatalf("retry %d: %q, replayed %v; want %q replayed", i, r.reply, r.replayed(), first.reply)
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH2MissingKey(t *testing.T) {
+	t.Run("required", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{RequireKey: true})
+		wantError(t, b.call(chargeMethod, amount(1)), codes.InvalidArgument, idemgrpc.ReasonKeyMissing)
+		wantRuns(t, b, 0)
+	})
+	t.Run("optional", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{})
+		for range 2 {
+			r := b.call(chargeMethod, amount(1))
+			wantOK(t, r)
+			if r.replayed() {
+				t.Fatal("a call without a key was replayed")
+			}
+		}
+		wantRuns(t, b, 2)
+		if e := <-b.events; e.Outcome != idemgrpc.OutcomePassThrough {
+			t.Errorf("event %v, want pass_through", e.Outcome)
+		}
+	})
+}
+
+func TestH3InvalidKeys(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	k255 := strings.Repeat("k", 255)
+	for _, tc := range []struct {
+		name string
+		md   []string
+	}{
+		{"empty", key("")},
+		{"blank", key("   ")},
+		{"256 bytes", key(k255 + "k")},
+		{"two values", append(key("a"), key("b")...)},
+		{"malformed sf-string", key(`"abc`)},
+		{"comma", key("a,b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, b.call(chargeMethod, amount(1), tc.md...), codes.InvalidArgument, idemgrpc.ReasonKeyInvalid)
+		})
+	}
+	wantRuns(t, b, 0)
+	wantOK(t, b.call(chargeMethod, amount(1), key(k255)...))
+	wantOK(t, b.call(chargeMethod, amount(1), key("Case")...))
+	if r := b.call(chargeMethod, amount(1), key("case")...); r.replayed() {
+		t.Error("keys are not case-sensitive")
+	}
+	wantRuns(t, b, 3)
+}
+
+// gRPC clients refuse to send control characters in metadata; other
+// clients may, and the interceptor rejects them. The interceptor is called
+// directly here, as a server would.
+func TestH3ControlCharacters(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	ic, _ := idemgrpc.New(idemgrpc.Config{Store: s})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(idemgrpc.KeyMetadata, "a\x01b"))
+	ran := false
+	_, err := ic(ctx, amount(1), &grpc.UnaryServerInfo{FullMethod: chargeMethod}, func(context.Context, any) (any, error) {
+		ran = true
+		return wrapperspb.String(""), nil
+	})
+	wantError(t, result{err: err}, codes.InvalidArgument, idemgrpc.ReasonKeyInvalid)
+	if ran {
+		t.Error("the handler ran")
+	}
+}
+
+func TestH4UnprotectedMethodsPassThrough(t *testing.T) {
+	t.Run("idempotency_level", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{RequireKey: true})
+		for range 3 {
+			r := b.call(lookupMethod, wrapperspb.String("ch_1"), key("same")...)
+			wantOK(t, r)
+			if r.replayed() {
+				t.Fatal("a NO_SIDE_EFFECTS method was replayed")
+			}
+		}
+		wantOK(t, b.call(lookupMethod, wrapperspb.String("ch_1"))) // no key required either
+		wantRuns(t, b, 4)
+		if len(b.events) != 0 {
+			t.Errorf("%d events for unprotected calls", len(b.events))
+		}
+	})
+	t.Run("Config.Protect", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{Protect: func(m string) bool { return m != refundMethod }})
+		for range 2 {
+			if r := b.call(refundMethod, amount(1), key("same")...); r.err != nil || r.replayed() {
+				t.Fatalf("refund: %v, replayed %v", r.err, r.replayed())
+			}
+		}
+		wantRuns(t, b, 2)
+	})
+	for method, want := range map[string]bool{chargeMethod: true, lookupMethod: false, echoMethod: true, "/no.Such/Method": true, "garbage": true} {
+		if got := idemgrpc.ProtectUnlessIdempotent(method); got != want {
+			t.Errorf("ProtectUnlessIdempotent(%q) = %v, want %v", method, got, want)
+		}
+	}
+}
+
+func TestH5ReplayMetadata(t *testing.T) {
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"X-Charge-Id", "x-ledger-bin", "authorization", "grpc-status"}})
+	b.svc.header = metadata.Pairs("x-charge-id", "ch_1", "x-internal", "not allowlisted")
+	b.svc.trailer = metadata.Pairs("x-ledger-bin", "\x00\xff\x01", "authorization", "leaked")
+	first := b.call(chargeMethod, amount(5), key("k5")...)
+	wantOK(t, first)
+	if first.header.Get("x-internal") == nil {
+		t.Fatalf("first response has no x-internal header: %v", first.header)
+	}
+	r := b.call(chargeMethod, amount(5), key("k5")...)
+	wantOK(t, r)
+	if !r.replayed() {
+		t.Fatal("not replayed")
+	}
+	if got := r.header.Get("x-charge-id"); len(got) != 1 || got[0] != "ch_1" {
+		t.Errorf("x-charge-id = %q, want ch_1", got)
+	}
+	if got := r.trailer.Get("x-ledger-bin"); len(got) != 1 || got[0] != "\x00\xff\x01" {
+		t.Errorf("x-ledger-bin = %q, want the original bytes", got)
+	}
+	if r.header.Get("x-internal") != nil || r.trailer.Get("authorization") != nil {
+		t.Errorf("metadata outside the allowlist replayed: header %v trailer %v", r.header, r.trailer)
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH8MismatchLeavesRecord(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	first := b.call(chargeMethod, amount(4242), key("k8")...)
+	wantOK(t, first)
+	for name, r := range map[string]result{
+		"request": b.call(chargeMethod, amount(1), key("k8")...),
+		"method":  b.call(refundMethod, amount(4242), key("k8")...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantError(t, r, codes.FailedPrecondition, idemgrpc.ReasonKeyReused)
+			if msg := status.Convert(r.err).Message(); strings.Contains(msg, "4242") || strings.Contains(msg, "charge 1") {
+				t.Errorf("the error leaks the original: %s", msg)
+			}
+		})
+	}
+	wantRuns(t, b, 1)
+	if r := b.call(chargeMethod, amount(4242), key("k8")...); !r.replayed() || r.reply != first.reply {
+		t.Errorf("the original no longer replays: %q %v", r.reply, r.err)
+	}
+}
+
+// Map fields are compared by content: the request is marshalled
+// deterministically.
+func TestH7MapOrderDoesNotMatter(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	for range 20 {
+		// Each call builds its map anew; Go randomises iteration order.
+		if r := b.call(chargeMethod, amount(7), key("k7")...); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH9H10InFlight(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	done := make(chan result)
+	go func() { done <- b.call(chargeMethod, amount(9), key("k9")...) }()
+	<-b.svc.started
+	// H9: another request while the original runs is a mismatch.
+	wantError(t, b.call(chargeMethod, amount(10), key("k9")...), codes.FailedPrecondition, idemgrpc.ReasonKeyReused)
+	// H10: the same request is Aborted, with a retry delay.
+	r := b.call(chargeMethod, amount(9), key("k9")...)
+	var retry *errdetails.RetryInfo
+	for _, d := range wantError(t, r, codes.Aborted, idemgrpc.ReasonInProgress) {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri
+		}
+	}
+	if retry == nil || retry.GetRetryDelay().AsDuration() < time.Second {
+		t.Errorf("RetryInfo = %v, want a delay of at least 1s", retry)
+	}
+	if !strings.Contains(status.Convert(r.err).Message(), "retry after") {
+		t.Errorf("message %q does not give the delay", status.Convert(r.err).Message())
+	}
+	close(b.svc.hold)
+	first := <-done
+	wantOK(t, first)
+	if r := b.call(chargeMethod, amount(9), key("k9")...); !r.replayed() || r.reply != first.reply {
+		t.Errorf("after completion: %q %v, want the replay", r.reply, r.err)
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestH10ConcurrentCallsRunOnce(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	const n = 25
+	results := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			results[i] = b.call(chargeMethod, amount(10), key("k10")...)
+		})
+	}
+	close(start)
+	wg.Wait()
+	wantRuns(t, b, 1)
+	for _, r := range results {
+		switch r.code() {
+		case codes.OK:
+			if r.reply != "charge 1: 10" {
+				t.Errorf("reply %q", r.reply)
+			}
+		case codes.Aborted:
+		default:
+			t.Errorf("code %v (%v), want OK or Aborted", r.code(), r.err)
+		}
+	}
+}
+
+func TestH12StoredCodes(t *testing.T) {
+	withDetail, _ := status.New(codes.NotFound, "no such customer").WithDetails(&errdetails.ResourceInfo{ResourceType: "customer", ResourceName: "cus_1"})
+	for _, tc := range []struct {
+		name   string
+		err    error
+		stored bool
+	}{
+		{"NotFound with details", withDetail.Err(), true},
+		{"InvalidArgument", status.Error(codes.InvalidArgument, "amount must be positive"), true},
+		{"AlreadyExists", status.Error(codes.AlreadyExists, "exists"), true},
+		{"PermissionDenied", status.Error(codes.PermissionDenied, "no"), true},
+		{"FailedPrecondition", status.Error(codes.FailedPrecondition, "account closed"), true},
+		{"OutOfRange", status.Error(codes.OutOfRange, "range"), true},
+		{"Unimplemented", status.Error(codes.Unimplemented, "later"), true},
+		{"Unavailable", status.Error(codes.Unavailable, "try again"), false},
+		{"DeadlineExceeded", status.Error(codes.DeadlineExceeded, "slow"), false},
+		{"Aborted", status.Error(codes.Aborted, "conflict"), false},
+		{"ResourceExhausted", status.Error(codes.ResourceExhausted, "quota"), false},
+		{"Internal", status.Error(codes.Internal, "bug"), false},
+		{"Unauthenticated", status.Error(codes.Unauthenticated, "who"), false},
+		{"plain error (Unknown)", errors.New("boom"), false},
+		{"context error (Canceled)", context.Canceled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, idemgrpc.Config{})
+			b.svc.err = tc.err
+			first := b.call(chargeMethod, amount(12), key("k12")...)
+			retry := b.call(chargeMethod, amount(12), key("k12")...)
+			if retry.replayed() != tc.stored {
+				t.Fatalf("replayed = %v, want %v", retry.replayed(), tc.stored)
+			}
+			if !proto.Equal(status.Convert(first.err).Proto(), status.Convert(retry.err).Proto()) {
+				t.Errorf("retry status %v, want %v", status.Convert(retry.err).Proto(), status.Convert(first.err).Proto())
+			}
+			want := 2
+			if tc.stored {
+				want = 1
+			}
+			wantRuns(t, b, want)
+		})
+	}
+	t.Run("Config.StoreCode", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{StoreCode: func(c codes.Code) bool { return c == codes.OK || c == codes.Unavailable }})
+		b.svc.err = status.Error(codes.Unavailable, "down")
+		b.call(chargeMethod, amount(1), key("k")...)
+		if r := b.call(chargeMethod, amount(1), key("k")...); !r.replayed() || r.code() != codes.Unavailable {
+			t.Errorf("retry: %v replayed %v, want the stored Unavailable", r.err, r.replayed())
+		}
+		wantRuns(t, b, 1)
+	})
+}
+
+func TestH14RetentionExpiry(t *testing.T) {
+	b := setup(t, idemgrpc.Config{Retention: time.Hour})
+	b.call(chargeMethod, amount(14), key("k14")...)
+	b.clock.Advance(time.Hour - time.Second)
+	if r := b.call(chargeMethod, amount(14), key("k14")...); !r.replayed() {
+		t.Fatal("not replayed within the retention")
+	}
+	b.clock.Advance(time.Second)
+	if r := b.call(chargeMethod, amount(14), key("k14")...); r.replayed() || r.err != nil {
+		t.Fatalf("after the retention: %v, replayed %v", r.err, r.replayed())
+	}
+	wantRuns(t, b, 2)
+}
+
+func TestH17ScopesAreIndependent(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	alice, bob := []string{"authorization", "Bearer alice"}, []string{"authorization", "Bearer bob"}
+	wantOK(t, b.call(chargeMethod, amount(1), append(key("k17"), alice...)...))
+	r := b.call(chargeMethod, amount(2), append(key("k17"), bob...)...)
+	wantOK(t, r)
+	if r.replayed() {
+		t.Fatal("bob got alice's record")
+	}
+	ra := b.call(chargeMethod, amount(1), append(key("k17"), alice...)...)
+	rb := b.call(chargeMethod, amount(2), append(key("k17"), bob...)...)
+	if !ra.replayed() || !rb.replayed() || ra.reply != "charge 1: 1" || rb.reply != "charge 2: 2" {
+		t.Errorf("replays: alice %q, bob %q", ra.reply, rb.reply)
+	}
+	wantRuns(t, b, 2)
+}
+
+// failingStore is an idem.Store whose backend is down.
+type failingStore struct{ idem.Store }
+
+func (failingStore) Begin(context.Context, idem.Key, idem.Request, *idem.BeginOpts) (idem.Outcome, error) {
+	return idem.Outcome{}, idem.Unavailable(errors.New("connection refused"))
+}
+
+func TestH18StoreUnavailable(t *testing.T) {
+	b := setup(t, idemgrpc.Config{Store: failingStore{}})
+	wantError(t, b.call(chargeMethod, amount(1), key("k18")...), codes.Unavailable, idemgrpc.ReasonStoreUnavailable)
+	wantRuns(t, b, 0)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeStoreError || !errors.Is(e.Err, idem.ErrUnavailable) {
+		t.Errorf("event %+v", e)
+	}
+	open := setup(t, idemgrpc.Config{Store: failingStore{}, FailOpen: true})
+	wantOK(t, open.call(chargeMethod, amount(1), key("k18")...))
+	wantRuns(t, open, 1)
+}
+
+func TestH19LargeResponsesNotStored(t *testing.T) {
+	b := setup(t, idemgrpc.Config{MaxCapture: 64})
+	b.svc.pad = 100
+	for range 2 {
+		r := b.call(chargeMethod, amount(19), key("k19")...)
+		wantOK(t, r)
+		if r.replayed() || len(r.reply) < 100 {
+			t.Fatalf("reply of %d bytes, replayed %v", len(r.reply), r.replayed())
+		}
+	}
+	wantRuns(t, b, 2)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Err == nil {
+		t.Errorf("event %+v, want released with the reason", e)
+	}
+}
+
+// A panic releases the key and goes on to the recovery interceptor; the
+// retry runs again and is recorded.
+func TestPanicReleasesKey(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.panics.Store(1)
+	if r := b.call(chargeMethod, amount(1), key("p1")...); r.code() != codes.Internal || !strings.Contains(r.err.Error(), "boom") {
+		t.Fatalf("panicking call: %v", r.err)
+	}
+	r := b.call(chargeMethod, amount(1), key("p1")...)
+	wantOK(t, r)
+	if r.replayed() {
+		t.Fatal("the retry after a panic was replayed")
+	}
+	if r := b.call(chargeMethod, amount(1), key("p1")...); !r.replayed() {
+		t.Fatal("the retry's result was not recorded")
+	}
+	wantRuns(t, b, 2)
+}
+
+// H21: a client that cancels does not cancel the handler; its result is
+// recorded and the retry replays.
+func TestH21ClientCancelDoesNotCancelHandler(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result)
+	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(21), key("k21")...) }()
+	<-b.svc.started
+	cancel()
+	if r := <-done; r.code() != codes.Canceled {
+		t.Fatalf("cancelled call: %v", r.err)
+	}
+	close(b.svc.hold)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted {
+		t.Fatalf("event %+v, want executed", e)
+	}
+	if b.svc.sawCancel.Load() {
+		t.Fatal("the handler's context was cancelled with the client's")
+	}
+	if r := b.call(chargeMethod, amount(21), key("k21")...); !r.replayed() || r.reply != "charge 1: 21" {
+		t.Errorf("retry after cancelling: %q %v replayed %v", r.reply, r.err, r.replayed())
+	}
+	wantRuns(t, b, 1)
+}
+
+func TestReplayTypeResolution(t *testing.T) {
+	t.Run("recorded type", func(t *testing.T) {
+		// Unlisted has no registered descriptor: the recorded type rebuilds
+		// the response.
+		b := setup(t, idemgrpc.Config{})
+		first := b.call(echoMethod, wrapperspb.String("hi"), key("e")...)
+		r := b.call(echoMethod, wrapperspb.String("hi"), key("e")...)
+		if first.err != nil || r.err != nil || !r.replayed() || r.reply != "echo 1: hi" {
+			t.Fatalf("replay: %q %v replayed %v", r.reply, r.err, r.replayed())
+		}
+	})
+	t.Run("Config.NewResponse", func(t *testing.T) {
+		var asked []string
+		b := setup(t, idemgrpc.Config{NewResponse: func(m string) proto.Message {
+			asked = append(asked, m)
+			if m == echoMethod {
+				return new(wrapperspb.StringValue)
+			}
+			return nil // the registry's answer
+		}})
+		for _, m := range []string{echoMethod, chargeMethod} {
+			var in proto.Message = wrapperspb.String("hi")
+			if m == chargeMethod {
+				in = amount(1)
+			}
+			b.call(m, in, key("n"+m)...)
+			if r := b.call(m, in, key("n"+m)...); r.err != nil || !r.replayed() {
+				t.Fatalf("%s replay: %v replayed %v", m, r.err, r.replayed())
+			}
+		}
+		if len(asked) != 2 || asked[0] != echoMethod || asked[1] != chargeMethod {
+			t.Errorf("NewResponse asked for %v", asked)
+		}
+	})
+}
+
+func TestEvents(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.call(chargeMethod, amount(1), key("e")...)
+	b.call(chargeMethod, amount(1), key("e")...)
+	b.call(chargeMethod, amount(2), key("e")...)
+	b.call(chargeMethod, amount(1), key("")...)
+	b.call(lookupMethod, wrapperspb.String("x"), key("e")...)
+	var got []string
+	for len(b.events) > 0 {
+		e := <-b.events
+		if e.FullMethod != chargeMethod {
+			t.Errorf("event for %s", e.FullMethod)
+		}
+		got = append(got, string(e.Outcome)+"/"+e.Code.String())
+	}
+	want := "executed/OK replayed/OK mismatch/FailedPrecondition key_invalid/InvalidArgument"
+	if strings.Join(got, " ") != want {
+		t.Errorf("events %v, want %s", got, want)
+	}
+}
+
+func TestRecordHoldsNothingOfTheRequest(t *testing.T) {
+	b := setup(t, idemgrpc.Config{NewResponse: func(string) proto.Message { return nil }})
+	b.call(chargeMethod, amount(4242), key("r")...)
+	k, _ := idem.ParseKey(idemgrpc.DefaultNamespace, "r")
+	rec, err := b.store.Get(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(rec.Request, []byte("4242")) || !bytes.Contains(rec.Request, []byte(chargeMethod)) {
+		t.Errorf("recorded request %s", rec.Request)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for name, cfg := range map[string]idemgrpc.Config{
+		"no store":              {},
+		"bad namespace":         {Store: s, Namespace: "Bad"},
+		"negative capture":      {Store: s, MaxCapture: -1},
+		"negative retention":    {Store: s, Retention: -1},
+		"negative lease":        {Store: s, Lease: -1},
+		"negative timeout":      {Store: s, StoreTimeout: -1},
+		"bad metadata name":     {Store: s, ReplayMetadata: []string{"x id"}},
+		"empty metadata name":   {Store: s, ReplayMetadata: []string{""}},
+		"pseudo-header replays": {Store: s, ReplayMetadata: []string{":status"}},
+	} {
+		if _, err := idemgrpc.New(cfg); err == nil || !strings.HasPrefix(err.Error(), "idemgrpc: Config.") {
+			t.Errorf("%s: New = %v, want an error naming the field", name, err)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("UnaryServerInterceptor did not panic on an invalid Config")
+		}
+	}()
+	idemgrpc.UnaryServerInterceptor(idemgrpc.Config{})
+}
