@@ -1,0 +1,146 @@
+// Package durable runs durable finite-state machines on PostgreSQL: long
+// processes whose state is committed to the database before each step
+// proceeds, so that they survive crashes and restarts of the processes that
+// run them and resume where they left off. It is a Go port of the GenDurable
+// design.
+//
+// # The model
+//
+// An FSM instance is a row, not a goroutine. Its state is a Go value (the S
+// of FSM[S]) stored as JSON; its position is the name of the step to run
+// next. A step is a short function that reads the state, does a piece of
+// work, may change the state, and returns one Outcome:
+//
+//   - Next(step): run step next, at once (the attempt resets to 1);
+//   - Retry(delay): run the same step again after delay (attempt + 1);
+//   - Await(step, names...) and AwaitTimeout: park until a signal with one
+//     of names arrives (or the timeout passes), then run step;
+//   - Done(result): end successfully, storing result as JSON;
+//   - Stop(reason): end as failed.
+//
+// The engine commits the outcome and the new state in one transaction before
+// anything else happens to the instance. Execution is therefore
+// at-least-once per step: a step whose engine dies, or loses its lease,
+// before the commit runs again from the last committed state. Steps must be
+// idempotent. For effects outside this database (an HTTP call, a payment),
+// derive a key from the instance id and step with idem.Minter and run the
+// effect through idem.Do, so that a repeated step replays the recorded
+// result instead of repeating the effect.
+//
+// A step that returns an error or panics (a *PanicError) goes to the FSM's
+// ErrorHandler, which may return any outcome; without one, the default
+// handling retries with DefaultBackoff (capped exponential) until
+// FSMConfig.MaxAttempts and then stops the instance with the error's text.
+// The failed step's changes to the state are discarded.
+//
+// Define an FSM with NewFSM, list it in Config.FSMs of the engines that
+// run it, and insert instances with Client.Insert(ctx, fsm.With(state),
+// opts).
+//
+// # Statuses
+//
+// An instance is runnable (waiting for a picker, perhaps until a future
+// eligible time), executing (leased to an engine running its step),
+// awaiting_signal (parked by Await), done or failed. The schema and
+// LiveStatuses also hold awaiting_children (live) and cancelled (terminal),
+// which a later version will use for child instances and cancellation.
+//
+// # Schema
+//
+// Migrate creates, in the first schema of the pool's search_path:
+//
+//   - durable_instance: one row per instance (fsm, fsm_version, step,
+//     state jsonb, status, queue, priority, attempt, eligible_at,
+//     concurrency_key, correlation_key, correlation_scope text[], the
+//     generated correlation_guard, awaiting text[], await_deadline,
+//     lease_owner, lease_expires_at, claims, result, error and timestamps),
+//     with partial indexes for the picker (queue, priority, eligible_at of
+//     runnable rows), the reaper, await deadlines, GC and correlation keys;
+//   - durable_signal: the inboxes, one row per signal not yet consumed;
+//   - durable_signal_dedup: the dedup keys each instance has received;
+//   - durable_migration: the migrations applied.
+//
+// MigrationSQL returns the same SQL for external migration tools.
+//
+// # Correlation keys and scopes
+//
+// InsertOpts.CorrelationKey is an instance's business identity ("order:42"):
+// Signal can address it with ByKey instead of the internal id, and the
+// engine keeps it unique. InsertOpts.CorrelationScope is the set of
+// statuses in which the instance occupies its key. The row's generated
+// column correlation_guard equals the key while the status is in the scope
+// and is NULL otherwise; a partial unique index on it makes a key occupied by
+// at most one row at a time, and signal addressing resolves through it.
+//
+//   - The default scope is the live statuses: unique among live instances,
+//     freed when the instance ends, so a new "order:42" can start once the
+//     old one is done or failed.
+//   - Adding done and/or failed keeps the key reserved after the instance
+//     ends in those statuses, until GC deletes the row (Config.GCRetention).
+//   - An empty scope disables uniqueness: the key is only an address, and
+//     Signal by key works while exactly one live instance carries it
+//     (ErrAmbiguousTarget otherwise).
+//   - Any other scope must contain every live status, or Insert fails with a
+//     *ScopeError (a CHECK constraint enforces the same): an instance that
+//     left its scope and came back (executing → runnable) could otherwise
+//     meet a newcomer holding its key and be unable to commit.
+//
+// An Insert whose key is occupied inserts nothing and returns a
+// *DuplicateError with the occupant's id (errors.Is(err, ErrDuplicate)).
+// InsertAll inserts a batch in one statement, drops duplicates (against
+// existing rows and within the batch) and inserts in key order, so that
+// concurrent batches with overlapping keys wait for each other instead of
+// deadlocking.
+//
+// # Signals
+//
+// Signal stores a named signal with a JSON payload in the target's durable
+// inbox. It wakes the instance only if it is parked awaiting that name;
+// other signals wait for an Await that names them. A signal is never lost
+// between a step deciding to await and the park: both take the instance's
+// row lock, and the park, once it holds the lock, looks for a matching
+// signal with a fresh snapshot, waking at once if one is there.
+//
+// The woken step sees the awaited signals (Step.Awaited) and the whole inbox
+// (Step.Pending). Progress (Next or Await) consumes, by id, exactly the
+// awaited signals the step saw; a same-name signal that arrived while it ran
+// stays for the next Await. Retry consumes nothing. Done and Stop delete the
+// inbox, and signals to a terminal instance, to an unknown id or to a key no
+// live instance occupies fail with ErrNoTarget: a signal is never held for
+// an instance that does not exist yet. A non-empty dedup key makes delivery
+// idempotent per instance for the row's lifetime, even after the signal was
+// consumed.
+//
+// # The engine
+//
+// Client.Start runs, for each queue of Config.Queues, one picker and
+// Concurrency workers. A picker claims rows of its queue only (queue = $1)
+// with FOR UPDATE SKIP LOCKED at READ COMMITTED, in priority order (lower
+// first) then eligible time, and leases them to the engine (Config.ID) for
+// Config.LeaseTTL. A heartbeat extends the leases of the rows it holds; a
+// reaper on every engine returns rows whose lease expired to runnable, with
+// the attempt increased. Every commit of an outcome is fenced by lease
+// owner, attempt and claim count, so a worker whose lease was reaped
+// commits nothing. Pickers poll every Config.PollInterval; inserts and
+// signals also send a NOTIFY that wakes the picker at once, a hint only.
+// A timer wakes parked rows whose await deadline passed, and a collector
+// deletes done and failed rows older than Config.GCRetention, in batches.
+// Any number of engines may share a database; none is a leader.
+//
+// Client.Stop stops gracefully: pickers stop, claimed rows that have not
+// started are handed back at once, running steps finish and commit. If
+// Stop's context ends first, the steps' contexts are cancelled.
+// Client.Stopped reports the end. Hooks receive telemetry events named as
+// in the GenDurable design.
+//
+// The pool must allow, per engine, one connection per queue and per
+// worker, one for LISTEN and a few for the background work. The engine's
+// statements need READ COMMITTED (PostgreSQL's default); times are the
+// database server's now().
+//
+// # Not yet
+//
+// Child instances (awaiting_children), cancellation, rate limits and the
+// enforcement of concurrency keys (stored by Insert, not yet honoured by
+// the picker) are for a later version.
+package durable
