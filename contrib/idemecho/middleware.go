@@ -20,15 +20,16 @@ import (
 // Hooks registered with c.Response().Before before the middleware still run
 // when the response is committed.
 //
-// An error the next handler returns on a protected request is rendered at
-// once, with c.Error (echo's HTTPErrorHandler), so that the response
-// recorded is the one the client gets. The middleware then returns the
-// error too, as echo's own request logger does with HandleError: echo's
-// default error handler ignores it because the response is committed, and
-// middlewares further out still see it. A custom HTTPErrorHandler must
-// likewise do nothing when c.Response().Committed is set. A replay or an
-// error response of the middleware itself returns nil. On requests that are
-// not protected the handler's error is returned untouched.
+// An error the next handler returns for a protected method (a request
+// with a key, or without one when none is required) is rendered at once,
+// with c.Error (echo's HTTPErrorHandler), so that the response recorded is
+// the one the client gets. The middleware then returns the error too, as
+// echo's own request logger does with HandleError: echo's default error
+// handler ignores it because the response is committed, and middlewares
+// further out still see it. A custom HTTPErrorHandler must likewise do
+// nothing when c.Response().Committed is set. A replay or an error response
+// of the middleware itself returns nil. For methods that are not protected
+// the handler's error is returned untouched.
 func New(cfg idemhttp.Config) (echo.MiddlewareFunc, error) {
 	mw, err := idemhttp.New(cfg)
 	if err != nil {

@@ -77,11 +77,11 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	msg, ok := req.(proto.Message)
 	if !ok {
-		return x.fail(OutcomeStoreError, errInternal("the request is not a protocol buffers message"))
+		return x.fail(OutcomeKeyInvalid, errInternal("the request is not a protocol buffers message"))
 	}
 	fp, wire, err := requestFingerprint(info.FullMethod, msg)
 	if err != nil {
-		return x.fail(OutcomeStoreError, errInternal("request fingerprint failed"))
+		return x.fail(OutcomeKeyInvalid, errInternal("request fingerprint failed"))
 	}
 
 	sctx, done := x.storeCtx()

@@ -148,6 +148,23 @@ func TestH3ControlCharacters(t *testing.T) {
 	}
 }
 
+// Requests that are not protocol buffers messages (another codec) cannot
+// be fingerprinted: Internal, and the handler does not run.
+func TestNonProtoRequest(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	ic, _ := idemgrpc.New(idemgrpc.Config{Store: s})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(idemgrpc.KeyMetadata, "k"))
+	ran := false
+	_, err := ic(ctx, map[string]any{"amount": 1}, &grpc.UnaryServerInfo{FullMethod: chargeMethod}, func(context.Context, any) (any, error) {
+		ran = true
+		return nil, nil
+	})
+	wantError(t, result{err: err}, codes.Internal, idemgrpc.ReasonInternal)
+	if ran {
+		t.Error("the handler ran")
+	}
+}
+
 func TestH4UnprotectedMethodsPassThrough(t *testing.T) {
 	t.Run("idempotency_level", func(t *testing.T) {
 		b := setup(t, idemgrpc.Config{RequireKey: true})

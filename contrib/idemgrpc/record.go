@@ -36,7 +36,7 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 	rec := recordedResponse{V: 1, Code: uint32(st.Code()), Header: metadataBytes(header), Trailer: metadataBytes(trailer)}
 	if st.Code() == codes.OK {
 		m, ok := resp.(proto.Message)
-		if !ok || m == nil {
+		if !ok || m == nil || !m.ProtoReflect().IsValid() {
 			return nil, fmt.Errorf("idemgrpc: response %T is not a proto.Message", resp)
 		}
 		b, err := proto.Marshal(m)
