@@ -15,7 +15,7 @@ import (
 // interceptor's own errors carry; its Reason is one of the Reason…
 // constants. Clients branch on the reason, as HTTP clients do on idemhttp's
 // problem types.
-const ErrorDomain = "idem.idemgo.github.com"
+const ErrorDomain = "github.com/idemgo/idem"
 
 // Reasons of the interceptor's errors, in their google.rpc.ErrorInfo
 // detail. They are stable.
