@@ -22,6 +22,10 @@ TESTTIMEOUT ?= 5m
 bench_pkgs = $(shell cd bench && $(GO) list -e ./... 2>/dev/null)
 bench_tested = $(shell cd bench && $(GO) list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
+# The contrib modules (framework adapters), each a module of its own so that
+# its framework never enters the main module.
+contrib_mods = $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod))
+
 .PHONY: test go-test deps vet lint fuzz bench go-bench
 
 test: deps
@@ -34,6 +38,7 @@ ifneq ($(strip $(bench_tested)),)
 else
 	@echo "bench: no test files"
 endif
+	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./..."; (cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); done
 
 deps:
 	@scripts/install-test-deps.sh
@@ -43,6 +48,7 @@ vet:
 ifneq ($(strip $(bench_pkgs)),)
 	cd bench && $(GO) vet ./...
 endif
+	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -w needed:"; echo "$$unformatted"; exit 1; fi
@@ -50,6 +56,7 @@ lint:
 ifneq ($(strip $(bench_pkgs)),)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 endif
+	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
