@@ -505,3 +505,83 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Fatalf("IDEM_REQUIRE_KEY not applied: %+v\n%s", r, out.String())
 	}
 }
+
+// lossyRelay forwards TCP connections to target, but drops the first
+// response: it reads it from target and closes the client's connection
+// without passing it on, as a network that loses a reply would.
+func lossyRelay(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var dropped atomic.Bool
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				if dropped.CompareAndSwap(false, true) {
+					// Wait for the reply to start, then lose it.
+					var b [1]byte
+					_, _ = u.Read(b[:])
+					return
+				}
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestLostResponseIsReplayedToRetry (H22): a client that retries on its
+// own with the same key, as Stripe's SDKs do (a key on every POST, reused
+// on network errors and on 409), gets the recorded response when the
+// first one is lost on the network; the upstream ran once.
+func TestLostResponseIsReplayedToRetry(t *testing.T) {
+	up := newCounting(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t))
+	relay := lossyRelay(t, strings.TrimPrefix(p.base, "http://"))
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	key := "sdk-generated-" + randomNamespace(t)
+	var errs []error
+	var final reply
+	for attempt := 0; attempt < 10; attempt++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+relay+"/v1/charges", strings.NewReader(`{"amount":2000,"currency":"usd"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := client.Do(req)
+		if err != nil {
+			errs = append(errs, err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusConflict {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		final = reply{status: res.StatusCode, body: string(b), replayed: res.Header.Get("Idempotent-Replayed") == "true"}
+		break
+	}
+	if len(errs) == 0 {
+		t.Fatal("the relay lost no response")
+	}
+	if final.status != 201 || !final.replayed {
+		t.Fatalf("after the lost response: %+v (errors %v)", final, errs)
+	}
+	if n := up.runs(key); n != 1 {
+		t.Fatalf("upstream ran %d times, want 1", n)
+	}
+}
