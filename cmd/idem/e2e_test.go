@@ -585,3 +585,25 @@ func TestLostResponseIsReplayedToRetry(t *testing.T) {
 		t.Fatalf("upstream ran %d times, want 1", n)
 	}
 }
+
+// TestRedisCluster: the proxy on a real three-master Redis Cluster, named by
+// a redis-cluster:// DSN; two proxies, one execution per key.
+func TestRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	addrs := c.Addrs()
+	dsn := "redis-cluster://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	up := newCounting(t)
+	a := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	b := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	for k := range 10 {
+		key := fmt.Sprintf("cluster-%d", k)
+		r1 := sendUntilDone(t, a.base, key, `{}`)
+		r2 := sendUntilDone(t, b.base, key, `{}`)
+		if r1.status != 201 || !r2.replayed || r1.body != r2.body {
+			t.Fatalf("%s: %+v then %+v", key, r1, r2)
+		}
+		if n := up.runs(key); n != 1 {
+			t.Fatalf("%s ran %d times", key, n)
+		}
+	}
+}
