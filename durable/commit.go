@@ -31,6 +31,15 @@ WITH up AS (
 )
 SELECT count(*) FROM up`
 
+// nextPlainSQL is nextSQL for a step that saw no awaited signal: the
+// common case, one plain UPDATE.
+const nextPlainSQL = `
+UPDATE durable_instance
+SET step = $5, state = $6, status = 'runnable', attempt = 1, eligible_at = now(),
+    lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL, await_deadline = NULL,
+    error = NULL, updated_at = now()
+WHERE ` + fenceSQL
+
 // retrySQL commits Retry: the same step after $6 microseconds, attempt + 1.
 // It consumes nothing and keeps what the step awaited, so the next attempt
 // sees the same signals.
@@ -104,6 +113,14 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 	var res commitResult
 	switch o.kind {
 	case KindNext:
+		if len(consumed) == 0 {
+			tag, err := db.Exec(ctx, nextPlainSQL, append(f, o.step, r.state)...)
+			if err != nil {
+				return res, err
+			}
+			n := tag.RowsAffected()
+			return commitResult{committed: n == 1, runnable: n == 1}, nil
+		}
 		var n int64
 		if err := db.QueryRow(ctx, nextSQL, append(f, o.step, r.state, consumed)...).Scan(&n); err != nil {
 			return res, err
