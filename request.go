@@ -69,3 +69,12 @@ func CheckLease(key Key, lease Lease) error {
 
 // NullPayload is what a store records for a nil request payload.
 var NullPayload = []byte("null")
+
+// RecordedPayload is the payload a store records for r: r.Payload, or
+// NullPayload when it is nil.
+func (r Request) RecordedPayload() []byte {
+	if r.Payload == nil {
+		return NullPayload
+	}
+	return r.Payload
+}

@@ -116,6 +116,20 @@ type BeginOpts struct {
 	Lease time.Duration
 }
 
+// Durations returns the retention and the lease a Begin with o uses, given
+// the store's defaults: o's when set, the defaults otherwise. o may be nil.
+func (o *BeginOpts) Durations(retention, lease time.Duration) (time.Duration, time.Duration) {
+	if o != nil {
+		if o.Retention > 0 {
+			retention = o.Retention
+		}
+		if o.Lease > 0 {
+			lease = o.Lease
+		}
+	}
+	return retention, lease
+}
+
 // Lease is the proof of ownership of a Fresh reservation. Pass it unchanged
 // to Commit, FailPermanent, FailTransient and Heartbeat.
 type Lease struct {

@@ -99,15 +99,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, err
 	}
-	retention, leaseTTL := s.cfg.Retention, s.cfg.Lease
-	if opts != nil {
-		if opts.Retention > 0 {
-			retention = opts.Retention
-		}
-		if opts.Lease > 0 {
-			leaseTTL = opts.Lease
-		}
-	}
+	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
 	k := keyOf(key)
 	now := s.cfg.Now()
 
@@ -128,10 +120,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		}
 		takenOver = true
 	}
-	payload := bytes.Clone(req.Payload)
-	if payload == nil {
-		payload = idem.NullPayload
-	}
+	payload := bytes.Clone(req.RecordedPayload())
 	e.token = idem.NewToken()
 	e.rec = idem.Record{
 		Key:            key,

@@ -19,10 +19,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	if err := idem.CheckBegin(key, req, opts, cfg.MaxPayload); err != nil {
 		return idem.Outcome{}, err
 	}
-	payload := req.Payload
-	if payload == nil {
-		payload = idem.NullPayload
-	}
+	payload := req.RecordedPayload()
 	if err := checkJSONB("request", payload); err != nil {
 		return idem.Outcome{}, err
 	}
@@ -32,15 +29,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, ctxError("Begin", err, nil)
 	}
-	retention, leaseTTL := cfg.Retention, cfg.Lease
-	if opts != nil {
-		if opts.Retention > 0 {
-			retention = opts.Retention
-		}
-		if opts.Lease > 0 {
-			leaseTTL = opts.Lease
-		}
-	}
+	retention, leaseTTL := opts.Durations(cfg.Retention, cfg.Lease)
 	ns, scope, value := keyArgs(key)
 	lock := lockText(b.s.table, key)
 	fp := req.Fingerprint.Bytes()

@@ -57,19 +57,8 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, err
 	}
-	retention, leaseTTL := s.cfg.Retention, s.cfg.Lease
-	if opts != nil {
-		if opts.Retention > 0 {
-			retention = opts.Retention
-		}
-		if opts.Lease > 0 {
-			leaseTTL = opts.Lease
-		}
-	}
-	payload := req.Payload
-	if payload == nil {
-		payload = idem.NullPayload
-	}
+	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
+	payload := req.RecordedPayload()
 	now := s.nowMillis()
 	token := idem.NewToken()
 	retentionMs := millis(retention)

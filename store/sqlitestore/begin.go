@@ -32,19 +32,8 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, err
 	}
-	retention, leaseTTL := s.cfg.Retention, s.cfg.Lease
-	if opts != nil {
-		if opts.Retention > 0 {
-			retention = opts.Retention
-		}
-		if opts.Lease > 0 {
-			leaseTTL = opts.Lease
-		}
-	}
-	payload := req.Payload
-	if payload == nil {
-		payload = idem.NullPayload
-	}
+	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
+	payload := req.RecordedPayload()
 	now := s.now()
 	token := idem.NewToken()
 	leaseExpires := now + micros(leaseTTL)
