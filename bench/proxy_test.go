@@ -98,7 +98,7 @@ func benchProxy(b *testing.B, store idem.Store) {
 	defer client.CloseIdleConnections()
 
 	const conc = 32
-	rounds := 4
+	rounds := 8
 	per := b.N/rounds + 1
 	load(b, client, plain.URL, 200, conc) // warm both up
 	load(b, client, withIdem.URL, 200, conc)
