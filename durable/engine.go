@@ -208,6 +208,18 @@ func (e *engine) heldClaims() []*claimed {
 	return out
 }
 
+// pokeLocal wakes the picker of queue in this client's running engine, if
+// it has one: an insert or a signal from the same process needs no
+// wake-up hint from the database.
+func (c *Client) pokeLocal(queue string) {
+	c.mu.Lock()
+	e := c.run
+	c.mu.Unlock()
+	if e != nil {
+		e.poke(queue)
+	}
+}
+
 // poke wakes the picker of queue, if this engine serves it.
 func (e *engine) poke(queue string) {
 	if q, ok := e.queues[queue]; ok {

@@ -174,3 +174,29 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestUndecodableStateIsKept(t *testing.T) {
+	t.Parallel()
+	handled := make(chan error, 1)
+	fsm := mustFSM(t, durable.FSMConfig[int]{
+		Name: "typed", Initial: "a",
+		Steps: map[string]durable.StepFunc[int]{
+			"a": func(context.Context, *durable.Step[int]) (durable.Outcome, error) { return durable.Done(nil), nil },
+		},
+		OnError: func(_ context.Context, s *durable.Step[int], err error) durable.Outcome {
+			handled <- err
+			s.State = 7 // not committed over a state that could not be read
+			return durable.Stop("cannot read state")
+		},
+	})
+	b := setup(t, fast(fsm))
+	id := b.insert(t, fsm.With(1), nil)
+	b.exec(t, `UPDATE durable_instance SET state = '"not a number"' WHERE id = $1`, id)
+	b.start(t)
+	if err := <-handled; err == nil || !strings.Contains(err.Error(), "does not decode") {
+		t.Fatalf("handler got %v", err)
+	}
+	if in := b.waitStatus(t, id, durable.StatusFailed); string(in.State) != `"not a number"` {
+		t.Fatalf("state %s after a decode failure", in.State)
+	}
+}

@@ -101,6 +101,17 @@ type row struct {
 // that a wake-up hint is worth sending.
 func (r *row) now() bool { return r.eligible == nil && r.in <= 0 }
 
+// queueOf is the queue an instance of args goes to.
+func queueOf(args Args, opts *InsertOpts) string {
+	if opts != nil && opts.Queue != "" {
+		return opts.Queue
+	}
+	if args.def == nil {
+		return ""
+	}
+	return args.def.meta().queue
+}
+
 // newRow checks args and opts and encodes the instance.
 func newRow(args Args, opts *InsertOpts) (*row, error) {
 	if args.def == nil {
@@ -168,7 +179,11 @@ const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() ||
 // is occupied it inserts nothing and returns a *DuplicateError carrying the
 // occupant's id (errors.Is(err, ErrDuplicate)).
 func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
-	return insertOne(ctx, c.pool, args, opts)
+	id, err := insertOne(ctx, c.pool, args, opts)
+	if err == nil {
+		c.pokeLocal(queueOf(args, opts))
+	}
+	return id, err
 }
 
 // InsertTx is Insert in the caller's transaction, which it never commits or
@@ -193,6 +208,8 @@ func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts) (int64
 			return 0, fmt.Errorf("durable: insert: %w", err)
 		case id != 0:
 			return id, nil
+		case r.key == nil:
+			return 0, errors.New("durable: insert: no id returned")
 		case occupant != 0 || try == 2:
 			return 0, &DuplicateError{CorrelationKey: *r.key, ID: occupant}
 		}
@@ -268,7 +285,13 @@ SELECT correlation_guard, id FROM durable_instance WHERE correlation_guard = ANY
 // never deadlock, whatever the order of their inputs: rows are inserted in
 // key order.
 func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
-	return insertAll(ctx, c.pool, params)
+	res, err := insertAll(ctx, c.pool, params)
+	if err == nil {
+		for _, p := range params {
+			c.pokeLocal(queueOf(p.Args, p.Opts))
+		}
+	}
+	return res, err
 }
 
 // InsertAllTx is InsertAll in the caller's transaction, which it never

@@ -36,12 +36,14 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed) ranStep {
 	step.TimedOut = len(c.awaiting) > 0 && len(step.Awaited) == 0
 
 	var (
-		out   Outcome
-		err   error
-		start = time.Now()
+		out       Outcome
+		err       error
+		undecoded bool
+		start     = time.Now()
 	)
 	if derr := json.Unmarshal(c.state, &step.State); derr != nil {
 		err = fmt.Errorf("durable: state of instance %d does not decode as %T: %w", c.id, step.State, derr)
+		undecoded = true
 	} else if fn, ok := f.cfg.Steps[c.step]; !ok {
 		err = fmt.Errorf("%w %q in FSM %q version %d", ErrUnknownStep, c.step, f.cfg.Name, f.cfg.Version)
 	} else {
@@ -65,7 +67,11 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed) ranStep {
 	if out.kind == KindStop {
 		r.errText = out.reason
 	}
-	return f.encode(c, step, r)
+	r = f.encode(c, step, r)
+	if undecoded {
+		r.state = c.state // never overwrite a state that could not be read
+	}
+	return r
 }
 
 // callStep calls fn, turning a panic into a *PanicError.

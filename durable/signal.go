@@ -79,9 +79,15 @@ WHERE id = $1 AND status = 'awaiting_signal' AND $2 = ANY (awaiting)`
 // a key no live instance occupies, and ErrAmbiguousTarget when several live
 // instances carry the key; nothing is stored then.
 func (c *Client) Signal(ctx context.Context, target Target, name string, payload any, dedupKey string) error {
-	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		return signal(ctx, tx, target, name, payload, dedupKey)
+	var woke string
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
+		woke, err = signal(ctx, tx, target, name, payload, dedupKey)
+		return err
 	})
+	if err == nil && woke != "" {
+		c.pokeLocal(woke)
+	}
+	return err
 }
 
 // SignalTx is Signal in the caller's transaction, which it never commits or
@@ -90,19 +96,22 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // cannot commit. On an error tx is left usable only if the error is
 // ErrNoTarget or ErrAmbiguousTarget.
 func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
-	return signal(ctx, tx, target, name, payload, dedupKey)
+	_, err := signal(ctx, tx, target, name, payload, dedupKey)
+	return err
 }
 
-func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
+// signal stores the signal in tx and returns the queue of the instance it
+// woke, if it woke one.
+func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) (string, error) {
 	if name == "" {
-		return errors.New("durable: Signal with an empty name")
+		return "", errors.New("durable: Signal with an empty name")
 	}
 	if target.key == "" && target.id <= 0 {
-		return fmt.Errorf("durable: Signal to the zero Target: %w", ErrNoTarget)
+		return "", fmt.Errorf("durable: Signal to the zero Target: %w", ErrNoTarget)
 	}
 	body, err := json.Marshal(payload)
 	if err != nil {
-		return fmt.Errorf("durable: encode signal payload: %w", err)
+		return "", fmt.Errorf("durable: encode signal payload: %w", err)
 	}
 
 	var rows pgx.Rows
@@ -112,7 +121,7 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 		rows, err = tx.Query(ctx, lockByIDSQL, target.id)
 	}
 	if err != nil {
-		return fmt.Errorf("durable: Signal: %w", err)
+		return "", fmt.Errorf("durable: Signal: %w", err)
 	}
 	type found struct {
 		id       int64
@@ -126,23 +135,23 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 		return f, err
 	})
 	if err != nil {
-		return fmt.Errorf("durable: Signal: %w", err)
+		return "", fmt.Errorf("durable: Signal: %w", err)
 	}
 	switch {
 	case len(targets) == 0 || targets[0].status.Terminal():
-		return fmt.Errorf("%w: %s", ErrNoTarget, target)
+		return "", fmt.Errorf("%w: %s", ErrNoTarget, target)
 	case len(targets) > 1:
-		return fmt.Errorf("%w: %s", ErrAmbiguousTarget, target)
+		return "", fmt.Errorf("%w: %s", ErrAmbiguousTarget, target)
 	}
 	t := targets[0]
 
 	if dedupKey != "" {
 		tag, err := tx.Exec(ctx, dedupSQL, t.id, dedupKey)
 		if err != nil {
-			return fmt.Errorf("durable: Signal: %w", err)
+			return "", fmt.Errorf("durable: Signal: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return nil // delivered before
+			return "", nil // delivered before
 		}
 	}
 	var dk *string
@@ -157,7 +166,10 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 		b.Queue(notifySQL, t.queue)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("durable: Signal: %w", err)
+		return "", fmt.Errorf("durable: Signal: %w", err)
 	}
-	return nil
+	if wake {
+		return t.queue, nil
+	}
+	return "", nil
 }
