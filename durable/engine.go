@@ -227,7 +227,7 @@ func (e *engine) poke(queue string) {
 	}
 }
 
-// dbTimeout bounds the engine's own statements: a statement that takes
+// dbContext bounds the engine's own statements: a statement that takes
 // longer than a lease is worthless.
 func (e *engine) dbContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(e.bgCtx), e.c.cfg.LeaseTTL)
