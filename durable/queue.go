@@ -116,7 +116,7 @@ func (q *queue) work() {
 		for len(q.buffer) == 0 && !q.stopping {
 			q.cond.Wait()
 		}
-		if q.stopping {
+		if q.stopping || q.stoppingNow() { // Stop began: drain hands the buffer back
 			q.mu.Unlock()
 			return
 		}
