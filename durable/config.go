@@ -3,7 +3,6 @@ package durable
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -73,6 +72,16 @@ type Config struct {
 	// fewer are left. Defaults to 1000.
 	GCBatch int
 
+	// MaxPayload is the largest JSON document, in bytes, that the client
+	// writes: an instance's state (at insert and with every outcome a step
+	// commits), a Done result and a signal's payload. Insert, InsertAll
+	// and Signal reject a larger one with a *PayloadTooLargeError before
+	// writing anything; a step whose new state or result is larger fails
+	// with one, and its error handling decides (by default, retries and
+	// then stops the instance, which keeps its last committed state). A
+	// negative value sets no limit. Defaults to DefaultMaxPayload (1 MiB).
+	MaxPayload int
+
 	// Logger receives the engine's errors and notable events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -94,6 +103,9 @@ type QueueConfig struct {
 	Prefetch int
 }
 
+// DefaultMaxPayload is the default of Config.MaxPayload: 1 MiB.
+const DefaultMaxPayload = 1 << 20
+
 // The defaults.
 const (
 	defaultPollInterval = time.Second
@@ -114,17 +126,17 @@ type fsmKey struct {
 func (c *Config) validate() (map[fsmKey]Definition, error) {
 	switch {
 	case c.PollInterval < 0:
-		return nil, fmt.Errorf("durable: Config.PollInterval must not be negative, got %s", c.PollInterval)
+		return nil, configErrorf("Config.PollInterval", "must not be negative, got %s", c.PollInterval)
 	case c.LeaseTTL < 0:
-		return nil, fmt.Errorf("durable: Config.LeaseTTL must not be negative, got %s", c.LeaseTTL)
+		return nil, configErrorf("Config.LeaseTTL", "must not be negative, got %s", c.LeaseTTL)
 	case c.HeartbeatInterval < 0:
-		return nil, fmt.Errorf("durable: Config.HeartbeatInterval must not be negative, got %s", c.HeartbeatInterval)
+		return nil, configErrorf("Config.HeartbeatInterval", "must not be negative, got %s", c.HeartbeatInterval)
 	case c.ReaperInterval < 0:
-		return nil, fmt.Errorf("durable: Config.ReaperInterval must not be negative, got %s", c.ReaperInterval)
+		return nil, configErrorf("Config.ReaperInterval", "must not be negative, got %s", c.ReaperInterval)
 	case c.GCInterval < 0:
-		return nil, fmt.Errorf("durable: Config.GCInterval must not be negative, got %s", c.GCInterval)
+		return nil, configErrorf("Config.GCInterval", "must not be negative, got %s", c.GCInterval)
 	case c.GCBatch < 0:
-		return nil, fmt.Errorf("durable: Config.GCBatch must not be negative, got %d", c.GCBatch)
+		return nil, configErrorf("Config.GCBatch", "must not be negative, got %d", c.GCBatch)
 	}
 	if c.ID == "" {
 		c.ID = defaultID()
@@ -139,7 +151,7 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 		c.HeartbeatInterval = c.LeaseTTL / 3
 	}
 	if c.HeartbeatInterval >= c.LeaseTTL {
-		return nil, fmt.Errorf("durable: Config.HeartbeatInterval (%s) must be below Config.LeaseTTL (%s)", c.HeartbeatInterval, c.LeaseTTL)
+		return nil, configErrorf("Config.HeartbeatInterval", "(%s) must be below Config.LeaseTTL (%s)", c.HeartbeatInterval, c.LeaseTTL)
 	}
 	if c.ReaperInterval == 0 {
 		c.ReaperInterval = c.HeartbeatInterval
@@ -153,29 +165,32 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	if c.GCBatch == 0 {
 		c.GCBatch = defaultGCBatch
 	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	for name, q := range c.Queues {
 		if err := checkQueueName(name); err != nil {
-			return nil, fmt.Errorf("durable: Config.Queues: %w", err)
+			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q]", name), "is not a valid queue: the name %v", err)
 		}
 		if q.Concurrency < 1 {
-			return nil, fmt.Errorf("durable: Config.Queues[%q].Concurrency must be at least 1, got %d", name, q.Concurrency)
+			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Concurrency", name), "must be at least 1, got %d", q.Concurrency)
 		}
 		if q.Prefetch < 0 {
-			return nil, fmt.Errorf("durable: Config.Queues[%q].Prefetch must not be negative, got %d", name, q.Prefetch)
+			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "must not be negative, got %d", q.Prefetch)
 		}
 	}
 	defs := make(map[fsmKey]Definition, len(c.FSMs))
 	for _, d := range c.FSMs {
 		if d == nil {
-			return nil, errors.New("durable: Config.FSMs holds a nil definition")
+			return nil, configErrorf("Config.FSMs", "holds a nil definition")
 		}
 		m := d.meta()
 		k := fsmKey{m.name, m.version}
 		if _, dup := defs[k]; dup {
-			return nil, fmt.Errorf("durable: Config.FSMs holds FSM %q version %d twice", m.name, m.version)
+			return nil, configErrorf("Config.FSMs", "holds FSM %q version %d twice", m.name, m.version)
 		}
 		defs[k] = d
 	}

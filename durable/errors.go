@@ -71,3 +71,64 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// ErrInvalidConfig is what errors.Is finds in the errors of NewFSM and
+// NewClient that reject a definition or a configuration. The error itself
+// is a *ConfigError, which names the field at fault.
+var ErrInvalidConfig = errors.New("durable: invalid configuration")
+
+// ConfigError reports a field of an FSMConfig or a Config that NewFSM or
+// NewClient rejected. errors.Is(err, ErrInvalidConfig) is true for it.
+type ConfigError struct {
+	// Field names the field at fault as a Go expression: "FSMConfig.Name",
+	// `FSMConfig.Steps["charge"]`, `Config.Queues["mail"].Concurrency`.
+	Field string
+	// Problem says what is wrong with it, as a phrase that follows the
+	// field's name ("must be 1–128 bytes, got \"\"").
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "durable: " + e.Field + " " + e.Problem }
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// configErrorf returns a *ConfigError for field.
+func configErrorf(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// ErrPayloadTooLarge is what errors.Is finds in the error of an Insert,
+// InsertAll or Signal whose state or payload is larger than
+// Config.MaxPayload, and in the error handed to the error handling of a
+// step whose new state or result is. The error itself is a
+// *PayloadTooLargeError.
+var ErrPayloadTooLarge = errors.New("durable: payload too large")
+
+// PayloadTooLargeError reports a JSON document larger than
+// Config.MaxPayload. Nothing was written. errors.Is(err,
+// ErrPayloadTooLarge) is true for it.
+type PayloadTooLargeError struct {
+	// What names the document: "state", "result" or "signal payload".
+	What string
+	// Size is the document's size, in bytes of JSON.
+	Size int
+	// Limit is Config.MaxPayload.
+	Limit int
+}
+
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("durable: %s of %d bytes is larger than Config.MaxPayload (%d bytes)", e.What, e.Size, e.Limit)
+}
+
+// Is reports whether target is ErrPayloadTooLarge.
+func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
+
+// checkPayload returns a *PayloadTooLargeError when doc is larger than
+// limit; a limit below 1 checks nothing.
+func checkPayload(what string, doc []byte, limit int) error {
+	if limit > 0 && len(doc) > limit {
+		return &PayloadTooLargeError{What: what, Size: len(doc), Limit: limit}
+	}
+	return nil
+}

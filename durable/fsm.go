@@ -2,8 +2,8 @@ package durable
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -71,7 +71,7 @@ type FSM[S any] struct {
 // *FSM[S] implements it; nothing else can.
 type Definition interface {
 	meta() fsmMeta
-	run(ctx context.Context, c *claimed) ranStep
+	run(ctx context.Context, c *claimed, limit int) ranStep
 }
 
 // fsmMeta is what the engine and the inserts need of a definition.
@@ -88,23 +88,28 @@ type fsmMeta struct {
 func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 	switch {
 	case cfg.Name == "" || len(cfg.Name) > 128:
-		return nil, fmt.Errorf("durable: FSMConfig.Name must be 1–128 bytes, got %q", cfg.Name)
+		return nil, configErrorf("FSMConfig.Name", "must be 1–128 bytes, got %q", cfg.Name)
 	case cfg.Version < 0:
-		return nil, fmt.Errorf("durable: FSMConfig.Version must not be negative, got %d", cfg.Version)
+		return nil, configErrorf("FSMConfig.Version", "must not be negative, got %d", cfg.Version)
+	case cfg.Version > math.MaxInt32:
+		return nil, configErrorf("FSMConfig.Version", "must be at most %d, got %d", math.MaxInt32, cfg.Version)
 	case cfg.MaxAttempts < 0:
-		return nil, fmt.Errorf("durable: FSMConfig.MaxAttempts must not be negative, got %d", cfg.MaxAttempts)
+		return nil, configErrorf("FSMConfig.MaxAttempts", "must not be negative, got %d", cfg.MaxAttempts)
 	case len(cfg.Steps) == 0:
-		return nil, errors.New("durable: FSMConfig.Steps is empty")
+		return nil, configErrorf("FSMConfig.Steps", "is empty")
 	case cfg.Initial == "":
-		return nil, errors.New("durable: FSMConfig.Initial is empty")
+		return nil, configErrorf("FSMConfig.Initial", "is empty")
 	}
 	if _, ok := cfg.Steps[cfg.Initial]; !ok {
-		return nil, fmt.Errorf("durable: FSMConfig.Initial %q is not in Steps", cfg.Initial)
+		return nil, configErrorf("FSMConfig.Initial", "%q is not in Steps", cfg.Initial)
 	}
 	steps := make(map[string]StepFunc[S], len(cfg.Steps))
 	for name, fn := range cfg.Steps {
-		if name == "" || fn == nil {
-			return nil, fmt.Errorf("durable: FSMConfig.Steps has an empty name or a nil function (%q)", name)
+		switch {
+		case name == "":
+			return nil, configErrorf("FSMConfig.Steps", "has a step with an empty name")
+		case fn == nil:
+			return nil, configErrorf(fmt.Sprintf("FSMConfig.Steps[%q]", name), "is a nil function")
 		}
 		steps[name] = fn
 	}
@@ -116,7 +121,7 @@ func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 		cfg.Queue = DefaultQueue
 	}
 	if err := checkQueueName(cfg.Queue); err != nil {
-		return nil, fmt.Errorf("durable: FSMConfig.Queue: %w", err)
+		return nil, configErrorf("FSMConfig.Queue", "%v", err)
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -159,10 +164,11 @@ type Args struct {
 	state any
 }
 
-// checkQueueName reports why name cannot be a queue.
+// checkQueueName reports why name cannot be a queue, as a phrase that
+// follows the field's name.
 func checkQueueName(name string) error {
 	if name == "" || len(name) > 128 {
-		return fmt.Errorf("a queue name must be 1–128 bytes, got %q", name)
+		return fmt.Errorf("must be 1–128 bytes, got %q", name)
 	}
 	return nil
 }

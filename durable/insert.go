@@ -112,8 +112,9 @@ func queueOf(args Args, opts *InsertOpts) string {
 	return args.def.meta().queue
 }
 
-// newRow checks args and opts and encodes the instance.
-func newRow(args Args, opts *InsertOpts) (*row, error) {
+// newRow checks args and opts and encodes the instance, whose state may
+// take up to limit bytes of JSON (see Config.MaxPayload).
+func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 	if args.def == nil {
 		return nil, errors.New("durable: insert of the zero Args; make them with FSM.With")
 	}
@@ -126,7 +127,7 @@ func newRow(args Args, opts *InsertOpts) (*row, error) {
 		return nil, fmt.Errorf("%w: InsertOpts.Step %q is not a step of FSM %q", ErrUnknownStep, r.step, m.name)
 	}
 	if err := checkQueueName(r.queue); err != nil {
-		return nil, fmt.Errorf("durable: InsertOpts.Queue: %w", err)
+		return nil, fmt.Errorf("durable: InsertOpts.Queue %w", err)
 	}
 	if opts.Priority < math.MinInt16 || opts.Priority > math.MaxInt16 {
 		return nil, fmt.Errorf("durable: InsertOpts.Priority must be within −32768…32767, got %d", opts.Priority)
@@ -159,6 +160,9 @@ func newRow(args Args, opts *InsertOpts) (*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("durable: encode state of FSM %q: %w", m.name, err)
 	}
+	if err := checkPayload("state", r.state, limit); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -179,7 +183,7 @@ const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() ||
 // is occupied it inserts nothing and returns a *DuplicateError carrying the
 // occupant's id (errors.Is(err, ErrDuplicate)).
 func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
-	id, err := insertOne(ctx, c.pool, args, opts)
+	id, err := insertOne(ctx, c.pool, args, opts, c.cfg.MaxPayload)
 	if err == nil {
 		c.pokeLocal(queueOf(args, opts))
 	}
@@ -191,11 +195,11 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64
 // transaction should be READ COMMITTED, so that a duplicate can report
 // the occupant's id.
 func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts) (int64, error) {
-	return insertOne(ctx, tx, args, opts)
+	return insertOne(ctx, tx, args, opts, c.cfg.MaxPayload)
 }
 
-func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts) (int64, error) {
-	r, err := newRow(args, opts)
+func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts, limit int) (int64, error) {
+	r, err := newRow(args, opts, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -285,7 +289,7 @@ SELECT correlation_guard, id FROM durable_instance WHERE correlation_guard = ANY
 // never deadlock, whatever the order of their inputs: rows are inserted in
 // key order.
 func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
-	res, err := insertAll(ctx, c.pool, params)
+	res, err := insertAll(ctx, c.pool, params, c.cfg.MaxPayload)
 	if err == nil {
 		for _, p := range params {
 			c.pokeLocal(queueOf(p.Args, p.Opts))
@@ -297,10 +301,10 @@ func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]Insert
 // InsertAllTx is InsertAll in the caller's transaction, which it never
 // commits or rolls back.
 func (c *Client) InsertAllTx(ctx context.Context, tx pgx.Tx, params []InsertParams) ([]InsertResult, error) {
-	return insertAll(ctx, tx, params)
+	return insertAll(ctx, tx, params, c.cfg.MaxPayload)
 }
 
-func insertAll(ctx context.Context, db dbtx, params []InsertParams) ([]InsertResult, error) {
+func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) ([]InsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
@@ -316,7 +320,7 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams) ([]InsertRes
 		wake                        []string
 	)
 	for i, p := range params {
-		r, err := newRow(p.Args, p.Opts)
+		r, err := newRow(p.Args, p.Opts, limit)
 		if err != nil {
 			return nil, fmt.Errorf("durable: InsertAll[%d]: %w", i, err)
 		}

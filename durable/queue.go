@@ -180,7 +180,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 
 	var r ranStep
 	if def, ok := e.c.defs[fsmKey{c.fsm, c.version}]; ok {
-		r = def.run(ctx, c)
+		r = def.run(ctx, c, cfg.MaxPayload)
 	} else {
 		r = unknownFSM(c)
 	}

@@ -20,8 +20,10 @@ type ranStep struct {
 }
 
 // run runs the step of c and decides its outcome. It never panics and
-// always returns an outcome that can be committed.
-func (f *FSM[S]) run(ctx context.Context, c *claimed) ranStep {
+// always returns an outcome that can be committed, whose state and result
+// take at most limit bytes of JSON (see Config.MaxPayload) unless the
+// state is the one c was claimed with.
+func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 	step := &Step[S]{
 		ID:             c.id,
 		FSM:            c.fsm,
@@ -52,26 +54,50 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed) ranStep {
 			err = out.check(f.hasStep)
 		}
 	}
-	r := ranStep{duration: time.Since(start)}
-	if err != nil {
-		r.err = err
-		var fresh S // the step's changes are discarded
-		_ = json.Unmarshal(c.state, &fresh)
-		step.State = fresh
-		out = f.handle(ctx, step, c.state, err)
-		if out.kind == KindRetry {
-			r.errText = err.Error()
+	duration := time.Since(start)
+	if err == nil {
+		r := f.encode(c, step, ranStep{outcome: out, duration: duration})
+		if err = r.checkSize(limit); err == nil {
+			return r
 		}
 	}
-	r.outcome = out
-	if out.kind == KindStop {
-		r.errText = out.reason
-	}
-	r = f.encode(c, step, r)
+
+	// The step failed: its changes are discarded and the error handling
+	// decides.
+	var fresh S
+	_ = json.Unmarshal(c.state, &fresh)
+	step.State = fresh
+	out = f.handle(ctx, step, c.state, err)
+	r := f.encode(c, step, withError(out, err, duration))
 	if undecoded {
 		r.state = c.state // never overwrite a state that could not be read
 	}
+	if r.checkSize(limit) != nil { // the handler's outcome is too large too
+		r = withError(defaultHandling(step.Attempt, f.cfg.MaxAttempts, f.cfg.Backoff, err), err, duration)
+		r.state = c.state
+	}
 	return r
+}
+
+// withError is the ranStep of out, decided by the error handling of err.
+func withError(out Outcome, err error, duration time.Duration) ranStep {
+	r := ranStep{outcome: out, err: err, duration: duration}
+	switch out.kind {
+	case KindRetry:
+		r.errText = err.Error()
+	case KindStop:
+		r.errText = out.reason
+	}
+	return r
+}
+
+// checkSize returns a *PayloadTooLargeError when r's state or result is
+// larger than limit bytes.
+func (r *ranStep) checkSize(limit int) error {
+	if err := checkPayload("state", r.state, limit); err != nil {
+		return err
+	}
+	return checkPayload("result", r.result, limit)
 }
 
 // callStep calls fn, turning a panic into a *PanicError.
@@ -121,6 +147,9 @@ func defaultHandling(attempt, maxAttempts int, backoff func(int) time.Duration, 
 // encode encodes the state and result to commit; when either cannot be
 // encoded the instance stops, with its state unchanged.
 func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
+	if r.outcome.kind == KindStop && r.errText == "" {
+		r.errText = r.outcome.reason
+	}
 	state, err := json.Marshal(step.State)
 	if err != nil {
 		r.outcome, r.state = Stop(fmt.Sprintf("durable: state does not encode: %v", err)), c.state

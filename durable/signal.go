@@ -76,12 +76,13 @@ WHERE id = $1 AND status = 'awaiting_signal' AND $2 = ANY (awaiting)`
 // Signal then returns nil. An empty dedupKey stores every call.
 //
 // It returns ErrNoTarget when the target does not exist, is terminal, or is
-// a key no live instance occupies, and ErrAmbiguousTarget when several live
-// instances carry the key; nothing is stored then.
+// a key no live instance occupies, ErrAmbiguousTarget when several live
+// instances carry the key, and a *PayloadTooLargeError when the encoded
+// payload is larger than Config.MaxPayload; nothing is stored then.
 func (c *Client) Signal(ctx context.Context, target Target, name string, payload any, dedupKey string) error {
 	var woke string
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
-		woke, err = signal(ctx, tx, target, name, payload, dedupKey)
+		woke, err = signal(ctx, tx, target, name, payload, dedupKey, c.cfg.MaxPayload)
 		return err
 	})
 	if err == nil && woke != "" {
@@ -96,13 +97,14 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // cannot commit. On an error tx is left usable only if the error is
 // ErrNoTarget or ErrAmbiguousTarget.
 func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
-	_, err := signal(ctx, tx, target, name, payload, dedupKey)
+	_, err := signal(ctx, tx, target, name, payload, dedupKey, c.cfg.MaxPayload)
 	return err
 }
 
-// signal stores the signal in tx and returns the queue of the instance it
-// woke, if it woke one.
-func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) (string, error) {
+// signal stores the signal, whose payload may take up to limit bytes of
+// JSON, in tx and returns the queue of the instance it woke, if it woke
+// one.
+func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string, limit int) (string, error) {
 	if name == "" {
 		return "", errors.New("durable: Signal with an empty name")
 	}
@@ -112,6 +114,9 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return "", fmt.Errorf("durable: encode signal payload: %w", err)
+	}
+	if err := checkPayload("signal payload", body, limit); err != nil {
+		return "", err
 	}
 
 	var rows pgx.Rows
