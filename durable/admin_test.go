@@ -1,0 +1,65 @@
+package durable_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+func TestListStatsLookup(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil) // no engine: instances stay runnable
+	a := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "order:1"})
+	c := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{Queue: "slow"})
+	later := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{ScheduleIn: time.Hour})
+	ctx := ctxT(t)
+
+	all, err := b.client.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[0].ID != a || all[1].ID != c || all[2].ID != later || all[0].CorrelationKey != "order:1" || all[0].FSM != "ctl" {
+		t.Fatalf("List = %+v", all)
+	}
+	slow, err := b.client.List(ctx, &durable.ListOpts{Queue: "slow"})
+	if err != nil || len(slow) != 1 || slow[0].ID != c {
+		t.Fatalf("List(queue slow) = %+v, %v", slow, err)
+	}
+	page, err := b.client.List(ctx, &durable.ListOpts{AfterID: a, Limit: 1})
+	if err != nil || len(page) != 1 || page[0].ID != c {
+		t.Fatalf("List(after %d, limit 1) = %+v, %v", a, page, err)
+	}
+	if _, err := b.client.List(ctx, &durable.ListOpts{Status: "sleeping"}); err == nil {
+		t.Error("an unknown status was accepted")
+	}
+	if _, err := b.client.List(ctx, &durable.ListOpts{Limit: -1}); err == nil {
+		t.Error("a negative limit was accepted")
+	}
+
+	stats, err := b.client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byQueue := map[string]durable.QueueStats{}
+	for _, q := range stats {
+		byQueue[q.Queue] = q
+	}
+	def := byQueue[durable.DefaultQueue]
+	if def.Counts[durable.StatusRunnable] != 2 || byQueue["slow"].Counts[durable.StatusRunnable] != 1 {
+		t.Fatalf("Stats = %+v", stats)
+	}
+	if def.OldestRunnable <= 0 || def.OldestRunnable > time.Minute {
+		t.Errorf("oldest runnable age %v: want the age of the eligible instance, not of the scheduled one", def.OldestRunnable)
+	}
+
+	id, err := b.client.Lookup(ctx, "order:1")
+	if err != nil || id != a {
+		t.Fatalf("Lookup(order:1) = %d, %v", id, err)
+	}
+	if _, err := b.client.Lookup(ctx, "order:2"); !errors.Is(err, durable.ErrNoTarget) {
+		t.Errorf("Lookup of a free key: %v, want ErrNoTarget", err)
+	}
+}
