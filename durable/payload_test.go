@@ -30,7 +30,9 @@ func checkTooLarge(t *testing.T, what string, err error) {
 func TestOversizedInsertsAndSignalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	fsm := mustFSM(t, durable.FSMConfig[string]{Name: "s", Initial: "a", Steps: map[string]durable.StepFunc[string]{
-		"a": func(context.Context, *durable.Step[string]) (durable.Outcome, error) { return durable.Await("a", "x"), nil },
+		"a": func(context.Context, *durable.Step[string]) (durable.Outcome, error) {
+			return durable.Await("a", "x"), nil
+		},
 	}})
 	cfg := fast(fsm)
 	cfg.MaxPayload = limit

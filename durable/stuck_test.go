@@ -26,9 +26,13 @@ func TestUnknownStepsFailWithoutStuckRows(t *testing.T) {
 		Name: "lost", Initial: "next", MaxAttempts: 2,
 		Backoff: func(int) time.Duration { return 0 },
 		Steps: map[string]durable.StepFunc[int]{
-			"next":  func(context.Context, *durable.Step[int]) (durable.Outcome, error) { return durable.Next("nowhere"), nil },
-			"await": func(context.Context, *durable.Step[int]) (durable.Outcome, error) { return durable.Await("nowhere", "x"), nil },
-			"ok":    func(context.Context, *durable.Step[int]) (durable.Outcome, error) { return durable.Done("ok"), nil },
+			"next": func(context.Context, *durable.Step[int]) (durable.Outcome, error) {
+				return durable.Next("nowhere"), nil
+			},
+			"await": func(context.Context, *durable.Step[int]) (durable.Outcome, error) {
+				return durable.Await("nowhere", "x"), nil
+			},
+			"ok": func(context.Context, *durable.Step[int]) (durable.Outcome, error) { return durable.Done("ok"), nil },
 		},
 	})
 	cfg := fast(fsm)
@@ -59,7 +63,9 @@ func TestUndecodableStateFailsVisiblyAndTheQueueGoesOn(t *testing.T) {
 		Name: "typed", Initial: "a", MaxAttempts: 3,
 		Backoff: func(int) time.Duration { return time.Hour },
 		Steps: map[string]durable.StepFunc[int]{
-			"a": func(_ context.Context, s *durable.Step[int]) (durable.Outcome, error) { return durable.Done(s.State), nil },
+			"a": func(_ context.Context, s *durable.Step[int]) (durable.Outcome, error) {
+				return durable.Done(s.State), nil
+			},
 		},
 	})
 	cfg := fast(fsm)
