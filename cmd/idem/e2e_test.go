@@ -24,6 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/durable"
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/internal/redistest"
 )
@@ -605,5 +608,65 @@ func TestRedisCluster(t *testing.T) {
 		if n := up.runs(key); n != 1 {
 			t.Fatalf("%s ran %d times", key, n)
 		}
+	}
+}
+
+// TestDurableCommands drives idem durable against a real engine database.
+func TestDurableCommands(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	type state struct{ N int }
+	fsm, err := durable.NewFSM(durable.FSMConfig[state]{
+		Name: "order", Initial: "wait",
+		Steps: map[string]durable.StepFunc[state]{
+			"wait": func(context.Context, *durable.Step[state]) (durable.Outcome, error) {
+				return durable.Await("wait", "paid"), nil
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := durable.NewClient(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Insert(ctx, fsm.With(state{N: 1}), &durable.InsertOpts{CorrelationKey: "order:7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(idemBin, append([]string{"durable"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("list", "--db", url, "--status", "runnable")
+	if err != nil || !strings.Contains(out, `"correlation_key": "order:7"`) {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = run("signal", "--db", url, "--key", "order:7", "--name", "paid", "--payload", `{"amount":5}`, "--dedup", "evt-1")
+	if err != nil || !strings.Contains(out, `"signalled": true`) {
+		t.Fatalf("signal: %v\n%s", err, out)
+	}
+	out, err = run("inspect", "--db", url, "--key", "order:7")
+	if err != nil || !strings.Contains(out, fmt.Sprintf(`"ID": %d`, id)) || !strings.Contains(out, `"paid"`) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	out, err = run("stats", "--db", url)
+	if err != nil || !strings.Contains(out, `"runnable": 1`) {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	if out, err := run("signal", "--db", url, "--key", "order:8", "--name", "paid"); err == nil || !strings.Contains(out, "no") {
+		t.Fatalf("signal to a free key: %v\n%s", err, out)
+	}
+	if out, err := run("list"); err == nil || !strings.Contains(out, "--db") {
+		t.Fatalf("list without --db: %v\n%s", err, out)
 	}
 }
