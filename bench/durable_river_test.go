@@ -400,4 +400,3 @@ type riverChainArgs struct {
 }
 
 func (riverChainArgs) Kind() string { return "bench_chain" }
-
