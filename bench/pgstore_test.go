@@ -73,6 +73,7 @@ type pgsEnv struct {
 	store         *pgstore.Store
 	table         string
 	begin, commit string
+	commitTx      string // Commit's statement in transactional mode
 	keySeq        atomic.Int64
 	workers       int // goroutines running pairs at once
 }
@@ -125,14 +126,55 @@ func newPgsEnv(b *testing.B) *pgsEnv {
 		b.Fatal(err)
 	}
 	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	rec.on = false
 	if len(rec.sql) != 2 {
+		rec.mu.Unlock()
 		b.Fatalf("Begin+Commit ran %d statements, want 2", len(rec.sql))
 	}
 	e.begin, e.commit = rec.sql[0], rec.sql[1]
+	rec.mu.Unlock()
+	// The same in transactional mode, with a business row between.
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+schema+".business (k text PRIMARY KEY)"); err != nil {
+		b.Fatal(err)
+	}
+	rec.mu.Lock()
+	rec.sql, rec.on = nil, true
+	rec.mu.Unlock()
+	if err := e.txPair(ctx, e.keys(b, 1)[0]); err != nil {
+		b.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.on = false
+	// begin, Begin, INSERT, Commit, commit
+	if len(rec.sql) != 5 {
+		b.Fatalf("a transactional pair ran %d statements, want 5: %q", len(rec.sql), rec.sql)
+	}
+	e.commitTx = rec.sql[3]
 	return e
 }
+
+// txPair is one transactional-mode pair: Begin, a business row and Commit
+// in one transaction.
+func (e *pgsEnv) txPair(ctx context.Context, k idem.Key) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		s := e.store.WithTx(tx)
+		o, err := s.Begin(ctx, k, benchReq, nil)
+		if err != nil {
+			return err
+		}
+		if o.Kind != idem.Fresh {
+			return fmt.Errorf("outcome %s", o.Kind)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+e.schema()+".business (k) VALUES ($1)", k.Value()); err != nil {
+			return err
+		}
+		return s.Commit(ctx, k, o.Lease, benchResult)
+	})
+}
+
+// schema is the schema of the env's tables.
+func (e *pgsEnv) schema() string { s, _, _ := strings.Cut(e.table, "."); return s }
 
 // keys returns n keys never used before in this environment.
 func (e *pgsEnv) keys(b *testing.B, n int) []idem.Key {
@@ -232,14 +274,32 @@ func (e *pgsEnv) pgxPairs(b *testing.B, n int) time.Duration {
 	})
 }
 
+// pgbenchTxTPS runs the transactional pair as a pgbench script (BEGIN, the
+// store's Begin, the business row, the store's transactional Commit, END)
+// with pgsWorkers clients for d.
+func (e *pgsEnv) pgbenchTxTPS(d time.Duration) (float64, string) {
+	now := time.Now().Truncate(time.Microsecond)
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	ts := func(t time.Time) string { return quote(t.UTC().Format(time.RFC3339Nano)) }
+	ns := quote("pgbtx_" + strconv.FormatInt(now.UnixNano(), 36))
+	begin := pgsPlaceholders(e.begin, map[int]string{
+		1: ns, 2: "''", 3: ":k", 4: fmt.Sprintf(`'\x%x'::bytea`, benchReq.Fingerprint.Bytes()),
+		5: quote(string(benchReq.Payload)), 6: ts(now), 7: ts(now.Add(idem.DefaultRetention)),
+		8: ts(now.Add(time.Hour)), 9: "'pgbench-token'", 10: ":k",
+	})
+	commit := pgsPlaceholders(e.commitTx, map[int]string{
+		1: ns, 2: "''", 3: ":k", 4: "'pgbench-token'", 5: "1", 6: ts(now), 7: quote(string(benchResult)), 8: ":k",
+	})
+	insert := "INSERT INTO " + e.schema() + ".business (k) VALUES (" + ns + " || :k)"
+	oneLine := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	script := "\\set k random(1, 9000000000000000000)\nBEGIN;\n" + oneLine(begin) + ";\n" + insert + ";\n" + oneLine(commit) + ";\nEND;\n"
+	return e.runPgbench(script, d)
+}
+
 // pgbenchTPS runs the store's two statements as a pgbench script with
 // pgsWorkers clients for d and returns pgbench's transactions (pairs) per
 // second, or 0 and the reason it could not.
 func (e *pgsEnv) pgbenchTPS(d time.Duration) (float64, string) {
-	bin, err := exec.LookPath("pgbench")
-	if err != nil {
-		return 0, "pgbench not installed"
-	}
 	now := time.Now().Truncate(time.Microsecond)
 	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 	ts := func(t time.Time) string { return quote(t.UTC().Format(time.RFC3339Nano)) }
@@ -257,6 +317,16 @@ func (e *pgsEnv) pgbenchTPS(d time.Duration) (float64, string) {
 	})
 	oneLine := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	script := "\\set k random(1, 9000000000000000000)\n" + oneLine(begin) + ";\n" + oneLine(commit) + ";\n"
+	return e.runPgbench(script, d)
+}
+
+// runPgbench runs script with pgsWorkers clients for d and returns the
+// transactions per second, or 0 and the reason it could not.
+func (e *pgsEnv) runPgbench(script string, d time.Duration) (float64, string) {
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		return 0, "pgbench not installed"
+	}
 	f, err := os.CreateTemp("", "pgstore_bench_*.sql")
 	if err != nil {
 		return 0, err.Error()
@@ -344,6 +414,42 @@ func benchPgstore(b *testing.B, e *pgsEnv, pgbench bool) {
 	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "baseline-ns/op")
 	switch {
 	case !withPgbench:
+	case reason != "":
+		b.Log("no pgbench comparison: " + reason)
+	default:
+		b.ReportMetric(rate/tps, "pgbench-throughput-ratio")
+	}
+}
+
+// BenchmarkPgstoreTxBeginCommit: transactional mode, 32 workers, each pair
+// a transaction of Begin, a business row and Commit, beside pgbench running
+// the same transaction as a script ("pgbench-throughput-ratio", higher is
+// better).
+func BenchmarkPgstoreTxBeginCommit(b *testing.B) {
+	e := newPgsEnv(b)
+	ctx := context.Background()
+	var tps float64
+	reason := ""
+	b.ResetTimer()
+	b.StopTimer()
+	var own time.Duration
+	rounds := (b.N + pgsSlice - 1) / pgsSlice
+	mid := rounds/2 | 1
+	for r := range rounds {
+		if b.N >= 1000 && reason == "" && (r == 0 || r == mid) {
+			t, why := e.pgbenchTxTPS(3 * time.Second)
+			tps, reason = tps+t/2, why
+		}
+		n := min(pgsSlice, b.N-r*pgsSlice)
+		ks := e.keys(b, n)
+		b.StartTimer()
+		own += pgsParallel(b, e.workers, n, func(i int) error { return e.txPair(ctx, ks[i]) })
+		b.StopTimer()
+	}
+	rate := float64(b.N) / own.Seconds()
+	b.ReportMetric(rate, "pairs/s")
+	switch {
+	case b.N < 1000:
 	case reason != "":
 		b.Log("no pgbench comparison: " + reason)
 	default:
