@@ -35,7 +35,33 @@
 //
 // Define an FSM with NewFSM, list it in Config.FSMs of the engines that
 // run it, and insert instances with Client.Insert(ctx, fsm.With(state),
-// opts).
+// opts). NewFSM and NewClient reject an invalid definition or configuration
+// with a *ConfigError naming the field (errors.Is(err, ErrInvalidConfig)).
+//
+// # Bad input
+//
+// Input the engine cannot use ends in an error, never in a row stuck
+// executing or a queue that stops serving the others. Config.MaxPayload
+// (default 1 MiB) bounds every JSON document the client writes: Insert,
+// InsertAll and Signal reject a larger state or signal payload with a
+// *PayloadTooLargeError (errors.Is(err, ErrPayloadTooLarge)) before writing
+// anything, and a step whose new state or Done result is larger fails with
+// one, handled like any step error. A step whose outcome names an unknown
+// step, or a row naming one, fails with ErrUnknownStep. A state that does
+// not decode as S is a step error too: the default handling retries it,
+// with the error on the row (Instance.Error), and then fails the instance,
+// never overwriting the state so that it can be repaired.
+//
+// # Crashes
+//
+// An engine that dies mid-step (a crash, SIGKILL, a lost network) commits
+// nothing for the steps it was running; its leases stop being extended,
+// and once they expire (Config.LeaseTTL) the reaper of any engine returns
+// the rows to runnable with the attempt increased, and the steps run again.
+// Should the old engine come back and finish such a step, its commit is
+// fenced off (StepStopEvent.Fenced): each outcome is committed once.
+// Cancelling Start's context is a hard stop, not a crash: the engine keeps
+// its leases until its running steps return, and commits their outcomes.
 //
 // # Statuses
 //

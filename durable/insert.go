@@ -181,7 +181,9 @@ const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() ||
 
 // Insert inserts one instance and returns its id. When the correlation key
 // is occupied it inserts nothing and returns a *DuplicateError carrying the
-// occupant's id (errors.Is(err, ErrDuplicate)).
+// occupant's id (errors.Is(err, ErrDuplicate)). A state whose JSON is larger
+// than Config.MaxPayload is rejected with a *PayloadTooLargeError before
+// anything is written.
 func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
 	id, err := insertOne(ctx, c.pool, args, opts, c.cfg.MaxPayload)
 	if err == nil {
@@ -287,7 +289,8 @@ SELECT correlation_guard, id FROM durable_instance WHERE correlation_guard = ANY
 // existing instance or by an earlier one of the batch, are dropped and
 // reported as duplicates. Concurrent InsertAll calls whose keys overlap
 // never deadlock, whatever the order of their inputs: rows are inserted in
-// key order.
+// key order. An instance that is invalid, or whose state is larger than
+// Config.MaxPayload, fails the whole call before anything is written.
 func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
 	res, err := insertAll(ctx, c.pool, params, c.cfg.MaxPayload)
 	if err == nil {
