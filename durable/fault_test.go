@@ -26,7 +26,7 @@ import (
 
 // faultLease is the lease of the engines these tests kill: short, so that
 // the survivors' reapers take their rows back quickly.
-const faultLease = time.Second
+const faultLease = 2 * time.Second
 
 // faultState is the state of the fault FSM.
 type faultState struct {
