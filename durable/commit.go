@@ -77,7 +77,7 @@ SET status = 'runnable', eligible_at = now(), await_deadline = NULL, updated_at 
 WHERE i.id = $1 AND i.status = 'awaiting_signal' AND i.claims = $2
   AND EXISTS (SELECT 1 FROM durable_signal s WHERE s.instance_id = i.id AND s.name = ANY (i.awaiting))`
 
-// endSQL is the first statement of Done and Stop.
+// endSQL is the first statement of Done, Stop and Cancel.
 const endSQL = `
 UPDATE durable_instance
 SET state = $5, status = $6, result = $7, error = $8, finished_at = now(),
@@ -85,10 +85,11 @@ SET state = $5, status = $6, result = $7, error = $8, finished_at = now(),
     updated_at = now()
 WHERE ` + fenceSQL
 
-// dropInboxSQL is the second statement of Done and Stop, with a snapshot of
-// its own: it sees every signal stored before the row ended, since signals
-// are stored only under the row's lock, which the first statement took. It
-// deletes only the inbox of a terminal row.
+// dropInboxSQL is the second statement of Done, Stop and Cancel (and of
+// Client.Cancel), with a snapshot of its own: it sees every signal stored
+// before the row ended, since signals are stored only under the row's lock,
+// which the first statement took. It deletes only the inbox of a terminal
+// row.
 const dropInboxSQL = `
 DELETE FROM durable_signal
 WHERE instance_id = $1
@@ -163,10 +164,13 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		}
 		return commitResult{committed: n == 1, runnable: n == 1 && tag.RowsAffected() == 1}, nil
 
-	case KindDone, KindStop:
+	case KindDone, KindStop, KindCancel:
 		status, result, errText := StatusDone, r.result, (*string)(nil)
-		if o.kind == KindStop {
+		switch o.kind {
+		case KindStop:
 			status, result, errText = StatusFailed, nil, &r.errText
+		case KindCancel:
+			status, result, errText = StatusCancelled, nil, &r.errText
 		}
 		b := &pgx.Batch{}
 		b.Queue(endSQL, append(f, r.state, string(status), result, errText)...)

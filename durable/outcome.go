@@ -17,11 +17,13 @@ const (
 	KindAwait OutcomeKind = "await"
 	KindDone  OutcomeKind = "done"
 	KindStop  OutcomeKind = "stop"
+	// KindCancel is Cancel's kind: the instance ends as cancelled.
+	KindCancel OutcomeKind = "cancel"
 )
 
 // Outcome is what a step returns: the one thing the engine commits, with
 // the instance's state, before anything else happens to the instance. Make
-// one with Next, Retry, Await, AwaitTimeout, Done or Stop; the zero Outcome
+// one with Next, Retry, Await, AwaitTimeout, Done, Stop or Cancel; the zero Outcome
 // is invalid and handled as a step error.
 type Outcome struct {
 	kind    OutcomeKind
@@ -67,6 +69,11 @@ func Done(result any) Outcome { return Outcome{kind: KindDone, result: result} }
 // Stop ends the instance as failed with reason. Its inbox is deleted.
 func Stop(reason string) Outcome { return Outcome{kind: KindStop, reason: reason} }
 
+// Cancel ends the instance as cancelled, with reason as its error, as
+// Client.Cancel would. Its inbox is deleted. Unlike Stop, a cancelled
+// instance cannot be retried (see Client.Retry).
+func Cancel(reason string) Outcome { return Outcome{kind: KindCancel, reason: reason} }
+
 // Kind reports what the outcome does; "" for the zero Outcome.
 func (o Outcome) Kind() OutcomeKind { return o.kind }
 
@@ -88,6 +95,8 @@ func (o Outcome) String() string {
 		return "done"
 	case KindStop:
 		return fmt.Sprintf("stop(%s)", o.reason)
+	case KindCancel:
+		return fmt.Sprintf("cancel(%s)", o.reason)
 	}
 	return "invalid outcome"
 }

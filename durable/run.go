@@ -85,7 +85,7 @@ func withError(out Outcome, err error, duration time.Duration) ranStep {
 	switch out.kind {
 	case KindRetry:
 		r.errText = err.Error()
-	case KindStop:
+	case KindStop, KindCancel:
 		r.errText = out.reason
 	}
 	return r
@@ -147,7 +147,7 @@ func defaultHandling(attempt, maxAttempts int, backoff func(int) time.Duration, 
 // encode encodes the state and result to commit; when either cannot be
 // encoded the instance stops, with its state unchanged.
 func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
-	if r.outcome.kind == KindStop && r.errText == "" {
+	if (r.outcome.kind == KindStop || r.outcome.kind == KindCancel) && r.errText == "" {
 		r.errText = r.outcome.reason
 	}
 	state, err := json.Marshal(step.State)
