@@ -16,7 +16,8 @@
 //   - Await(step, names...) and AwaitTimeout: park until a signal with one
 //     of names arrives (or the timeout passes), then run step;
 //   - Done(result): end successfully, storing result as JSON;
-//   - Stop(reason): end as failed.
+//   - Stop(reason): end as failed;
+//   - Cancel(reason): end as cancelled.
 //
 // The engine commits the outcome and the new state in one transaction before
 // anything else happens to the instance. Execution is therefore
@@ -67,9 +68,24 @@
 //
 // An instance is runnable (waiting for a picker, perhaps until a future
 // eligible time), executing (leased to an engine running its step),
-// awaiting_signal (parked by Await), done or failed. The schema and
-// LiveStatuses also hold awaiting_children (live) and cancelled (terminal),
-// which a later version will use for child instances and cancellation.
+// awaiting_signal (parked by Await), done, failed or cancelled (by
+// Client.Cancel or a step's Cancel outcome). The first three are live, the
+// last three terminal: no step runs again (unless an operator retries a
+// failed instance) and no signal reaches the instance. The schema and
+// LiveStatuses also hold awaiting_children (live), which a later version
+// will use for child instances.
+//
+// # Cancellation
+//
+// Client.Cancel (or CancelTx) ends a live instance, addressed by id or key,
+// as cancelled, with the reason as its Error: its inbox is deleted and its
+// lease cleared in the same transaction, on the instance's locked row. A
+// step that was running then cannot commit: its commit is fenced off as
+// that of a reaped lease is, and the engine's heartbeat cancels its
+// context. Cancelling an ended instance by id fails with ErrTerminal; by
+// key, with ErrNoTarget (no live instance carries the key). Once child
+// instances exist, cancelling an instance will cancel its live children
+// too, in the same transaction.
 //
 // # Schema
 //
@@ -166,7 +182,7 @@
 //
 // # Not yet
 //
-// Child instances (awaiting_children), cancellation, rate limits and the
-// enforcement of concurrency keys (stored by Insert, not yet honoured by
-// the picker) are for a later version.
+// Child instances (awaiting_children), rate limits and the enforcement of
+// concurrency keys (stored by Insert, not yet honoured by the picker) are
+// for a later version.
 package durable

@@ -12,14 +12,14 @@ type Status string
 
 // The statuses. An instance starts runnable; a picker claims it (executing);
 // its step's outcome makes it runnable again, parks it (awaiting_signal) or
-// ends it (done, failed). Done, failed and cancelled are terminal: no step
-// runs again and no signal reaches the instance.
+// ends it (done, failed, cancelled); Client.Cancel cancels a live one.
+// Done, failed and cancelled are terminal: no step runs again and no signal
+// reaches the instance.
 //
-// StatusAwaitingChildren and StatusCancelled are reserved for child
-// instances and cancellation, which a later version adds; no engine of this
-// version moves an instance there. They are part of the schema and of the
-// live statuses already, so that correlation scopes stored today stay valid
-// when they arrive.
+// StatusAwaitingChildren is reserved for child instances, which a later
+// version adds; no engine of this version moves an instance there. It is
+// part of the schema and of the live statuses already, so that correlation
+// scopes stored today stay valid when it arrives.
 const (
 	StatusRunnable         Status = "runnable"
 	StatusExecuting        Status = "executing"
