@@ -153,6 +153,16 @@
 // idempotent per instance for the row's lifetime, even after the signal was
 // consumed.
 //
+// # Insert or signal
+//
+// Client.InsertOrSignal delivers a signal to the live instance occupying a
+// correlation key or, when none does, inserts one and delivers the signal to
+// it, in one transaction: the pattern of a process that the first of its
+// events starts. Concurrent calls with one key make one instance, and every
+// call's signal reaches it once (or not at all for a repeated dedup key). It
+// needs a key with uniqueness (a non-empty scope); a key kept by an ended
+// instance is a *DuplicateError.
+//
 // # The engine
 //
 // Client.Start runs, for each queue of Config.Queues, one picker and

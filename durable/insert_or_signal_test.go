@@ -1,0 +1,110 @@
+package durable_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// Concurrent InsertOrSignal calls with one key make one instance, and each
+// call's signal reaches it once; a repeated dedup key is stored once.
+func TestInsertOrSignalRace(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	const n = 32
+	opts := &durable.InsertOpts{CorrelationKey: "cart:1"}
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		ids      [n]int64
+		inserted [n]bool
+		errs     [n]error
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			// Calls 0 and 1 share a dedup key.
+			dedup := fmt.Sprintf("evt-%d", max(i, 1))
+			ids[i], inserted[i], errs[i] = b.client.InsertOrSignal(ctxT(t), ctl.With(ctlState{}), opts, "item", i, dedup)
+		})
+	}
+	close(start)
+	wg.Wait()
+	inserts := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("call %d reached instance %d, call 0 instance %d", i, ids[i], ids[0])
+		}
+		if inserted[i] {
+			inserts++
+		}
+	}
+	if inserts != 1 {
+		t.Fatalf("%d calls inserted, want 1", inserts)
+	}
+	if got := b.count(t, `SELECT count(*) FROM durable_instance WHERE correlation_key = 'cart:1'`); got != 1 {
+		t.Fatalf("%d instances carry the key, want 1", got)
+	}
+	in := b.get(t, ids[0])
+	if len(in.Inbox) != n-1 {
+		t.Fatalf("inbox holds %d signals, want %d", len(in.Inbox), n-1)
+	}
+	seen := map[string]bool{}
+	for _, s := range in.Inbox {
+		if s.Name != "item" || seen[s.DedupKey] {
+			t.Fatalf("unexpected signal %+v", s)
+		}
+		seen[s.DedupKey] = true
+	}
+}
+
+func TestInsertOrSignalErrors(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	ctx := ctxT(t)
+	if _, _, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), nil, "go", nil, ""); err == nil {
+		t.Error("InsertOrSignal without a key succeeded")
+	}
+	unscoped := &durable.InsertOpts{CorrelationKey: "k", CorrelationScope: []durable.Status{}}
+	if _, _, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), unscoped, "go", nil, ""); err == nil {
+		t.Error("InsertOrSignal with an empty scope succeeded")
+	}
+
+	// A key kept by a done instance is a duplicate.
+	kept := &durable.InsertOpts{CorrelationKey: "kept",
+		CorrelationScope: append(durable.LiveStatuses(), durable.StatusDone, durable.StatusCancelled)}
+	id, inserted, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), kept, "go", 1, "")
+	if err != nil || !inserted {
+		t.Fatalf("first InsertOrSignal: %d, %v, %v", id, inserted, err)
+	}
+	if err := b.client.Cancel(ctx, durable.ByID(id), ""); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), kept, "go", 2, "")
+	var dup *durable.DuplicateError
+	if !errors.As(err, &dup) || dup.ID != id {
+		t.Fatalf("InsertOrSignal on a kept key: %v, want a *DuplicateError with id %d", err, id)
+	}
+
+	// A key freed by its instance's end takes a new instance.
+	free := &durable.InsertOpts{CorrelationKey: "free"}
+	first, _, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), free, "go", 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.Cancel(ctx, durable.ByKey("free"), ""); err != nil {
+		t.Fatal(err)
+	}
+	second, inserted, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), free, "go", 2, "")
+	if err != nil || !inserted || second == first {
+		t.Fatalf("InsertOrSignal on a freed key: %d (first %d), inserted %v, %v", second, first, inserted, err)
+	}
+}
