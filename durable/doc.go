@@ -71,7 +71,7 @@
 // awaiting_signal (parked by Await), done, failed or cancelled (by
 // Client.Cancel or a step's Cancel outcome). The first three are live, the
 // last three terminal: no step runs again (unless an operator retries a
-// failed instance) and no signal reaches the instance. The schema and
+// failed instance with Client.Retry) and no signal reaches the instance. The schema and
 // LiveStatuses also hold awaiting_children (live), which a later version
 // will use for child instances.
 //
@@ -153,7 +153,17 @@
 // idempotent per instance for the row's lifetime, even after the signal was
 // consumed.
 //
-// # Insert or signal
+// # Retry
+//
+// Client.Retry makes a failed instance runnable again at the step it failed
+// in, with the attempt reset to 1, at once or at RetryOpts.At: for operators,
+// once the cause is fixed. It addresses the instance by id, or by a key that
+// exactly one failed instance carries. Only failed instances are retried
+// (ErrNotFailed otherwise): a cancellation is a decision, not undone by Retry.
+// The instance must take its correlation key back; when another instance
+// occupies it, Retry changes nothing and returns a *DuplicateError with the
+// occupant's id.
+//
 //
 // Client.InsertOrSignal delivers a signal to the live instance occupying a
 // correlation key or, when none does, inserts one and delivers the signal to

@@ -1,0 +1,148 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNotFailed is returned by Retry when the instance it addresses is not
+// failed: live, done or cancelled. Nothing is changed.
+var ErrNotFailed = errors.New("durable: instance is not failed")
+
+// RetryOpts are the options of Retry. A nil *RetryOpts runs the step at
+// once.
+type RetryOpts struct {
+	// At is the earliest time the step runs again. Zero: the database's
+	// now().
+	At time.Time
+}
+
+const retryLockByIDSQL = `
+SELECT id, status, coalesce(correlation_key, ''), queue FROM durable_instance WHERE id = $1 FOR NO KEY UPDATE`
+
+// retryLockByKeySQL finds the failed instances carrying a key, whether or
+// not they still occupy it.
+const retryLockByKeySQL = `
+SELECT id, status, coalesce(correlation_key, ''), queue FROM durable_instance
+WHERE correlation_key = $1 AND status = 'failed'
+ORDER BY id LIMIT 2
+FOR NO KEY UPDATE`
+
+// reviveSQL makes a failed instance runnable at its step, at attempt 1.
+// Its error stays until the step commits, as that of a pending retry does.
+// Leaving failed may bring the row into its correlation scope, where the
+// unique index on correlation_guard rejects it if another row holds the
+// key.
+const reviveSQL = `
+UPDATE durable_instance
+SET status = 'runnable', attempt = 1, eligible_at = coalesce($2, now()), finished_at = NULL,
+    result = NULL, updated_at = now()
+WHERE id = $1 AND status = 'failed'`
+
+// correlationGuardIndex is the unique index that keeps keys unique.
+const correlationGuardIndex = "durable_instance_correlation_guard_idx"
+
+// Retry makes a failed instance runnable again at the step it failed in,
+// with the attempt reset to 1, at once or at opts.At, and returns its id.
+// Its state is the last committed one; its inbox, deleted when it failed,
+// stays empty, and the dedup keys it received still count. It is meant for
+// operators, once the cause of the failure is fixed.
+//
+// target addresses the instance by id, or by key: ByKey here reaches the
+// failed instance carrying the key (a failed instance no longer occupies
+// its key under the default scope), ErrAmbiguousTarget when several
+// failed instances carry it. Only failed instances are retried: a live,
+// done or cancelled one gives ErrNotFailed. Cancellation is a decision, not
+// an accident, so it is not undone by Retry; insert a new instance instead.
+//
+// The instance must be able to take its correlation key back: when another
+// instance occupies it, nothing is changed and the error is a
+// *DuplicateError carrying the occupant's id (errors.Is(err,
+// ErrDuplicate)). An id with no row, or a key no failed instance carries,
+// gives ErrNoTarget.
+func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int64, error) {
+	var at *time.Time
+	if opts != nil && !opts.At.IsZero() {
+		t := opts.At
+		at = &t
+	}
+	for try := 0; ; try++ {
+		var id int64
+		var key, queue string
+		err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
+			id, key, queue, err = revive(ctx, tx, target, at)
+			return err
+		})
+		var pe *pgconn.PgError
+		switch {
+		case err == nil:
+			if at == nil {
+				c.pokeLocal(queue)
+			}
+			return id, nil
+		case !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != correlationGuardIndex:
+			return 0, err
+		}
+		var occupant int64
+		if err := c.pool.QueryRow(ctx, occupantSQL, key).Scan(&occupant); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("durable: Retry: %w", err)
+		}
+		if occupant != 0 || try == 2 {
+			return 0, &DuplicateError{CorrelationKey: key, ID: occupant}
+		}
+		// The occupant left the key before the look-up: try again.
+	}
+}
+
+// revive locks the failed instance target addresses and makes it runnable.
+// It returns its id, key and queue.
+func revive(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (id int64, key, queue string, err error) {
+	if target.key == "" && target.id <= 0 {
+		return 0, "", "", fmt.Errorf("durable: Retry of the zero Target: %w", ErrNoTarget)
+	}
+	var rows pgx.Rows
+	if target.key != "" {
+		rows, err = tx.Query(ctx, retryLockByKeySQL, target.key)
+	} else {
+		rows, err = tx.Query(ctx, retryLockByIDSQL, target.id)
+	}
+	if err != nil {
+		return 0, "", "", fmt.Errorf("durable: Retry: %w", err)
+	}
+	type found struct {
+		id         int64
+		status     Status
+		key, queue string
+	}
+	targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
+		var f found
+		err := r.Scan(&f.id, &f.status, &f.key, &f.queue)
+		return f, err
+	})
+	switch {
+	case err != nil:
+		return 0, "", "", fmt.Errorf("durable: Retry: %w", err)
+	case len(targets) == 0:
+		return 0, "", "", fmt.Errorf("%w: %s", ErrNoTarget, target)
+	case len(targets) > 1:
+		return 0, "", "", fmt.Errorf("%w: %s (several failed instances carry it)", ErrAmbiguousTarget, target)
+	case targets[0].status != StatusFailed:
+		return 0, "", "", fmt.Errorf("%w: %s is %s", ErrNotFailed, target, targets[0].status)
+	}
+	f := targets[0]
+	b := &pgx.Batch{}
+	b.Queue(reviveSQL, f.id, at)
+	if at == nil {
+		b.Queue(notifySQL, f.queue)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		// Retry looks for a unique violation in it, and the key.
+		return f.id, f.key, f.queue, fmt.Errorf("durable: Retry: %w", err)
+	}
+	return f.id, f.key, f.queue, nil
+}
