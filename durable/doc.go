@@ -164,6 +164,7 @@
 // occupies it, Retry changes nothing and returns a *DuplicateError with the
 // occupant's id.
 //
+// # Insert or signal
 //
 // Client.InsertOrSignal delivers a signal to the live instance occupying a
 // correlation key or, when none does, inserts one and delivers the signal to
