@@ -9,23 +9,26 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem/durable"
 )
 
-// runDurable is `idem durable <list|inspect|signal|stats> --db URL …`: an
-// operator's view of the durable engine's instances, in JSON.
+// runDurable is `idem durable <list|inspect|signal|cancel|retry|stats> --db
+// URL …`: an operator's view of the durable engine's instances, in JSON.
 func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	subs := map[string]func(context.Context, *durable.Client, []string, io.Writer, io.Writer, env) error{
 		"list":    durableList,
 		"inspect": durableInspect,
 		"signal":  durableSignal,
+		"cancel":  durableCancel,
+		"retry":   durableRetry,
 		"stats":   durableStats,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stderr, "usage: idem durable <list|inspect|signal|stats> --db URL [flags]")
+		fmt.Fprintln(stderr, "usage: idem durable <list|inspect|signal|cancel|retry|stats> --db URL [flags]")
 		return errUsage
 	}
 	name := args[0]
@@ -156,21 +159,78 @@ func durableSignal(ctx context.Context, c *durable.Client, args []string, stdout
 	if !json.Valid([]byte(*payload)) {
 		return fmt.Errorf("--payload is not JSON: %q", *payload)
 	}
-	var t durable.Target
-	switch {
-	case *id > 0 && *key != "":
-		return errors.New("give --id or --key, not both")
-	case *id > 0:
-		t = durable.ByID(*id)
-	case *key != "":
-		t = durable.ByKey(*key)
-	default:
-		return errors.New("--id or --key is required")
+	t, err := targetOf(*id, *key)
+	if err != nil {
+		return err
 	}
 	if err := c.Signal(ctx, t, *name, json.RawMessage(*payload), *dedup); err != nil {
 		return err
 	}
 	return printJSON(stdout, map[string]any{"signalled": true, "target": targetString(*id, *key), "name": *name})
+}
+
+// targetOf is the durable.Target of --id or --key.
+func targetOf(id int64, key string) (durable.Target, error) {
+	switch {
+	case id > 0 && key != "":
+		return durable.Target{}, errors.New("give --id or --key, not both")
+	case id > 0:
+		return durable.ByID(id), nil
+	case key != "":
+		return durable.ByKey(key), nil
+	default:
+		return durable.Target{}, errors.New("--id or --key is required")
+	}
+}
+
+// durableCancel is `idem durable cancel (--id N | --key K) [--reason R]`:
+// it cancels a live instance (durable.Client.Cancel).
+func durableCancel(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem durable cancel", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id, key := target(fs)
+	reason := fs.String("reason", "", "why, stored as the instance's error")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	t, err := targetOf(*id, *key)
+	if err != nil {
+		return err
+	}
+	if err := c.Cancel(ctx, t, *reason); err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"cancelled": true, "target": targetString(*id, *key)})
+}
+
+// durableRetry is `idem durable retry (--id N | --key K) [--at RFC3339]`:
+// it makes a failed instance runnable again (durable.Client.Retry). --key
+// names the one failed instance carrying the key, which under the default
+// scope no longer occupies it; several such instances need --id.
+func durableRetry(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem durable retry", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.Int64("id", 0, "the instance id")
+	key := fs.String("key", "", "the correlation key of the one failed instance carrying it")
+	at := fs.String("at", "", "when to run the step again, RFC 3339 (default: now)")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	t, err := targetOf(*id, *key)
+	if err != nil {
+		return err
+	}
+	var opts durable.RetryOpts
+	if *at != "" {
+		if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
+			return fmt.Errorf("--at is not an RFC 3339 time: %w", err)
+		}
+	}
+	n, err := c.Retry(ctx, t, &opts)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"retried": true, "id": n})
 }
 
 func targetString(id int64, key string) string {

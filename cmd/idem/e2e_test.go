@@ -670,3 +670,76 @@ func TestDurableCommands(t *testing.T) {
 		t.Fatalf("list without --db: %v\n%s", err, out)
 	}
 }
+
+func TestDurableCancelAndRetryCommands(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	type state struct{ N int }
+	fsm, err := durable.NewFSM(durable.FSMConfig[state]{
+		Name: "order", Initial: "wait",
+		Steps: map[string]durable.StepFunc[state]{
+			"wait": func(context.Context, *durable.Step[state]) (durable.Outcome, error) {
+				return durable.Await("wait", "paid"), nil
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := durable.NewClient(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	live, err := c.Insert(ctx, fsm.With(state{}), &durable.InsertOpts{CorrelationKey: "order:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, err := c.Insert(ctx, fsm.With(state{}), &durable.InsertOpts{CorrelationKey: "order:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No engine runs here: fail the second instance as its step would.
+	if _, err := pool.Exec(ctx, `UPDATE durable_instance SET status = 'failed', finished_at = now() WHERE id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(idemBin, append([]string{"durable"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := run("cancel", "--db", url, "--key", "order:1", "--reason", "customer left")
+	if err != nil || !strings.Contains(out, `"cancelled": true`) {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	if in, err := c.Get(ctx, live); err != nil || in.Status != durable.StatusCancelled || in.Error != "customer left" {
+		t.Fatalf("after cancel: %+v, %v", in, err)
+	}
+	if out, err := run("cancel", "--db", url, "--id", fmt.Sprint(live)); err == nil || !strings.Contains(out, "ended") {
+		t.Fatalf("cancel of a cancelled instance: %v\n%s", err, out)
+	}
+	if out, err := run("retry", "--db", url, "--id", fmt.Sprint(live)); err == nil || !strings.Contains(out, "not failed") {
+		t.Fatalf("retry of a cancelled instance: %v\n%s", err, out)
+	}
+
+	out, err = run("retry", "--db", url, "--key", "order:2")
+	if err != nil || !strings.Contains(out, `"retried": true`) || !strings.Contains(out, fmt.Sprintf(`"id": %d`, failed)) {
+		t.Fatalf("retry: %v\n%s", err, out)
+	}
+	if in, err := c.Get(ctx, failed); err != nil || in.Status != durable.StatusRunnable || in.Attempt != 1 {
+		t.Fatalf("after retry: %+v, %v", in, err)
+	}
+	if out, err := run("retry", "--db", url, "--id", "1", "--key", "order:2"); err == nil || !strings.Contains(out, "not both") {
+		t.Fatalf("retry with --id and --key: %v\n%s", err, out)
+	}
+	if out, err := run("retry", "--db", url, "--id", fmt.Sprint(failed), "--at", "tomorrow"); err == nil || !strings.Contains(out, "RFC 3339") {
+		t.Fatalf("retry with a bad --at: %v\n%s", err, out)
+	}
+}
