@@ -156,7 +156,9 @@ func TestWindowMemoryBound(t *testing.T) {
 	if perKey > 40 {
 		t.Errorf("window takes %.1f bytes per key, documented bound is 40", perKey)
 	}
-	if grew := int64(after) - int64(full); grew > int64(n/100) {
+	// Any per-key allocation would grow the heap by at least n bytes; the
+	// slack is for what the runtime and other tests allocate meanwhile.
+	if grew := int64(after) - int64(full); grew > int64(n/4) {
 		t.Errorf("recording %d more keys into a full window grew the heap by %d bytes", n, grew)
 	}
 }
