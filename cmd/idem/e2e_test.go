@@ -320,7 +320,7 @@ func TestKilledProxy(t *testing.T) {
 	up.block = make(chan struct{})
 	up.started = make(chan struct{}, 4)
 	dsn := sqliteDSN(t)
-	a := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "2s")
+	a := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "6s")
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, a.base+"/charges", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -335,7 +335,7 @@ func TestKilledProxy(t *testing.T) {
 	}
 	_ = a.wait()
 	close(up.block)
-	b := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "2s")
+	b := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--lease", "6s")
 	if r := send(t, b.base, "kill-1", `{}`); r.status != 409 {
 		t.Fatalf("retry within the dead proxy's lease: %d, want 409", r.status)
 	}
