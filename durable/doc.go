@@ -39,6 +39,20 @@
 // opts). NewFSM and NewClient reject an invalid definition or configuration
 // with a *ConfigError naming the field (errors.Is(err, ErrInvalidConfig)).
 //
+// # Versions
+//
+// FSMConfig.Version is stored with each instance at insert (fsm_version)
+// and an instance runs on the version it was inserted with until it ends:
+// the engine dispatches each step on (name, version), never on the name
+// alone. To change an FSM's steps, register the new version beside the old
+// one (Config.FSMs holding "order" v1 and v2) and insert new instances with
+// the new one; remove the old one once no live instance uses it. An engine
+// that lacks a picked row's version runs nothing of it: the row is retried
+// with the default backoff and ErrUnknownFSM on the row (Instance.Error),
+// its state unchanged, so that an engine of a rolling deploy that has the
+// version can take it; after DefaultMaxAttempts it fails, and Client.Retry
+// can revive it once an engine has the version.
+//
 // # Bad input
 //
 // Input the engine cannot use ends in an error, never in a row stuck
