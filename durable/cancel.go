@@ -38,8 +38,9 @@ WHERE id = $1 AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiti
 // by id has already ended. Nothing is changed then.
 //
 // Cancellation is one transaction of statements on the instance's locked
-// row; when child instances arrive, cancelling their live children is one
-// more statement of it, so that a parent and its children end together.
+// row: it cancels the instance's live children (and theirs) too, so that a
+// parent and its children end together, and a cancelled child releases its
+// waiting parent.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
 	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return cancel(ctx, tx, target, reason)
@@ -55,6 +56,9 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason 
 }
 
 func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
+	if err := lockParent(ctx, tx, target); err != nil {
+		return fmt.Errorf("durable: Cancel: %w", err)
+	}
 	id, err := lockLive(ctx, tx, target, "Cancel")
 	if err != nil {
 		return err
@@ -66,6 +70,9 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 	b := &pgx.Batch{}
 	b.Queue(cancelSQL, id, why)
 	b.Queue(dropInboxSQL, id)
+	b.Queue(releaseParentSQL, id)       // a child releases its parent
+	b.Queue(cancelChildrenSQL, id, why) // a parent's live children end with it
+	b.Queue(dropChildrenInboxSQL, id)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("durable: Cancel: %w", err)
 	}

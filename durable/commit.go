@@ -164,6 +164,9 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		}
 		return commitResult{committed: n == 1, runnable: n == 1 && tag.RowsAffected() == 1}, nil
 
+	case KindChildren:
+		return commitChildren(ctx, db, f, c, r, consumed)
+
 	case KindDone, KindStop, KindCancel:
 		status, result, errText := StatusDone, r.result, (*string)(nil)
 		switch o.kind {
@@ -173,16 +176,23 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			status, result, errText = StatusCancelled, nil, &r.errText
 		}
 		b := &pgx.Batch{}
+		b.Queue(lockParentSQL, c.id)
 		b.Queue(endSQL, append(f, r.state, string(status), result, errText)...)
 		b.Queue(dropInboxSQL, c.id)
+		b.Queue(releaseParentSQL, c.id) // a child releases its parent
 		br := db.SendBatch(ctx, b)
 		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return res, err
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			return res, err
 		}
-		if _, err := br.Exec(); err != nil {
-			return res, err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return res, err
+			}
 		}
 		if err := br.Close(); err != nil {
 			return res, err

@@ -23,7 +23,7 @@ const (
 
 // Outcome is what a step returns: the one thing the engine commits, with
 // the instance's state, before anything else happens to the instance. Make
-// one with Next, Retry, Await, AwaitTimeout, Done, Stop or Cancel; the zero Outcome
+// one with Next, Retry, Await, AwaitTimeout, Children, Done, Stop or Cancel; the zero Outcome
 // is invalid and handled as a step error.
 type Outcome struct {
 	kind    OutcomeKind
@@ -33,6 +33,8 @@ type Outcome struct {
 	timeout time.Duration
 	result  any
 	reason  string
+
+	children []InsertParams // Children's
 }
 
 // Next moves the instance to step, runnable at once, with the attempt reset
@@ -97,6 +99,8 @@ func (o Outcome) String() string {
 		return fmt.Sprintf("stop(%s)", o.reason)
 	case KindCancel:
 		return fmt.Sprintf("cancel(%s)", o.reason)
+	case KindChildren:
+		return fmt.Sprintf("children(%d→%s)", len(o.children), o.step)
 	}
 	return "invalid outcome"
 }
@@ -109,9 +113,12 @@ func (o Outcome) check(hasStep func(string) bool) error {
 	switch o.kind {
 	case "":
 		return errZeroOutcome
-	case KindNext, KindAwait:
+	case KindNext, KindAwait, KindChildren:
 		if !hasStep(o.step) {
 			return fmt.Errorf("%w %q in %s", ErrUnknownStep, o.step, o)
+		}
+		if o.kind == KindChildren {
+			return checkChildren(o.children)
 		}
 		if o.kind == KindAwait {
 			if len(o.signals) == 0 {
