@@ -1,0 +1,312 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// parentState is the state of the parent FSM of the children tests.
+type parentState struct {
+	Children []int64 `json:"children,omitempty"`
+}
+
+// parentFSM spawns the children mk returns, then, in step "after", counts
+// its runs in after and ends done.
+func parentFSM(t testing.TB, mk func() []durable.InsertParams, after *atomic.Int32) *durable.FSM[parentState] {
+	return mustFSM(t, durable.FSMConfig[parentState]{
+		Name:    "parent",
+		Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(ctx context.Context, s *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("after", mk()...), nil
+			},
+			"after": func(ctx context.Context, s *durable.Step[parentState]) (durable.Outcome, error) {
+				after.Add(1)
+				return durable.Done(nil), nil
+			},
+		},
+	})
+}
+
+// leafFSM ends done at once.
+func leafFSM(t testing.TB) *durable.FSM[struct{}] {
+	return mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:    "leaf",
+		Initial: "run",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"run": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Done(s.ID), nil
+			},
+		},
+	})
+}
+
+// ctlChildren are n ctl children with keys prefix-0… .
+func ctlChildren(ctl *durable.FSM[ctlState], prefix string, n int) []durable.InsertParams {
+	out := make([]durable.InsertParams, n)
+	for i := range out {
+		out[i] = durable.InsertParams{Args: ctl.With(ctlState{}), Opts: &durable.InsertOpts{CorrelationKey: fmt.Sprintf("%s-%d", prefix, i)}}
+	}
+	return out
+}
+
+// childIDs returns the ids of parent's children, in id order.
+func (b *testBundle) childIDs(t *testing.T, parent int64) []int64 {
+	t.Helper()
+	cs, err := b.client.ChildrenOf(ctxT(t), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+func (b *testBundle) pending(t *testing.T, parent int64) int {
+	t.Helper()
+	return b.count(t, "SELECT pending_children FROM durable_instance WHERE id = $1", parent)
+}
+
+func TestChildrenDoneFailedCancelledReleaseParentOnce(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return ctlChildren(ctl, "c", 3) }, &after)
+	b := setup(t, fast(ctl, parent))
+	b.start(t)
+
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, p)
+	if len(kids) != 3 || b.pending(t, p) != 3 {
+		t.Fatalf("children %v, pending %d; want 3 and 3", kids, b.pending(t, p))
+	}
+	for _, k := range kids {
+		b.waitStatus(t, k, durable.StatusAwaitingSignal)
+	}
+	b.signal(t, durable.ByID(kids[0]), "finish", "ok", "")
+	b.waitStatus(t, kids[0], durable.StatusDone)
+	b.signal(t, durable.ByID(kids[1]), "fail", nil, "")
+	b.waitStatus(t, kids[1], durable.StatusFailed)
+	if got := b.get(t, p).Status; got != durable.StatusAwaitingChildren || b.pending(t, p) != 1 {
+		t.Fatalf("parent %s with %d pending after two children ended; want awaiting_children, 1", got, b.pending(t, p))
+	}
+	if err := b.client.Cancel(ctxT(t), durable.ByID(kids[2]), "enough"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, p, durable.StatusDone)
+	time.Sleep(50 * time.Millisecond)
+	if n := after.Load(); n != 1 {
+		t.Fatalf("the parent's next step ran %d times, want 1", n)
+	}
+	cs, err := b.client.ChildrenOf(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []durable.Status{durable.StatusDone, durable.StatusFailed, durable.StatusCancelled}
+	for i, c := range cs {
+		if c.Status != want[i] {
+			t.Fatalf("child %d is %s, want %s", i, c.Status, want[i])
+		}
+	}
+	if string(cs[0].Result) != `"ok"` || cs[2].Error != "enough" {
+		t.Fatalf("children read back as %+v", cs)
+	}
+	if n := b.pending(t, p); n != 0 {
+		t.Fatalf("pending %d, want 0", n)
+	}
+}
+
+func TestChildrenWithOccupiedKeyAreDropped(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		cs := ctlChildren(ctl, "k", 3)
+		return append(cs, cs[1]) // a duplicate within the batch
+	}, &after)
+	b := setup(t, fast(ctl, parent))
+	b.start(t)
+
+	occupant := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "k-0"})
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, p)
+	if len(kids) != 2 || b.pending(t, p) != 2 {
+		t.Fatalf("children %v, pending %d; want 2 and 2", kids, b.pending(t, p))
+	}
+	for _, k := range kids {
+		if k == occupant {
+			t.Fatal("the occupant became a child")
+		}
+		b.waitStatus(t, k, durable.StatusAwaitingSignal)
+		b.signal(t, durable.ByID(k), "finish", nil, "")
+	}
+	b.waitStatus(t, p, durable.StatusDone)
+	if got := b.get(t, occupant).Status; got != durable.StatusAwaitingSignal {
+		t.Fatalf("occupant is %s", got)
+	}
+	if n := after.Load(); n != 1 {
+		t.Fatalf("the parent's next step ran %d times, want 1", n)
+	}
+}
+
+func TestChildrenNoneInsertedProceedsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	for _, tc := range []struct {
+		name string
+		mk   func() []durable.InsertParams
+	}{
+		{"empty", func() []durable.InsertParams { return nil }},
+		{"all duplicates", func() []durable.InsertParams { return ctlChildren(ctl, "taken", 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after.Store(0)
+			parent := parentFSM(t, tc.mk, &after)
+			b := setup(t, fast(ctl, parent))
+			b.start(t)
+			b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "taken-0"})
+			p := b.insert(t, parent.With(parentState{}), nil)
+			b.waitStatus(t, p, durable.StatusDone)
+			if n := after.Load(); n != 1 {
+				t.Fatalf("the parent's next step ran %d times, want 1", n)
+			}
+			if n := len(b.childIDs(t, p)); n != 0 {
+				t.Fatalf("%d children", n)
+			}
+		})
+	}
+}
+
+func TestChildrenFinishingConcurrentlyOnTwoEnginesWakeParentOnce(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	leaf := leafFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		cs := make([]durable.InsertParams, n)
+		for i := range cs {
+			cs[i] = durable.InsertParams{Args: leaf.With(struct{}{})}
+		}
+		return cs
+	}, &after)
+	cfg := fast(leaf, parent)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 8}}
+	b := setup(t, cfg)
+	second := newClient(t, newPool(t, b.url), cfg, &recorder{})
+	b.start(t)
+	startClient(t, second)
+
+	var ps []int64
+	for range 3 {
+		ps = append(ps, b.insert(t, parent.With(parentState{}), nil))
+	}
+	for _, p := range ps {
+		b.waitStatus(t, p, durable.StatusDone)
+		if got := len(b.childIDs(t, p)); got != n {
+			t.Fatalf("%d children, want %d", got, n)
+		}
+		if got := b.pending(t, p); got != 0 {
+			t.Fatalf("pending %d, want 0", got)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := after.Load(); got != int32(len(ps)) {
+		t.Fatalf("the parents' next step ran %d times, want %d", got, len(ps))
+	}
+	if c := b.count(t, "SELECT count(*) FROM durable_instance WHERE releases_parent OR (parent_id IS NOT NULL AND status <> 'done')"); c != 0 {
+		t.Fatalf("%d children not done or not counted", c)
+	}
+}
+
+func TestGCSparesChildrenOfWaitingParent(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return ctlChildren(ctl, "g", 2) }, &after)
+	cfg := fast(ctl, parent)
+	cfg.GCRetention, cfg.GCInterval = time.Millisecond, 10*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, p)
+	b.waitStatus(t, kids[0], durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(kids[0]), "finish", nil, "")
+	b.waitStatus(t, kids[0], durable.StatusDone)
+	// A plain terminal row is collected meanwhile; the child is not.
+	other := b.insert(t, ctl.With(ctlState{}), nil)
+	b.waitStatus(t, other, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(other), "finish", nil, "")
+	waitFor(t, "the plain row to be collected", func() bool {
+		return b.count(t, "SELECT count(*) FROM durable_instance WHERE id = $1", other) == 0
+	})
+	if b.count(t, "SELECT count(*) FROM durable_instance WHERE id = $1", kids[0]) != 1 {
+		t.Fatal("GC deleted the child of a waiting parent")
+	}
+	b.waitStatus(t, kids[1], durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(kids[1]), "finish", nil, "")
+	waitFor(t, "the parent and its children to be collected", func() bool {
+		return b.count(t, "SELECT count(*) FROM durable_instance WHERE id = $1 OR parent_id = $1", p) == 0
+	})
+	if n := after.Load(); n != 1 {
+		t.Fatalf("the parent's next step ran %d times, want 1", n)
+	}
+}
+
+func TestCancelParentCascadesToLiveChildren(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return ctlChildren(ctl, "x", 3) }, &after)
+	b := setup(t, fast(ctl, parent))
+	b.start(t)
+
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, p)
+	for _, k := range kids {
+		b.waitStatus(t, k, durable.StatusAwaitingSignal)
+	}
+	b.signal(t, durable.ByID(kids[0]), "finish", nil, "")
+	b.waitStatus(t, kids[0], durable.StatusDone)
+	b.signal(t, durable.ByID(kids[1]), "go", 1, "") // pending in its inbox when cancelled
+
+	var wg sync.WaitGroup
+	wg.Go(func() { // a child ending while its parent is cancelled: no deadlock
+		_ = b.client.Signal(context.Background(), durable.ByID(kids[2]), "finish", nil, "")
+	})
+	if err := b.client.Cancel(ctxT(t), durable.ByID(p), "stop all"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := b.get(t, p).Status; got != durable.StatusCancelled {
+		t.Fatalf("parent is %s", got)
+	}
+	if got := b.get(t, kids[0]).Status; got != durable.StatusDone {
+		t.Fatalf("ended child is %s", got)
+	}
+	in := b.waitStatus(t, kids[1], durable.StatusCancelled)
+	if in.Error != "stop all" || len(in.Inbox) != 0 {
+		t.Fatalf("cancelled child: error %q, inbox %v", in.Error, in.Inbox)
+	}
+	waitFor(t, "the last child to end", func() bool { return b.get(t, kids[2]).Status.Terminal() })
+	time.Sleep(50 * time.Millisecond)
+	if n := after.Load(); n != 0 {
+		t.Fatalf("the cancelled parent's next step ran %d times", n)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE releases_parent"); n != 0 {
+		t.Fatalf("%d children still to be counted", n)
+	}
+}
