@@ -15,6 +15,8 @@
 //   - Retry(delay): run the same step again after delay (attempt + 1);
 //   - Await(step, names...) and AwaitTimeout: park until a signal with one
 //     of names arrives (or the timeout passes), then run step;
+//   - Children(step, children...): insert child instances, park until
+//     they have all ended, then run step;
 //   - Done(result): end successfully, storing result as JSON;
 //   - Stop(reason): end as failed;
 //   - Cancel(reason): end as cancelled.
@@ -82,12 +84,11 @@
 //
 // An instance is runnable (waiting for a picker, perhaps until a future
 // eligible time), executing (leased to an engine running its step),
-// awaiting_signal (parked by Await), done, failed or cancelled (by
-// Client.Cancel or a step's Cancel outcome). The first three are live, the
-// last three terminal: no step runs again (unless an operator retries a
-// failed instance with Client.Retry) and no signal reaches the instance. The schema and
-// LiveStatuses also hold awaiting_children (live), which a later version
-// will use for child instances.
+// awaiting_signal (parked by Await), awaiting_children (parked by
+// Children), done, failed or cancelled (by Client.Cancel or a step's Cancel
+// outcome). The first four are live, the last three terminal: no step runs
+// again (unless an operator retries a failed instance with Client.Retry)
+// and no signal reaches the instance.
 //
 // # Cancellation
 //
@@ -97,9 +98,23 @@
 // step that was running then cannot commit: its commit is fenced off as
 // that of a reaped lease is, and the engine's heartbeat cancels its
 // context. Cancelling an ended instance by id fails with ErrTerminal; by
-// key, with ErrNoTarget (no live instance carries the key). Once child
-// instances exist, cancelling an instance will cancel its live children
-// too, in the same transaction.
+// key, with ErrNoTarget (no live instance carries the key). Cancelling an
+// instance cancels its live children, and theirs, in the same transaction.
+//
+// # Child instances
+//
+// A step that returns Children(step, children...) inserts the children, as
+// InsertAll does, in the transaction that commits its outcome, under the
+// same fence, and parks its instance (the parent) in awaiting_children
+// with a count of the children actually inserted: a child whose
+// correlation key is occupied is dropped and not waited for, and when none
+// is inserted step runs at once. Each child, when it ends (done, failed or
+// cancelled alike), decrements its parent's count exactly once, in the
+// transaction that ends it; the decrement to zero makes the parent
+// runnable at step. Client.ChildrenOf reads the children's statuses,
+// results and errors. A child retried after it failed no longer holds its
+// parent. Garbage collection keeps ended children while their parent is
+// live.
 //
 // # Schema
 //
@@ -217,7 +232,6 @@
 //
 // # Not yet
 //
-// Child instances (awaiting_children), rate limits and the enforcement of
-// concurrency keys (stored by Insert, not yet honoured by the picker) are
+// Rate limits and the enforcement of concurrency keys (stored by Insert, not yet honoured by the picker) are
 // for a later version.
 package durable
