@@ -60,21 +60,31 @@ func (c *claimed) loseLease() {
 // claimSQL leases up to $2 runnable rows of one queue ($1) to owner $3 for
 // $4 microseconds, in priority then eligible-time order, skipping rows
 // other transactions hold (another picker's claim, a signal being
-// delivered). It returns each with its inbox, read in the same statement.
+// delivered) and rows whose concurrency key is at its limit (the limits by
+// prefix are $5 and $6; see concurrency.go). Each keyed row gets a free slot
+// of its key; one that finds none (its key filled up within the batch)
+// stays runnable. It returns each with its inbox, read in the same
+// statement.
 const claimSQL = `
 WITH picked AS (
-    SELECT id FROM durable_instance
-    WHERE status = 'runnable' AND queue = $1 AND eligible_at <= now()
-    ORDER BY priority, eligible_at, id
+    SELECT i.id, i.concurrency_key, i.priority, i.eligible_at FROM durable_instance i
+    WHERE i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now()
+      AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
+    ORDER BY i.priority, i.eligible_at, i.id
     LIMIT $2
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF i SKIP LOCKED
+), slotted AS (
+    SELECT p.id, CASE WHEN p.concurrency_key IS NULL THEN 0 ELSE ` + keyFreeSlotSQL + ` END AS slot
+    FROM (SELECT p.*, row_number() OVER (PARTITION BY p.concurrency_key
+                                         ORDER BY p.priority, p.eligible_at, p.id) AS rn
+          FROM picked p) p
 ), leased AS (
     UPDATE durable_instance i
     SET status = 'executing', lease_owner = $3,
         lease_expires_at = now() + $4 * interval '1 microsecond',
-        claims = i.claims + 1, updated_at = now()
-    FROM picked
-    WHERE i.id = picked.id
+        claims = i.claims + 1, updated_at = now(), concurrency_slot = slotted.slot
+    FROM slotted
+    WHERE i.id = slotted.id AND slotted.slot IS NOT NULL
     RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.attempt, i.claims,
               i.awaiting, i.priority, i.eligible_at
 )
@@ -87,9 +97,16 @@ SELECT l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, 
 FROM leased l
 ORDER BY l.priority, l.eligible_at, l.id`
 
-// claim leases up to n runnable rows of queue to owner.
+// claim leases up to n runnable rows of queue to owner, with the default
+// concurrency limit of one per key.
 func claim(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration) ([]*claimed, error) {
-	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds())
+	return claimLimited(ctx, db, queue, n, owner, ttl, newKeyLimits(nil))
+}
+
+// claimLimited leases up to n runnable rows of queue to owner, within the
+// concurrency limits lim.
+func claimLimited(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration, lim keyLimits) ([]*claimed, error) {
+	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits)
 	if err != nil {
 		return nil, err
 	}

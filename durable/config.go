@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 )
@@ -27,6 +28,16 @@ type Config struct {
 	// Queues are the queues this engine picks from, by name, each with its
 	// concurrency. Required for Start.
 	Queues map[string]QueueConfig
+
+	// ConcurrencyLimits raises or lowers, by key prefix, how many instances
+	// of one concurrency key (InsertOpts.ConcurrencyKey) may execute at
+	// once, across all engines; a key takes the limit of the longest
+	// prefix of it in the map ("tenant:" covers "tenant:42"; the empty
+	// prefix covers every key), and a key no prefix covers has a limit of
+	// one. The limit applies to each key, not to the prefix as a whole.
+	// Limits must be at least 1. Engines sharing a database should use the
+	// same limits: each leases up to the limit it knows.
+	ConcurrencyLimits map[string]int
 
 	// PollInterval is how often each queue's picker looks for runnable
 	// rows when nothing woke it earlier, and how often expired await
@@ -180,6 +191,11 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 		}
 		if q.Prefetch < 0 {
 			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "must not be negative, got %d", q.Prefetch)
+		}
+	}
+	for p, n := range c.ConcurrencyLimits {
+		if n < 1 || n > math.MaxInt32 {
+			return nil, configErrorf(fmt.Sprintf("Config.ConcurrencyLimits[%q]", p), "must be 1 to %d, got %d", math.MaxInt32, n)
 		}
 	}
 	defs := make(map[fsmKey]Definition, len(c.FSMs))

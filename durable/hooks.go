@@ -24,6 +24,10 @@ type Hooks struct {
 	ReaperReaped func(ReapedEvent)
 	// GCSwept: terminal rows were deleted ([:gen_durable, :gc, :swept]).
 	GCSwept func(SweptEvent)
+	// ConcurrencyContended: a pick left due rows runnable because their
+	// concurrency key was at its limit ([:gen_durable, :concurrency,
+	// :contended]); one event per key, at most once per pick.
+	ConcurrencyContended func(ConcurrencyContendedEvent)
 }
 
 // StepStopEvent describes one finished step.
@@ -80,4 +84,18 @@ type ReapedEvent struct {
 // SweptEvent counts terminal rows deleted by one garbage collection pass.
 type SweptEvent struct {
 	Count int
+}
+
+// ConcurrencyContendedEvent reports the rows of one concurrency key that a
+// pick skipped because the key had as many executing instances as its
+// limit allows.
+type ConcurrencyContendedEvent struct {
+	Queue  string
+	Worker string // the engine's Config.ID
+	Key    string // the concurrency key
+	Count  int    // its rows among the queue's first due rows the pick looked at
+	Limit  int    // the key's limit (Config.ConcurrencyLimits)
+	// Races is how many times the pick's claim lost a race for a key's
+	// slot to another picker and was repeated.
+	Races int
 }

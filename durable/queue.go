@@ -68,7 +68,7 @@ func (q *queue) pick() {
 				break
 			}
 			ctx, cancel := q.e.dbContext()
-			cs, err := claim(ctx, q.e.c.pool, q.name, room, q.e.owner, cfg.LeaseTTL)
+			cs, err := q.claimRows(ctx, room)
 			cancel()
 			if err != nil {
 				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))

@@ -1,0 +1,151 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// concurrencyIndex is the unique index over the (concurrency_key,
+// concurrency_slot) of executing rows: a key's slot is held by one row.
+const concurrencyIndex = "durable_instance_concurrency_idx"
+
+// The fragments of claimSQL and contendedSQL about concurrency keys. They
+// need the key's row as i (in picked) or p (in slotted), and the limits by
+// prefix as $5 (text[]) and $6 (integer[]).
+const (
+	// keyLimitSQL is the limit of i's key: that of the longest prefix of
+	// the key in the limits, or 1.
+	keyLimitSQL = `coalesce((SELECT u.l FROM unnest($5::text[], $6::integer[]) AS u(p, l)
+                   WHERE starts_with(i.concurrency_key, u.p) ORDER BY length(u.p) DESC LIMIT 1), 1)`
+	// keyExecutingSQL counts the executing rows of i's key.
+	keyExecutingSQL = `(SELECT count(*) FROM durable_instance e
+                   WHERE e.concurrency_key = i.concurrency_key AND e.status = 'executing')`
+	// keyFreeSlotSQL is the p.rn-th free slot of p's key below its limit,
+	// or NULL when there are fewer free slots.
+	keyFreeSlotSQL = `(SELECT s FROM generate_series(0, coalesce((SELECT u.l FROM unnest($5::text[], $6::integer[]) AS u(p, l)
+                       WHERE starts_with(p.concurrency_key, u.p) ORDER BY length(u.p) DESC LIMIT 1), 1) - 1) AS s
+               WHERE NOT EXISTS (SELECT 1 FROM durable_instance e
+                                 WHERE e.concurrency_key = p.concurrency_key AND e.status = 'executing'
+                                   AND e.concurrency_slot = s)
+               ORDER BY s OFFSET p.rn - 1 LIMIT 1)`
+)
+
+// contendedSQL counts, by key, the rows among the first $2 due rows of
+// queue $1 (in pick order) that wait because their key is at its limit.
+// The limits are $3 and $4.
+var contendedSQL = strings.NewReplacer("$5", "$3", "$6", "$4").Replace(`
+SELECT i.concurrency_key, count(*), min(` + keyLimitSQL + `)
+FROM (SELECT concurrency_key FROM durable_instance
+      WHERE status = 'runnable' AND queue = $1 AND eligible_at <= now()
+      ORDER BY priority, eligible_at, id
+      LIMIT $2) i
+WHERE i.concurrency_key IS NOT NULL AND ` + keyExecutingSQL + ` >= ` + keyLimitSQL + `
+GROUP BY i.concurrency_key
+ORDER BY i.concurrency_key`)
+
+// keyLimits are Config.ConcurrencyLimits as the statements take them.
+type keyLimits struct {
+	prefixes []string
+	limits   []int32
+}
+
+// newKeyLimits flattens m, in prefix order.
+func newKeyLimits(m map[string]int) keyLimits {
+	var l keyLimits
+	for p := range m {
+		l.prefixes = append(l.prefixes, p)
+	}
+	slices.Sort(l.prefixes)
+	for _, p := range l.prefixes {
+		l.limits = append(l.limits, int32(m[p]))
+	}
+	if l.prefixes == nil { // a NULL array would match nothing either; send an empty one
+		l.prefixes, l.limits = []string{}, []int32{}
+	}
+	return l
+}
+
+// maxClaimRounds bounds the claims one pick makes: a claim that leased
+// fewer rows than asked because a key filled up within its batch is
+// repeated, so that the rows it left do not hold back the others.
+const maxClaimRounds = 4
+
+// maxRaceRetries bounds the repeats of a claim that lost a race for a
+// key's slot (a unique violation of concurrencyIndex): the repeat sees the
+// winner's row executing and skips the key's rows.
+const maxRaceRetries = 3
+
+// claimRows is the picker's claim: up to room rows of q within the
+// concurrency limits. Rows of a key at its limit are skipped, never waited
+// for; the contention is reported to Hooks.ConcurrencyContended.
+func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
+	cfg := &q.e.c.cfg
+	lim := newKeyLimits(cfg.ConcurrencyLimits)
+	var (
+		out   []*claimed
+		races int
+	)
+	for round := 0; round < maxClaimRounds && len(out) < room; {
+		cs, err := claimLimited(ctx, q.e.c.pool, q.name, room-len(out), q.e.owner, cfg.LeaseTTL, lim)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == concurrencyIndex {
+			// The statement leased nothing: repeat it with a fresh
+			// snapshot, or leave the rest to the next pick.
+			if races++; races <= maxRaceRetries {
+				continue
+			}
+			break
+		}
+		if err != nil {
+			if len(out) > 0 { // keep what earlier rounds leased
+				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))
+				break
+			}
+			return nil, err
+		}
+		out = append(out, cs...)
+		if len(cs) == 0 {
+			break
+		}
+		round++
+	}
+	if h := cfg.Hooks.ConcurrencyContended; h != nil && len(out) < room {
+		q.reportContention(ctx, h, room, lim, races)
+	}
+	return out, nil
+}
+
+// reportContention emits a ConcurrencyContendedEvent for each key whose
+// rows wait among the first room due rows of q.
+func (q *queue) reportContention(ctx context.Context, h func(ConcurrencyContendedEvent), room int, lim keyLimits, races int) {
+	rows, err := q.e.c.pool.Query(ctx, contendedSQL, q.name, room, lim.prefixes, lim.limits)
+	if err != nil {
+		q.e.c.cfg.Logger.Warn("durable: counting contended concurrency keys failed", slog.String("queue", q.name), slog.Any("error", err))
+		return
+	}
+	var evs []ConcurrencyContendedEvent
+	for rows.Next() {
+		var (
+			ev    = ConcurrencyContendedEvent{Queue: q.name, Worker: q.e.owner, Races: races}
+			n     int64
+			limit int32
+		)
+		if err := rows.Scan(&ev.Key, &n, &limit); err != nil {
+			rows.Close()
+			return
+		}
+		ev.Count, ev.Limit = int(n), int(limit)
+		evs = append(evs, ev)
+	}
+	if rows.Err() != nil {
+		return
+	}
+	for _, ev := range evs {
+		h(ev)
+	}
+}
