@@ -114,8 +114,11 @@ FOR NO KEY UPDATE`
 	lockParentByKeySQL = `
 SELECT 1 FROM durable_instance
 WHERE id IN (SELECT parent_id FROM durable_instance
-             WHERE releases_parent AND (correlation_guard = $1
-                   OR (correlation_key = $1 AND cardinality(correlation_scope) = 0)))
+             WHERE releases_parent
+               AND id IN (SELECT id FROM durable_instance WHERE correlation_guard = $1
+                          UNION ALL
+                          SELECT id FROM durable_instance
+                          WHERE correlation_key = $1 AND cardinality(correlation_scope) = 0))
 FOR NO KEY UPDATE`
 )
 

@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,7 +100,7 @@ func TestChildrenDoneFailedCancelledReleaseParentOnce(t *testing.T) {
 	if got := b.get(t, p).Status; got != durable.StatusAwaitingChildren || b.pending(t, p) != 1 {
 		t.Fatalf("parent %s with %d pending after two children ended; want awaiting_children, 1", got, b.pending(t, p))
 	}
-	if err := b.client.Cancel(ctxT(t), durable.ByID(kids[2]), "enough"); err != nil {
+	if err := b.client.Cancel(ctxT(t), durable.ByKey("c-2"), "enough"); err != nil {
 		t.Fatal(err)
 	}
 	b.waitStatus(t, p, durable.StatusDone)
@@ -308,5 +309,105 @@ func TestCancelParentCascadesToLiveChildren(t *testing.T) {
 	}
 	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE releases_parent"); n != 0 {
 		t.Fatalf("%d children still to be counted", n)
+	}
+}
+
+func TestChildRetriedAfterFailureDoesNotHoldParentAgain(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return ctlChildren(ctl, "r", 1) }, &after)
+	b := setup(t, fast(ctl, parent))
+	b.start(t)
+
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kid := b.childIDs(t, p)[0]
+	b.waitStatus(t, kid, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByKey("r-0"), "fail", nil, "")
+	b.waitStatus(t, kid, durable.StatusFailed)
+	b.waitStatus(t, p, durable.StatusDone)
+	if _, err := b.client.Retry(ctxT(t), durable.ByID(kid), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, kid, durable.StatusAwaitingSignal)
+	// Cancelled by key, the retried child has no parent to release.
+	if err := b.client.Cancel(ctxT(t), durable.ByKey("r-0"), ""); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, kid, durable.StatusCancelled)
+	if n := b.pending(t, p); n != 0 {
+		t.Fatalf("pending %d, want 0", n)
+	}
+	if n := after.Load(); n != 1 {
+		t.Fatalf("the parent's next step ran %d times, want 1", n)
+	}
+}
+
+func TestInvalidChildrenAreAStepError(t *testing.T) {
+	t.Parallel()
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return []durable.InsertParams{{}} }, &after)
+	cfg := fast(parent)
+	b := setup(t, cfg)
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	waitFor(t, "the step error", func() bool { return b.get(t, p).Error != "" })
+	if in := b.get(t, p); in.Status == durable.StatusAwaitingChildren || !strings.Contains(in.Error, "Children[0]") {
+		t.Fatalf("parent is %s with error %q", in.Status, in.Error)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance"); n != 1 {
+		t.Fatalf("%d rows, want the parent only", n)
+	}
+}
+
+func TestCancelCascadesToGrandchildren(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after, midAfter atomic.Int32
+	mid := mustFSM(t, durable.FSMConfig[parentState]{
+		Name:    "mid",
+		Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(ctx context.Context, s *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("after", ctlChildren(ctl, fmt.Sprintf("gc-%d", s.ID), 2)...), nil
+			},
+			"after": func(ctx context.Context, s *durable.Step[parentState]) (durable.Outcome, error) {
+				midAfter.Add(1)
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: mid.With(parentState{})}, {Args: mid.With(parentState{})}}
+	}, &after)
+	b := setup(t, fast(ctl, mid, parent))
+	b.start(t)
+
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	mids := b.childIDs(t, p)
+	var leaves []int64
+	for _, m := range mids {
+		b.waitStatus(t, m, durable.StatusAwaitingChildren)
+		leaves = append(leaves, b.childIDs(t, m)...)
+	}
+	if len(leaves) != 4 {
+		t.Fatalf("%d grandchildren, want 4", len(leaves))
+	}
+	if err := b.client.Cancel(ctxT(t), durable.ByID(p), "all"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(mids, leaves...) {
+		if got := b.get(t, id).Status; got != durable.StatusCancelled {
+			t.Fatalf("descendant %d is %s", id, got)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if after.Load() != 0 || midAfter.Load() != 0 {
+		t.Fatal("a cancelled parent ran its next step")
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE releases_parent OR pending_children <> 0"); n != 0 {
+		t.Fatalf("%d rows still counting", n)
 	}
 }
