@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,5 +228,19 @@ func TestConcurrencyLimitsValidated(t *testing.T) {
 		if !errors.Is(err, durable.ErrInvalidConfig) {
 			t.Errorf("limit %d: err %v, want ErrInvalidConfig", n, err)
 		}
+	}
+}
+
+// The database itself keeps one executing row per key and slot, whatever
+// writes it.
+func TestConcurrencyKeyIndex(t *testing.T) {
+	ck := ckFSM(t, newOverlaps(), 0, nil)
+	b := setup(t, nil)
+	for range 2 {
+		b.insert(t, ck.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	}
+	_, err := b.pool.Exec(ctxT(t), "UPDATE durable_instance SET status = 'executing' WHERE concurrency_key = 'k'")
+	if err == nil || !strings.Contains(err.Error(), "durable_instance_concurrency_idx") {
+		t.Fatalf("two executing rows of one key: %v, want a unique violation", err)
 	}
 }
