@@ -124,9 +124,10 @@
 //     state jsonb, status, queue, priority, attempt, eligible_at,
 //     concurrency_key, correlation_key, correlation_scope text[], the
 //     generated correlation_guard, awaiting text[], await_deadline,
-//     lease_owner, lease_expires_at, claims, result, error and timestamps),
-//     with partial indexes for the picker (queue, priority, eligible_at of
-//     runnable rows), the reaper, await deadlines, GC and correlation keys;
+//     lease_owner, lease_expires_at, claims, concurrency_slot, result,
+//     error and timestamps), with partial indexes for the picker (queue,
+//     priority, eligible_at of runnable rows), the reaper, await
+//     deadlines, GC, correlation keys and concurrency keys;
 //   - durable_signal: the inboxes, one row per signal not yet consumed;
 //   - durable_signal_dedup: the dedup keys each instance has received;
 //   - durable_migration: the migrations applied.
@@ -162,6 +163,31 @@
 // existing rows and within the batch) and inserts in key order, so that
 // concurrent batches with overlapping keys wait for each other instead of
 // deadlocking.
+//
+// # Concurrency keys
+//
+// InsertOpts.ConcurrencyKey ("tenant:42", "account:7") limits how many
+// instances carrying the key execute at once, across all engines: one by
+// default. The picker skips rows whose key is at its limit, in the pick
+// statement itself, so they wait runnable without holding back other rows
+// of the queue, and no picker blocks on them. Config.ConcurrencyLimits sets
+// other limits by key prefix: a key takes the limit of the longest prefix
+// of it in the map, the empty prefix covering every key; the limit applies
+// to each key, and engines sharing a database should agree on it.
+//
+// The database enforces the limit, not advisory locks: each row the picker
+// leases takes a free slot of its key, a number below the key's limit
+// (always 0 for a limit of one), stored in concurrency_slot, and a unique
+// index over (concurrency_key, concurrency_slot) of executing rows makes a
+// slot held by one row. Two pickers that race for a key's last slot, each
+// not yet seeing the other's lease, cannot both win: the loser's statement
+// fails on the index and is repeated, and then skips the key. A row keeps
+// its slot until it leaves executing (the step's outcome, a release, the
+// reaper), so a step that awaits a signal or retries frees its slot.
+//
+// Hooks.ConcurrencyContended reports, per pick that left room unused, each
+// key whose due rows wait for a slot, with their count, the key's limit and
+// the races the pick lost.
 //
 // # Signals
 //
@@ -232,6 +258,5 @@
 //
 // # Not yet
 //
-// Rate limits and the enforcement of concurrency keys (stored by Insert, not yet honoured by the picker) are
-// for a later version.
+// Rate limits are for a later version.
 package durable

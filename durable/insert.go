@@ -38,9 +38,9 @@ type InsertOpts struct {
 	// database's now().
 	ScheduleIn time.Duration
 
-	// ConcurrencyKey is stored with the instance for a later version of the
-	// engine, which will run at most one instance per key at a time. This
-	// version does not enforce it.
+	// ConcurrencyKey limits how many instances carrying it execute at once,
+	// across all engines: one by default, or Config.ConcurrencyLimits.
+	// Empty: no limit.
 	ConcurrencyKey string
 
 	// CorrelationKey is the instance's business identity: Signal can
