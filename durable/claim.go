@@ -89,7 +89,7 @@ WITH picked AS (
               i.awaiting, i.priority, i.eligible_at
 )
 SELECT l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, ''), l.attempt,
-       l.claims, l.awaiting,
+       l.claims, l.awaiting, (SELECT count(*) FROM picked),
        (SELECT coalesce(json_agg(json_build_object(
                    'ID', s.id, 'Name', s.name, 'Payload', s.payload,
                    'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')
@@ -100,36 +100,39 @@ ORDER BY l.priority, l.eligible_at, l.id`
 // claim leases up to n runnable rows of queue to owner, with the default
 // concurrency limit of one per key.
 func claim(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration) ([]*claimed, error) {
-	return claimLimited(ctx, db, queue, n, owner, ttl, newKeyLimits(nil))
+	cs, _, err := claimLimited(ctx, db, queue, n, owner, ttl, newKeyLimits(nil))
+	return cs, err
 }
 
 // claimLimited leases up to n runnable rows of queue to owner, within the
-// concurrency limits lim.
-func claimLimited(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration, lim keyLimits) ([]*claimed, error) {
+// concurrency limits lim. picked is how many rows it locked, including
+// those left for lack of a slot (0 when it leased none).
+func claimLimited(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration, lim keyLimits) (_ []*claimed, picked int, _ error) {
 	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var (
-		out   []*claimed
-		inbox []byte
+		out     []*claimed
+		inbox   []byte
+		npicked int64
 	)
 	for rows.Next() {
 		c := &claimed{queue: queue}
 		var version, attempt int32
 		if err := rows.Scan(&c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
-			&c.claims, &c.awaiting, &inbox); err != nil {
+			&c.claims, &c.awaiting, &npicked, &inbox); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		c.version, c.attempt = int(version), int(attempt)
 		if err := json.Unmarshal(inbox, &c.inbox); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("inbox of instance %d: %w", c.id, err)
+			return nil, 0, fmt.Errorf("inbox of instance %d: %w", c.id, err)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, int(npicked), rows.Err()
 }
 
 // releaseSQL hands claimed rows that never ran back: runnable again, with

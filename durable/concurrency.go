@@ -70,9 +70,9 @@ func newKeyLimits(m map[string]int) keyLimits {
 	return l
 }
 
-// maxClaimRounds bounds the claims one pick makes: a claim that leased
-// fewer rows than asked because a key filled up within its batch is
-// repeated, so that the rows it left do not hold back the others.
+// maxClaimRounds bounds the claims one pick makes: a claim that locked as
+// many rows as asked but leased fewer, because a key filled up within its
+// batch, is repeated, so that the rows it left do not hold back the others.
 const maxClaimRounds = 4
 
 // maxRaceRetries bounds the repeats of a claim that lost a race for a
@@ -91,7 +91,8 @@ func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
 		races int
 	)
 	for round := 0; round < maxClaimRounds && len(out) < room; {
-		cs, err := claimLimited(ctx, q.e.c.pool, q.name, room-len(out), q.e.owner, cfg.LeaseTTL, lim)
+		ask := room - len(out)
+		cs, picked, err := claimLimited(ctx, q.e.c.pool, q.name, ask, q.e.owner, cfg.LeaseTTL, lim)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == concurrencyIndex {
 			// The statement leased nothing: repeat it with a fresh
@@ -109,7 +110,7 @@ func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
 			return nil, err
 		}
 		out = append(out, cs...)
-		if len(cs) == 0 {
+		if len(cs) == 0 || picked < ask { // nothing more is due, or only rows of full keys
 			break
 		}
 		round++

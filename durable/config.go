@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"time"
@@ -193,6 +194,7 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "must not be negative, got %d", q.Prefetch)
 		}
 	}
+	c.ConcurrencyLimits = maps.Clone(c.ConcurrencyLimits) // the caller's map stays the caller's
 	for p, n := range c.ConcurrencyLimits {
 		if n < 1 || n > math.MaxInt32 {
 			return nil, configErrorf(fmt.Sprintf("Config.ConcurrencyLimits[%q]", p), "must be 1 to %d, got %d", math.MaxInt32, n)
