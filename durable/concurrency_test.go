@@ -244,3 +244,36 @@ func TestConcurrencyKeyIndex(t *testing.T) {
 		t.Fatalf("two executing rows of one key: %v, want a unique violation", err)
 	}
 }
+
+// Migrating a database whose engines ran before keys were enforced: rows
+// of one key executing together get distinct slots, so the index can be
+// built, and the key takes no new lease until it is under its limit.
+func TestConcurrencyMigrationWithExecutingRows(t *testing.T) {
+	o := newOverlaps()
+	ck := ckFSM(t, o, 0, nil)
+	b := setup(t, fast(ck))
+	// Back to the schema before 002.
+	b.exec(t, "DROP INDEX durable_instance_concurrency_idx")
+	b.exec(t, "ALTER TABLE durable_instance DROP COLUMN concurrency_slot")
+	b.exec(t, "DELETE FROM durable_migration WHERE version = 2")
+	var ids []int64
+	for range 3 {
+		ids = append(ids, b.insert(t, ck.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"}))
+	}
+	b.exec(t, `UPDATE durable_instance SET status = 'executing', lease_owner = 'old', lease_expires_at = now() + interval '1 hour'
+		WHERE id = ANY ($1)`, ids[:2])
+	if err := b.client.Migrate(ctxT(t)); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if n := b.count(t, "SELECT count(DISTINCT concurrency_slot) FROM durable_instance WHERE status = 'executing'"); n != 2 {
+		t.Fatalf("%d distinct slots among the 2 executing rows", n)
+	}
+	b.start(t)
+	time.Sleep(100 * time.Millisecond) // ten polls
+	if in := b.get(t, ids[2]); in.Status != durable.StatusRunnable {
+		t.Fatalf("the third row of a key over its limit is %s, want runnable", in.Status)
+	}
+	// Once the old leases are gone, it runs.
+	b.exec(t, "UPDATE durable_instance SET status = 'done', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY ($1)", ids[:2])
+	b.waitStatus(t, ids[2], durable.StatusDone)
+}
