@@ -31,7 +31,7 @@ type Server struct {
 	port  int
 
 	mu     sync.Mutex
-	proc   *process // nil while stopped
+	proc   *testserver.Process // nil while stopped
 	closed bool
 }
 
@@ -154,7 +154,7 @@ func (s *Server) Start() error {
 	if s.closed {
 		return errors.New("pgtest: Start after Close")
 	}
-	if s.proc != nil && !s.proc.exited() {
+	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
 	s.proc = nil
@@ -181,12 +181,12 @@ func (s *Server) Start() error {
 	cmd.Dir = s.work.Path
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = s.owner.attr(syscall.SIGQUIT) // SIGQUIT: immediate shutdown
-	p, err := startProcess(cmd)
+	p, err := testserver.StartProcess(cmd)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	if err := s.waitReady(p, logStart); err != nil {
-		p.kill()
+		p.Kill()
 		return fmt.Errorf("%w\n%s", err, s.logSince(logStart))
 	}
 	s.proc = p
@@ -194,7 +194,7 @@ func (s *Server) Start() error {
 }
 
 // waitReady waits until the server accepts a connection, or exits.
-func (s *Server) waitReady(p *process, logStart int64) error {
+func (s *Server) waitReady(p *testserver.Process, logStart int64) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -206,11 +206,11 @@ func (s *Server) waitReady(p *process, logStart int64) error {
 		switch {
 		case err == nil:
 			return nil
-		case p.exited():
+		case p.Exited():
 			if strings.Contains(s.logSince(logStart), "Address already in use") {
 				return fmt.Errorf("pgtest: postgres on port %d: %w", s.port, errPortTaken)
 			}
-			return fmt.Errorf("pgtest: postgres exited while starting: %v", p.err)
+			return fmt.Errorf("pgtest: postgres exited while starting: %v", p.Err())
 		case time.Now().After(deadline):
 			return fmt.Errorf("pgtest: postgres not ready after %v: %v", readyTimeout, err)
 		}
@@ -248,10 +248,10 @@ func (s *Server) stop() error {
 		return nil
 	}
 	s.proc = nil
-	if p.exited() {
-		return fmt.Errorf("pgtest: postgres on port %d had exited on its own: %v", s.port, p.err)
+	if p.Exited() {
+		return fmt.Errorf("pgtest: postgres on port %d had exited on its own: %v", s.port, p.Err())
 	}
-	if err := p.stop(syscall.SIGINT, stopTimeout); err != nil {
+	if err := p.Stop(syscall.SIGINT, stopTimeout); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	return nil
@@ -268,10 +268,10 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	s.proc = nil
-	exited := p.exited()
-	p.kill()
+	exited := p.Exited()
+	p.Kill()
 	if exited {
-		return fmt.Errorf("pgtest: postgres on port %d had exited on its own: %v", s.port, p.err)
+		return fmt.Errorf("pgtest: postgres on port %d had exited on its own: %v", s.port, p.Err())
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ type Server struct {
 	extra []string // more configuration, for cluster nodes
 
 	mu     sync.Mutex
-	proc   *process // nil while stopped
+	proc   *testserver.Process // nil while stopped
 	closed bool
 }
 
@@ -114,7 +114,7 @@ func (s *Server) Start() error {
 	if s.closed {
 		return errors.New("redistest: Start after Close")
 	}
-	if s.proc != nil && !s.proc.exited() {
+	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
 	s.proc = nil
@@ -142,12 +142,12 @@ func (s *Server) Start() error {
 		Setpgid:   true,            // a terminal's interrupt reaches only the test process
 		Pdeathsig: syscall.SIGKILL, // should the process that started it die
 	}
-	p, err := startProcess(cmd)
+	p, err := testserver.StartProcess(cmd)
 	if err != nil {
 		return fmt.Errorf("redistest: %w", err)
 	}
 	if err := s.waitReady(p, logStart); err != nil {
-		p.kill()
+		p.Kill()
 		return fmt.Errorf("%w\n%s", err, s.logSince(logStart))
 	}
 	s.proc = p
@@ -155,18 +155,18 @@ func (s *Server) Start() error {
 }
 
 // waitReady waits until the server answers PING, or exits.
-func (s *Server) waitReady(p *process, logStart int64) error {
+func (s *Server) waitReady(p *testserver.Process, logStart int64) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		_, err := command(s.Addr(), "PING")
 		switch {
 		case err == nil:
 			return nil
-		case p.exited():
+		case p.Exited():
 			if strings.Contains(s.logSince(logStart), "Address already in use") {
 				return fmt.Errorf("redistest: redis-server on port %d: %w", s.port, errPortTaken)
 			}
-			return fmt.Errorf("redistest: redis-server exited while starting: %v", p.err)
+			return fmt.Errorf("redistest: redis-server exited while starting: %v", p.Err())
 		case time.Now().After(deadline):
 			return fmt.Errorf("redistest: redis-server not ready after %v: %v", readyTimeout, err)
 		}
@@ -205,16 +205,16 @@ func (s *Server) stop(save bool) error {
 		return nil
 	}
 	s.proc = nil
-	if p.exited() {
-		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.err)
+	if p.Exited() {
+		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.Err())
 	}
 	if save {
 		// The server closes the connection instead of answering.
 		_, _ = command(s.Addr(), "SHUTDOWN", "SAVE")
 	} else {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.Signal(syscall.SIGTERM)
 	}
-	if err := p.wait(stopTimeout); err != nil {
+	if err := p.Wait(stopTimeout); err != nil {
 		return fmt.Errorf("redistest: %w", err)
 	}
 	return nil
@@ -232,11 +232,11 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	s.proc = nil
-	exited := p.exited()
-	p.kill()
+	exited := p.Exited()
+	p.Kill()
 	_ = os.Remove(filepath.Join(s.work.Path, "dump.rdb")) // a crash loses what a Stop saved since
 	if exited {
-		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.err)
+		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.Err())
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package pgtest
+package testserver
 
 import (
 	"bytes"
@@ -12,19 +12,19 @@ import (
 	"time"
 )
 
-// process is one run of a server program.
-type process struct {
+// Process is one run of a server program, reaped in the background.
+type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the program has exited and been reaped
 	err  error         // how the program exited; read only after done is closed
 }
 
-// startProcess starts cmd and reaps it in the background.
-func startProcess(cmd *exec.Cmd) (*process, error) {
+// StartProcess starts cmd and reaps it in the background.
+func StartProcess(cmd *exec.Cmd) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -32,8 +32,8 @@ func startProcess(cmd *exec.Cmd) (*process, error) {
 	return p, nil
 }
 
-// exited reports whether the program has ended.
-func (p *process) exited() bool {
+// Exited reports whether the program has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -42,24 +42,40 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends sig and waits for the program to exit; if it has not within
-// grace, it kills the program and its children and says so.
-func (p *process) stop(sig syscall.Signal, grace time.Duration) error {
-	_ = p.cmd.Process.Signal(sig)
+// Err is how the program exited; nil while it runs.
+func (p *Process) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
+// Signal sends sig to the program.
+func (p *Process) Signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+// Stop sends sig and waits for the program to exit, as Wait does.
+func (p *Process) Stop(sig syscall.Signal, grace time.Duration) error {
+	p.Signal(sig)
+	return p.Wait(grace)
+}
+
+// Wait waits for the program to exit; if it has not within grace, it kills
+// the program and its children and says so.
+func (p *Process) Wait(grace time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(grace):
-		p.kill()
-		return fmt.Errorf("%s did not exit within %v of %v; killed it", filepath.Base(p.cmd.Path), grace, sig)
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %v; killed it", filepath.Base(p.cmd.Path), grace)
 	}
 }
 
-// kill ends the program and its children at once, as a crash would, and
+// Kill ends the program and its children at once, as a crash would, and
 // waits for them to be gone. The children matter: PostgreSQL backends sit
 // in sessions of their own and outlive a killed postmaster for a moment,
 // attached to the shared memory that a restart insists be free.
-func (p *process) kill() {
+func (p *Process) Kill() {
 	pid := p.cmd.Process.Pid
 	_ = syscall.Kill(pid, syscall.SIGSTOP) // no new children while we look
 	children := childrenOf(pid)
