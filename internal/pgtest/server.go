@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -39,9 +38,6 @@ const (
 	readyTimeout = 60 * time.Second // for a start, from exec to the first connection
 	stopTimeout  = 30 * time.Second // for a fast shutdown, before a kill
 )
-
-// errPortTaken says a server could not bind its port.
-var errPortTaken = errors.New("port already in use")
 
 // Start starts a private server for tb, removed when tb ends. It is
 // started by this package even when TEST_DATABASE_URL is set, so tb may stop,
@@ -93,7 +89,7 @@ func Launch() (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		if attempt == 5 || !errors.Is(err, errPortTaken) {
+		if attempt == 5 || !errors.Is(err, testserver.ErrPortTaken) {
 			_ = work.Remove()
 			return nil, err
 		}
@@ -187,7 +183,7 @@ func (s *Server) Start() error {
 	}
 	if err := s.waitReady(p, logStart); err != nil {
 		p.Kill()
-		return fmt.Errorf("%w\n%s", err, s.logSince(logStart))
+		return fmt.Errorf("%w\n%s", err, testserver.LogTail(s.logFile(), logStart))
 	}
 	s.proc = p
 	return nil
@@ -195,41 +191,19 @@ func (s *Server) Start() error {
 
 // waitReady waits until the server accepts a connection, or exits.
 func (s *Server) waitReady(p *testserver.Process, logStart int64) error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	err := testserver.WaitReady(p, s.logFile(), logStart, readyTimeout, 20*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		conn, err := pgconn.Connect(ctx, s.URL())
 		if err == nil {
 			err = conn.Close(ctx)
 		}
 		cancel()
-		switch {
-		case err == nil:
-			return nil
-		case p.Exited():
-			if strings.Contains(s.logSince(logStart), "Address already in use") {
-				return fmt.Errorf("pgtest: postgres on port %d: %w", s.port, errPortTaken)
-			}
-			return fmt.Errorf("pgtest: postgres exited while starting: %v", p.Err())
-		case time.Now().After(deadline):
-			return fmt.Errorf("pgtest: postgres not ready after %v: %v", readyTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgtest: postgres on port %d: %w", s.port, err)
 	}
-}
-
-// logSince returns what the server logged from offset on, the end of it
-// when that is long.
-func (s *Server) logSince(offset int64) string {
-	log, err := os.ReadFile(s.logFile())
-	if err != nil || offset > int64(len(log)) {
-		return ""
-	}
-	log = log[offset:]
-	if len(log) > 4000 {
-		log = log[len(log)-4000:]
-	}
-	return string(log)
+	return nil
 }
 
 // Stop shuts the server down the fast way: open sessions are ended, their

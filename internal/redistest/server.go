@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,9 +35,6 @@ const (
 	readyTimeout = 30 * time.Second // for a start, from exec to the first PONG
 	stopTimeout  = 30 * time.Second // for a shutdown, before a kill
 )
-
-// errPortTaken says a server could not bind its port.
-var errPortTaken = errors.New("port already in use")
 
 // Start starts a private server for tb, removed when tb ends. It is started
 // by this package even when TEST_REDIS_URL is set, so tb may stop, kill and
@@ -86,7 +82,7 @@ func launch(choose func() (int, error), extra []string) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		if attempt == 5 || !errors.Is(err, errPortTaken) {
+		if attempt == 5 || !errors.Is(err, testserver.ErrPortTaken) {
 			_ = work.Remove()
 			return nil, err
 		}
@@ -148,7 +144,7 @@ func (s *Server) Start() error {
 	}
 	if err := s.waitReady(p, logStart); err != nil {
 		p.Kill()
-		return fmt.Errorf("%w\n%s", err, s.logSince(logStart))
+		return fmt.Errorf("%w\n%s", err, testserver.LogTail(s.logFile(), logStart))
 	}
 	s.proc = p
 	return nil
@@ -156,36 +152,14 @@ func (s *Server) Start() error {
 
 // waitReady waits until the server answers PING, or exits.
 func (s *Server) waitReady(p *testserver.Process, logStart int64) error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	err := testserver.WaitReady(p, s.logFile(), logStart, readyTimeout, 10*time.Millisecond, func() error {
 		_, err := command(s.Addr(), "PING")
-		switch {
-		case err == nil:
-			return nil
-		case p.Exited():
-			if strings.Contains(s.logSince(logStart), "Address already in use") {
-				return fmt.Errorf("redistest: redis-server on port %d: %w", s.port, errPortTaken)
-			}
-			return fmt.Errorf("redistest: redis-server exited while starting: %v", p.Err())
-		case time.Now().After(deadline):
-			return fmt.Errorf("redistest: redis-server not ready after %v: %v", readyTimeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: redis-server on port %d: %w", s.port, err)
 	}
-}
-
-// logSince returns what the server logged from offset on, the end of it
-// when that is long.
-func (s *Server) logSince(offset int64) string {
-	log, err := os.ReadFile(s.logFile())
-	if err != nil || offset > int64(len(log)) {
-		return ""
-	}
-	log = log[offset:]
-	if len(log) > 4000 {
-		log = log[len(log)-4000:]
-	}
-	return string(log)
+	return nil
 }
 
 // Stop shuts the server down gracefully, saving its data set to disk for
