@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -43,6 +44,27 @@ func (c *Client) InsertOrSignal(ctx context.Context, args Args, opts *InsertOpts
 	return id, inserted, nil
 }
 
+// InsertOrSignalTx is InsertOrSignal in the caller's transaction, which it
+// never commits or rolls back: the instance it inserts exists, and the
+// signal is stored and wakes its target, only once tx commits; if tx rolls
+// back, neither happened. Until then tx holds the row lock of the instance
+// it signalled, or the key of the instance it inserted, so that concurrent
+// calls with the key wait for tx to end.
+//
+// tx must be READ COMMITTED (PostgreSQL's default): each of its statements
+// must see the instances other transactions committed meanwhile, to find
+// the instance whose insert its own insert waited for. Its errors are
+// InsertOrSignal's. On an error InsertOrSignalTx has stored nothing in tx,
+// which stays usable unless the error came from the database: then tx must
+// be rolled back.
+func (c *Client) InsertOrSignalTx(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts, name string, payload any, dedupKey string) (id int64, inserted bool, err error) {
+	id, inserted, _, err = insertOrSignal(ctx, tx, args, opts, name, payload, dedupKey, c.cfg.MaxPayload)
+	if err != nil {
+		return 0, false, err
+	}
+	return id, inserted, nil
+}
+
 // insertOrSignal runs in tx, which must be READ COMMITTED: each try's
 // statements see the rows committed before they started, so a conflicting
 // insert, which waits for the occupant's transaction to end, is followed by
@@ -56,6 +78,18 @@ func insertOrSignal(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts,
 	}
 	r, err := newRow(args, opts, limit)
 	if err != nil {
+		return 0, false, "", err
+	}
+	// The signal is checked before anything is written, so that an insert
+	// is never left in tx without its signal.
+	if name == "" {
+		return 0, false, "", errors.New("durable: InsertOrSignal with an empty signal name")
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return 0, false, "", fmt.Errorf("durable: encode signal payload: %w", err)
+	}
+	if err := checkPayload("signal payload", body, limit); err != nil {
 		return 0, false, "", err
 	}
 	key := opts.CorrelationKey

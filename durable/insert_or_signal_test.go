@@ -108,3 +108,114 @@ func TestInsertOrSignalErrors(t *testing.T) {
 		t.Fatalf("InsertOrSignal on a freed key: %d (first %d), inserted %v, %v", second, first, inserted, err)
 	}
 }
+
+// InsertOrSignalTx inserts and signals only if the caller's transaction
+// commits; meanwhile a concurrent call with the key waits for it, and then
+// signals the instance it committed or, after a rollback, inserts its own.
+func TestInsertOrSignalTxJoinsTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	ctx := ctxT(t)
+	opts := &durable.InsertOpts{CorrelationKey: "cart:tx"}
+	keyed := func() int {
+		return b.count(t, `SELECT count(*) FROM durable_instance WHERE correlation_key = 'cart:tx'`)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		commit bool
+	}{
+		{"rollback", false},
+		{"commit", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
+			var xid string
+			if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
+				t.Fatal(err)
+			}
+			id, inserted, err := b.client.InsertOrSignalTx(ctx, tx, ctl.With(ctlState{}), opts, "item", "in tx", "")
+			if err != nil || !inserted {
+				t.Fatalf("InsertOrSignalTx: %d, %v, %v", id, inserted, err)
+			}
+			if n := b.count(t, `SELECT count(*) FROM durable_instance WHERE id = $1`, id); n != 0 {
+				t.Fatal("the instance is visible before the commit")
+			}
+
+			// A concurrent call waits for tx's insert to end.
+			type result struct {
+				id       int64
+				inserted bool
+				err      error
+			}
+			done := make(chan result, 1)
+			go func() {
+				var r result
+				r.id, r.inserted, r.err = b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), opts, "item", "outside", "")
+				done <- r
+			}()
+			waitFor(t, "the concurrent call to wait for the transaction", func() bool {
+				return b.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid'
+					AND NOT granted AND transactionid::text = $1`, xid) == 1
+			})
+			if tc.commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("concurrent InsertOrSignal: %v", r.err)
+			}
+			in := b.get(t, r.id)
+			if tc.commit {
+				if r.id != id || r.inserted || len(in.Inbox) != 2 {
+					t.Fatalf("after the commit the concurrent call reached %d (inserted %v) with %d signals; want %d, false, 2",
+						r.id, r.inserted, len(in.Inbox), id)
+				}
+			} else {
+				if !r.inserted || r.id == id || len(in.Inbox) != 1 || string(in.Inbox[0].Payload) != `"outside"` {
+					t.Fatalf("after the rollback the concurrent call reached %d (inserted %v) with inbox %v; want its own instance",
+						r.id, r.inserted, in.Inbox)
+				}
+				if n := b.count(t, `SELECT count(*) FROM durable_instance WHERE id = $1`, id); n != 0 {
+					t.Fatal("the rolled-back instance exists")
+				}
+				// Make room for the next case.
+				if err := b.client.Cancel(ctx, durable.ByID(r.id), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+
+	// A signal to an existing instance, rolled back, is not stored.
+	live, err := b.client.Lookup(ctx, "cart:tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, inserted, err := b.client.InsertOrSignalTx(ctx, tx, ctl.With(ctlState{}), opts, "item", "dropped", ""); err != nil || inserted || id != live {
+		t.Fatalf("InsertOrSignalTx to the live instance: %d, %v, %v; want %d, false", id, inserted, err, live)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in := b.get(t, live); len(in.Inbox) != 2 {
+		t.Fatalf("after the rollback the inbox holds %d signals, want 2", len(in.Inbox))
+	}
+	if n := keyed(); n != 2 {
+		t.Fatalf("%d instances carry the key, want 2 (one cancelled, one live)", n)
+	}
+}

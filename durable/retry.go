@@ -66,34 +66,76 @@ const correlationGuardIndex = "durable_instance_correlation_guard_idx"
 // ErrDuplicate)). An id with no row, or a key no failed instance carries,
 // gives ErrNoTarget.
 func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int64, error) {
-	var at *time.Time
-	if opts != nil && !opts.At.IsZero() {
-		t := opts.At
-		at = &t
+	var id int64
+	var queue string
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
+		id, queue, err = retryTx(ctx, tx, target, retryAt(opts))
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
+	if retryAt(opts) == nil {
+		c.pokeLocal(queue)
+	}
+	return id, nil
+}
+
+// RetryTx is Retry in the caller's transaction, which it never commits or
+// rolls back: the instance is runnable, and its step may run, only once tx
+// commits, and until then tx holds its row lock. If tx rolls back, the
+// instance stays failed. The transaction should be READ COMMITTED, so that
+// Retry can see the occupant of the key it wants back.
+//
+// Its errors are Retry's. Each try runs under a savepoint of tx, so that
+// on ErrNotFailed, ErrNoTarget, ErrAmbiguousTarget or a *DuplicateError
+// nothing of RetryTx is left in tx and tx is still usable; after any other
+// error, tx should be rolled back.
+func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, target Target, opts *RetryOpts) (int64, error) {
+	id, _, err := retryTx(ctx, tx, target, retryAt(opts))
+	return id, err
+}
+
+// retryAt is the time opts asks the step to run at; nil: at once.
+func retryAt(opts *RetryOpts) *time.Time {
+	if opts == nil || opts.At.IsZero() {
+		return nil
+	}
+	t := opts.At
+	return &t
+}
+
+// retryTx revives the instance target addresses in tx and returns its id
+// and queue. Each try is a savepoint: a unique violation on the key, which
+// would abort tx, is rolled back to it, and the occupant looked up with a
+// fresh snapshot (READ COMMITTED). An occupant that left the key before the
+// look-up is worth another try.
+func retryTx(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (int64, string, error) {
 	for try := 0; ; try++ {
-		var id int64
-		var key, queue string
-		err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
-			id, key, queue, err = revive(ctx, tx, target, at)
-			return err
-		})
-		var pe *pgconn.PgError
-		switch {
-		case err == nil:
-			if at == nil {
-				c.pokeLocal(queue)
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return 0, "", fmt.Errorf("durable: Retry: %w", err)
+		}
+		id, key, queue, err := revive(ctx, sp, target, at)
+		if err == nil {
+			if err := sp.Commit(ctx); err != nil {
+				return 0, "", fmt.Errorf("durable: Retry: %w", err)
 			}
-			return id, nil
-		case !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != correlationGuardIndex:
-			return 0, err
+			return id, queue, nil
+		}
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return 0, "", fmt.Errorf("durable: Retry: %w (and rolling back: %v)", err, rerr)
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != correlationGuardIndex {
+			return 0, "", err
 		}
 		var occupant int64
-		if err := c.pool.QueryRow(ctx, occupantSQL, key).Scan(&occupant); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("durable: Retry: %w", err)
+		if err := tx.QueryRow(ctx, occupantSQL, key).Scan(&occupant); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, "", fmt.Errorf("durable: Retry: %w", err)
 		}
 		if occupant != 0 || try == 2 {
-			return 0, &DuplicateError{CorrelationKey: key, ID: occupant}
+			return 0, "", &DuplicateError{CorrelationKey: key, ID: occupant}
 		}
 		// The occupant left the key before the look-up: try again.
 	}

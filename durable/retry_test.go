@@ -96,3 +96,78 @@ func TestRetryErrors(t *testing.T) {
 		t.Fatalf("Lookup after Retry: %d, %v; want %d", id, err, failed)
 	}
 }
+
+// RetryTx revives a failed instance only if the caller's transaction
+// commits, and leaves the transaction usable when it refuses.
+func TestRetryTxJoinsTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	ctx := ctxT(t)
+	fail := func(id int64) {
+		b.exec(t, `UPDATE durable_instance SET status = 'failed', finished_at = now(), attempt = 4, error = 'boom' WHERE id = $1`, id)
+	}
+	id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "tx:1"})
+	fail(id)
+
+	// Rolled back: nothing happened.
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.client.RetryTx(ctx, tx, durable.ByID(id), nil); err != nil || got != id {
+		t.Fatalf("RetryTx: %d, %v; want %d", got, err, id)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusFailed {
+		t.Fatalf("outside the open transaction the instance is %s, want failed", in.Status)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusFailed || in.Attempt != 4 || in.FinishedAt.IsZero() {
+		t.Fatalf("after the rollback: status %s, attempt %d, finished %v", in.Status, in.Attempt, in.FinishedAt)
+	}
+
+	// Refused: the transaction is still usable, and commits its other work.
+	other := b.insert(t, ctl.With(ctlState{}), nil)
+	occupant := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "tx:1"})
+	tx, err = b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.client.RetryTx(ctx, tx, durable.ByKey("tx:1"), nil)
+	var dup *durable.DuplicateError
+	if !errors.As(err, &dup) || dup.ID != occupant {
+		t.Fatalf("RetryTx onto an occupied key: %v, want a *DuplicateError with id %d", err, occupant)
+	}
+	if _, err := b.client.RetryTx(ctx, tx, durable.ByID(other), nil); !errors.Is(err, durable.ErrNotFailed) {
+		t.Fatalf("RetryTx of a live instance: %v, want ErrNotFailed", err)
+	}
+	if err := b.client.CancelTx(ctx, tx, durable.ByID(occupant), "make room"); err != nil {
+		t.Fatalf("CancelTx after the refused RetryTx: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit after the refused RetryTx: %v", err)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusFailed {
+		t.Fatalf("a refused RetryTx left the instance %s", in.Status)
+	}
+
+	// Committed: the instance is runnable again, and has its key back.
+	tx, err = b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.client.RetryTx(ctx, tx, durable.ByKey("tx:1"), nil); err != nil || got != id {
+		t.Fatalf("RetryTx: %d, %v; want %d", got, err, id)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 || !in.FinishedAt.IsZero() {
+		t.Fatalf("after the commit: status %s, attempt %d, finished %v", in.Status, in.Attempt, in.FinishedAt)
+	}
+	if got, err := b.client.Lookup(ctx, "tx:1"); err != nil || got != id {
+		t.Fatalf("Lookup: %d, %v; want %d", got, err, id)
+	}
+}
