@@ -40,7 +40,11 @@ WHERE id = $1 AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiti
 // Cancellation is one transaction of statements on the instance's locked
 // row: it cancels the instance's live children (and theirs) too, so that a
 // parent and its children end together, and a cancelled child releases its
-// waiting parent.
+// waiting parent. It takes its row locks in the engine's order, a parent
+// before its children: the instance's parent, the instance, then its
+// descendants level by level, by ascending id within a level. A commit that
+// ends a child locks its parent first too, so cancelling a tree while its
+// leaves end does not deadlock.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
 	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return cancel(ctx, tx, target, reason)
@@ -68,6 +72,7 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 		why = &reason
 	}
 	b := &pgx.Batch{}
+	b.Queue(lockDescendantsSQL, id) // parents before children, or the cascade can deadlock
 	b.Queue(cancelSQL, id, why)
 	b.Queue(dropInboxSQL, id)
 	b.Queue(releaseParentSQL, id)       // a child releases its parent

@@ -1,9 +1,17 @@
 package durable_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgo/idem/durable"
 )
@@ -119,4 +127,192 @@ func TestCancelOutcome(t *testing.T) {
 	if got := durable.Cancel("r").String(); got != "cancel(r)" {
 		t.Errorf("String() = %q", got)
 	}
+}
+
+// lockedBuffer is a log destination safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// isDeadlock reports a PostgreSQL deadlock (40P01).
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01" || err != nil && strings.Contains(err.Error(), "deadlock")
+}
+
+// Cancelling a grandparent by id while its grandchildren end concurrently,
+// round after round: no deadlock, in Cancel or in the engine's commits;
+// every instance ends cancelled or done; no pending count is ever negative
+// (a CHECK added for the test would reject the statement); nothing is left
+// awaiting children or still to be counted.
+func TestCancelGrandparentWhileGrandchildrenEnd(t *testing.T) {
+	t.Parallel()
+	const (
+		rounds   = 60
+		trees    = 4 // grandparents per round
+		mids     = 2 // children per grandparent
+		leaves   = 3 // grandchildren per child
+		perRound = trees * mids * leaves
+	)
+	ctl := ctlFSM(t)
+	spawn := func(name string, kids func() []durable.InsertParams) *durable.FSM[struct{}] {
+		return mustFSM(t, durable.FSMConfig[struct{}]{
+			Name: name, Initial: "spawn",
+			Steps: map[string]durable.StepFunc[struct{}]{
+				"spawn": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+					return durable.Children("after", kids()...), nil
+				},
+				"after": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+					return durable.Done(nil), nil
+				},
+			},
+		})
+	}
+	n := func(f *durable.FSM[ctlState], k int) func() []durable.InsertParams {
+		return func() []durable.InsertParams {
+			out := make([]durable.InsertParams, k)
+			for i := range out {
+				out[i] = durable.InsertParams{Args: f.With(ctlState{})}
+			}
+			return out
+		}
+	}
+	mid := spawn("mid", n(ctl, leaves))
+	gp := spawn("grandparent", func() []durable.InsertParams {
+		out := make([]durable.InsertParams, mids)
+		for i := range out {
+			out[i] = durable.InsertParams{Args: mid.With(struct{}{})}
+		}
+		return out
+	})
+	cfg := fast(ctl, mid, gp)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 8}}
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b := setup(t, cfg)
+	b.exec(t, `ALTER TABLE durable_instance ADD CONSTRAINT test_pending_not_negative CHECK (pending_children >= 0)`)
+	b.start(t)
+	ctx := ctxT(t)
+
+	var cancelled, ended int
+	for round := range rounds {
+		var gps []int64
+		for range trees {
+			gps = append(gps, b.insert(t, gp.With(struct{}{}), nil))
+		}
+		waitFor(t, "the grandchildren to await", func() bool {
+			return b.count(t, `SELECT count(*) FROM durable_instance WHERE fsm = 'ctl' AND status = 'awaiting_signal'`) == perRound
+		})
+		var leafIDs []int64
+		rows, err := b.pool.Query(ctx, `SELECT id FROM durable_instance WHERE fsm = 'ctl' AND status = 'awaiting_signal'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			leafIDs = append(leafIDs, id)
+		}
+		if rows.Close(); rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			errs  []error
+			start = make(chan struct{})
+		)
+		record := func(err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		for _, id := range leafIDs {
+			wg.Go(func() {
+				<-start
+				if err := b.client.Signal(ctx, durable.ByID(id), "finish", nil, ""); err != nil && !errors.Is(err, durable.ErrNoTarget) {
+					record(err)
+				}
+			})
+		}
+		for _, id := range gps {
+			delay := time.Duration(rand.IntN(15)) * time.Millisecond // into the grandchildren's commits
+			wg.Go(func() {
+				<-start
+				time.Sleep(delay)
+				err := b.client.Cancel(ctx, durable.ByID(id), "round over")
+				switch {
+				case err == nil:
+					mu.Lock()
+					cancelled++
+					mu.Unlock()
+				case errors.Is(err, durable.ErrTerminal): // the whole tree ended first
+					mu.Lock()
+					ended++
+					mu.Unlock()
+				default:
+					record(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, err := range errs {
+			if isDeadlock(err) {
+				var pe *pgconn.PgError
+				errors.As(err, &pe)
+				t.Fatalf("round %d: deadlock: %v\n%s", round, err, pe.Detail)
+			}
+			t.Fatalf("round %d: %v", round, err)
+		}
+		waitFor(t, "every instance to end", func() bool {
+			return b.count(t, `SELECT count(*) FROM durable_instance WHERE status NOT IN ('done', 'cancelled', 'failed')`) == 0
+		})
+	}
+
+	for _, e := range b.events.stepEvents() {
+		if e.CommitErr != nil {
+			t.Errorf("instance %d step %s: commit failed: %v", e.ID, e.Step, e.CommitErr)
+		}
+	}
+	if l := logs.String(); strings.Contains(l, "deadlock") || strings.Contains(l, "40P01") {
+		t.Errorf("the engine logged a deadlock:\n%s", l)
+	}
+	for _, c := range []struct{ what, sql string }{
+		{"not cancelled or done", `SELECT count(*) FROM durable_instance WHERE status NOT IN ('cancelled', 'done')`},
+		{"still to release their parent", `SELECT count(*) FROM durable_instance WHERE releases_parent`},
+		{"with a pending count", `SELECT count(*) FROM durable_instance WHERE pending_children <> 0`},
+		{"awaiting children", `SELECT count(*) FROM durable_instance WHERE status = 'awaiting_children'`},
+	} {
+		if got := b.count(t, c.sql); got != 0 {
+			t.Errorf("%d instances %s", got, c.what)
+		}
+	}
+	if got, want := b.count(t, `SELECT count(*) FROM durable_instance`), rounds*trees*(1+mids+mids*leaves); got != want {
+		t.Errorf("%d instances, want %d", got, want)
+	}
+	// The rounds raced: some grandchildren ended before the cancel reached
+	// them, others were cancelled.
+	leavesDone := b.count(t, `SELECT count(*) FROM durable_instance WHERE fsm = 'ctl' AND status = 'done'`)
+	if leavesDone == 0 || leavesDone == rounds*perRound {
+		t.Errorf("%d of %d grandchildren done: the cancels did not race their ends", leavesDone, rounds*perRound)
+	}
+	t.Logf("%d grandparents cancelled, %d ended before their cancel; %d of %d grandchildren done",
+		cancelled, ended, leavesDone, rounds*perRound)
 }

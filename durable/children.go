@@ -122,6 +122,29 @@ WHERE id IN (SELECT parent_id FROM durable_instance
 FOR NO KEY UPDATE`
 )
 
+// lockDescendantsSQL takes, for Cancel, the row locks of the descendants
+// of $1 still to be counted by their parents (those cancelChildrenSQL
+// may cancel), in the engine's lock order: ancestors before descendants,
+// here level by level from the top, and by ascending id within a level.
+// Every other transaction that locks two rows of a tree takes a parent
+// before its child too (a child's end takes lockParentSQL first; Cancel of
+// a child, lockParentByIDSQL), so none can hold a child while waiting for
+// its parent, held by the cascade, while the cascade waits for that child:
+// without this order, the cascade's UPDATE locks rows in whatever order its
+// plan reads them, a grandchild before its parent, and deadlocks with the
+// grandchild's own end. Rows locked here cannot gain children before the
+// cascade: a Children outcome is committed under its parent's row lock.
+const lockDescendantsSQL = `
+WITH RECURSIVE tree (id, depth) AS (
+    SELECT id, 1 FROM durable_instance WHERE parent_id = $1 AND releases_parent
+    UNION ALL
+    SELECT c.id, tree.depth + 1 FROM durable_instance c JOIN tree ON c.parent_id = tree.id
+    WHERE c.releases_parent
+)
+SELECT i.id FROM durable_instance i JOIN tree ON i.id = tree.id
+ORDER BY tree.depth, i.id
+FOR NO KEY UPDATE OF i`
+
 // cancelChildrenSQL cancels the live descendants of the cancelled instance
 // $1, with reason $2, and clears its pending count: its children need not
 // release it any more.
