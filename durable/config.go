@@ -69,6 +69,14 @@ type Config struct {
 	// Defaults to HeartbeatInterval.
 	ReaperInterval time.Duration
 
+	// MaxReaps is how many times in a row an instance's lease may expire
+	// (its step hangs past the lease, or its engine dies, each time it
+	// runs, with no outcome committed in between) before the reaper fails
+	// the instance instead of running it again, with an Error beginning
+	// with ErrReapedTooOften. A negative value sets no limit. Defaults to
+	// DefaultMaxReaps (25).
+	MaxReaps int
+
 	// GCRetention is how long done and failed rows are kept after they
 	// finished, for inspection and to keep correlation keys whose scope
 	// includes their status reserved. A negative value keeps them forever.
@@ -167,6 +175,9 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	}
 	if c.ReaperInterval == 0 {
 		c.ReaperInterval = c.HeartbeatInterval
+	}
+	if c.MaxReaps == 0 {
+		c.MaxReaps = DefaultMaxReaps
 	}
 	if c.GCRetention == 0 {
 		c.GCRetention = defaultGCRetention

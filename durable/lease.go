@@ -65,11 +65,13 @@ func (e *engine) isHeld(c *claimed) bool {
 
 // reapSQL returns up to $1 rows whose lease expired to runnable, with the
 // attempt increased: the step that held them counts as an attempt. Their
-// eligible time is kept.
+// eligible time is kept. It counts the reap (reapsNowSQL), and leaves the
+// rows whose count would reach $2 (when $2 > 0) to failReapedSQL.
 const reapSQL = `
 WITH expired AS (
     SELECT id FROM durable_instance
     WHERE status = 'executing' AND lease_expires_at < now()
+      AND ($2 <= 0 OR ` + reapsNowSQL + ` < $2)
     ORDER BY lease_expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -77,6 +79,7 @@ WITH expired AS (
 UPDATE durable_instance i
 SET status = 'runnable', attempt = i.attempt + 1,
     error = 'lease of ' || coalesce(i.lease_owner, '?') || ' expired',
+    reaps = ` + reapsNowSQL + `, reaped_claim = i.claims,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 FROM expired
 WHERE i.id = expired.id
@@ -94,7 +97,7 @@ func (e *engine) reapOnce() {
 	cfg := &e.c.cfg
 	for {
 		ctx, cancel := e.dbContext()
-		rows, err := e.c.pool.Query(ctx, reapSQL, reapBatch)
+		rows, err := e.c.pool.Query(ctx, reapSQL, reapBatch, max(cfg.MaxReaps, 0))
 		if err != nil {
 			cancel()
 			cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
@@ -120,7 +123,7 @@ func (e *engine) reapOnce() {
 			return
 		}
 		if len(ids) == 0 {
-			return
+			break
 		}
 		cfg.Logger.Warn("durable: reaped expired leases", slog.Int("count", len(ids)))
 		if h := cfg.Hooks.ReaperReaped; h != nil {
@@ -130,7 +133,8 @@ func (e *engine) reapOnce() {
 			e.poke(q)
 		}
 		if len(ids) < reapBatch {
-			return
+			break
 		}
 	}
+	e.failReaped()
 }

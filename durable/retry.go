@@ -33,14 +33,15 @@ WHERE correlation_key = $1 AND status = 'failed'
 ORDER BY id LIMIT 2
 FOR NO KEY UPDATE`
 
-// reviveSQL makes a failed instance runnable at its step, at attempt 1.
-// Its error stays until the step commits, as that of a pending retry does.
+// reviveSQL makes a failed instance runnable at its step, at attempt 1,
+// with no reaps counted (Config.MaxReaps). Its error stays until the step
+// commits, as that of a pending retry does.
 // Leaving failed may bring the row into its correlation scope, where the
 // unique index on correlation_guard rejects it if another row holds the
 // key.
 const reviveSQL = `
 UPDATE durable_instance
-SET status = 'runnable', attempt = 1, eligible_at = coalesce($2, now()), finished_at = NULL,
+SET status = 'runnable', attempt = 1, reaps = 0, eligible_at = coalesce($2, now()), finished_at = NULL,
     result = NULL, updated_at = now()
 WHERE id = $1 AND status = 'failed'`
 

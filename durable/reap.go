@@ -1,0 +1,97 @@
+package durable
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultMaxReaps is the default of Config.MaxReaps.
+const DefaultMaxReaps = 25
+
+// ErrReapedTooOften begins the Error of an instance the reaper failed
+// because the lease of its step expired Config.MaxReaps times in a row: a
+// step that hangs past its lease, or takes its engine down, every time it
+// runs. Test for it with strings.HasPrefix(in.Error,
+// ErrReapedTooOften.Error()). Client.Retry runs such an instance again,
+// with its count started over.
+var ErrReapedTooOften = errors.New("durable: reaped too often")
+
+// reapsNowSQL is a row's count of reaps in a row, this reap included: one
+// more than before if the row has been claimed once since the last reap
+// (no outcome was committed in between: that and the next lease would
+// have taken one more claim), else 1.
+const reapsNowSQL = `(CASE WHEN reaped_claim = claims - 1 THEN reaps + 1 ELSE 1 END)`
+
+// cappedSQL finds up to $2 rows whose lease expired and whose reap would
+// be the $1th in a row, which the reaper fails rather than returns.
+const cappedSQL = `
+SELECT id FROM durable_instance
+WHERE status = 'executing' AND lease_expires_at < now() AND ` + reapsNowSQL + ` >= $1
+ORDER BY lease_expires_at
+LIMIT $2`
+
+// failReapedSQL fails row $1 as cappedSQL found it, if it still is so once
+// locked, with an error that begins with $3 (ErrReapedTooOften). Its
+// parent's lock is taken first (lockParentSQL), in the engine's lock
+// order, and the statements that follow drop its inbox and release its
+// parent, as the end of a step does.
+const failReapedSQL = `
+UPDATE durable_instance
+SET status = 'failed', attempt = attempt + 1, finished_at = now(),
+    error = $3 || ': the lease of step ' || step || ' expired ' || ` + reapsNowSQL + ` ||
+            ' times in a row, the last held by ' || coalesce(lease_owner, '?'),
+    reaps = ` + reapsNowSQL + `, reaped_claim = claims,
+    lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL, await_deadline = NULL,
+    updated_at = now()
+WHERE id = $1 AND status = 'executing' AND lease_expires_at < now() AND ` + reapsNowSQL + ` >= $2`
+
+// failReaped fails the rows whose lease expired Config.MaxReaps times in a
+// row, each in a transaction of its own.
+func (e *engine) failReaped() {
+	cfg := &e.c.cfg
+	if cfg.MaxReaps <= 0 {
+		return
+	}
+	ctx, cancel := e.dbContext()
+	rows, err := e.c.pool.Query(ctx, cappedSQL, cfg.MaxReaps, reapBatch)
+	var ids []int64
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	cancel()
+	if err != nil {
+		cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
+		return
+	}
+	for _, id := range ids {
+		if e.bgCtx.Err() != nil {
+			return
+		}
+		ctx, cancel := e.dbContext()
+		b := &pgx.Batch{}
+		b.Queue(lockParentSQL, id)
+		b.Queue(failReapedSQL, id, cfg.MaxReaps, ErrReapedTooOften.Error())
+		b.Queue(dropInboxSQL, id)
+		b.Queue(releaseParentSQL, id)
+		br := e.c.pool.SendBatch(ctx, b)
+		_, err := br.Exec()
+		var failed bool
+		if err == nil {
+			tag, xerr := br.Exec()
+			failed, err = tag.RowsAffected() == 1, xerr
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		cancel()
+		switch {
+		case err != nil:
+			cfg.Logger.Error("durable: reaper failed", slog.Int64("id", id), slog.Any("error", err))
+		case failed:
+			cfg.Logger.Error("durable: instance failed: its lease expired too often",
+				slog.Int64("id", id), slog.Int("max_reaps", cfg.MaxReaps))
+		}
+	}
+}

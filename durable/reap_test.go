@@ -1,0 +1,123 @@
+package durable_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// deadClaim leases instance id as an engine named owner would, with a
+// lease that has already expired: an engine that claimed the row and died.
+func (b *testBundle) deadClaim(t *testing.T, id int64, owner string) {
+	t.Helper()
+	b.exec(t, `UPDATE durable_instance SET status = 'executing', lease_owner = $2,
+		lease_expires_at = now() - interval '1 millisecond', claims = claims + 1
+		WHERE id = $1 AND status = 'runnable'`, id, owner)
+}
+
+// reapedEngine is an engine whose reaper looks often, and which serves
+// only the default queue: rows of the queue "elsewhere" are left to the
+// test's dead claims.
+func reapedEngine(maxReaps int, fsms ...durable.Definition) *durable.Config {
+	cfg := fast(fsms...)
+	cfg.ReaperInterval, cfg.HeartbeatInterval, cfg.MaxReaps = 10*time.Millisecond, time.Second, maxReaps
+	return cfg
+}
+
+var elsewhere = &durable.InsertOpts{Queue: "elsewhere"}
+
+// An instance whose lease expires MaxReaps times in a row fails with
+// ErrReapedTooOften; an outcome committed between reaps starts the count
+// over, and Retry clears it.
+func TestReaperFailsInstanceReapedTooOften(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, reapedEngine(3, ctl))
+	b.start(t)
+	id := b.insert(t, ctl.With(ctlState{}), elsewhere)
+	b.signal(t, durable.ByID(id), "go", 1, "") // in the inbox when it fails
+
+	reap := func(owner string, want durable.Status) *durable.Instance {
+		t.Helper()
+		b.deadClaim(t, id, owner)
+		return b.waitStatus(t, id, want)
+	}
+	reap("dead-1", durable.StatusRunnable)
+	reap("dead-2", durable.StatusRunnable)
+	// A claim that commits an outcome (here, as the engine's Retry would)
+	// breaks the run of reaps.
+	b.exec(t, `UPDATE durable_instance SET claims = claims + 1 WHERE id = $1`, id)
+	b.exec(t, `UPDATE durable_instance SET attempt = attempt + 1 WHERE id = $1`, id)
+	reap("dead-3", durable.StatusRunnable)
+	in := reap("dead-4", durable.StatusRunnable)
+	if in.Attempt != 6 || !strings.Contains(in.Error, "dead-4") {
+		t.Fatalf("after four reaps and a retry: attempt %d, error %q", in.Attempt, in.Error)
+	}
+
+	in = reap("dead-5", durable.StatusFailed)
+	if !strings.HasPrefix(in.Error, durable.ErrReapedTooOften.Error()) ||
+		!strings.Contains(in.Error, "expired 3 times in a row") || !strings.Contains(in.Error, "dead-5") {
+		t.Fatalf("error %q, want it to say the lease expired 3 times in a row", in.Error)
+	}
+	if in.FinishedAt.IsZero() || in.LeaseOwner != "" || len(in.Inbox) != 0 || in.Step != "start" {
+		t.Fatalf("failed instance: finished %v, lease %q, inbox %v, step %s", in.FinishedAt, in.LeaseOwner, in.Inbox, in.Step)
+	}
+	b.noStuckRows(t)
+
+	// Retried, it may be reaped again before it fails again.
+	if _, err := b.client.Retry(ctxT(t), durable.ByID(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	reap("dead-6", durable.StatusRunnable)
+	reap("dead-7", durable.StatusRunnable)
+	reap("dead-8", durable.StatusFailed)
+}
+
+// A child failed by the reaper releases its waiting parent, which then
+// runs on.
+func TestReaperFailingAChildReleasesItsParent(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: ctl.With(ctlState{}), Opts: elsewhere}}
+	}, &after)
+	b := setup(t, reapedEngine(2, ctl, parent))
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kid := b.childIDs(t, p)[0]
+
+	b.deadClaim(t, kid, "dead-1")
+	b.waitStatus(t, kid, durable.StatusRunnable)
+	b.deadClaim(t, kid, "dead-2")
+	if in := b.waitStatus(t, kid, durable.StatusFailed); !strings.HasPrefix(in.Error, durable.ErrReapedTooOften.Error()) {
+		t.Fatalf("child's error %q", in.Error)
+	}
+	b.waitStatus(t, p, durable.StatusDone)
+	if n := after.Load(); n != 1 {
+		t.Fatalf("the parent's next step ran %d times, want 1", n)
+	}
+	if n := b.pending(t, p); n != 0 {
+		t.Fatalf("pending %d, want 0", n)
+	}
+}
+
+// A negative MaxReaps sets no limit.
+func TestReaperWithoutMaxReaps(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, reapedEngine(-1, ctl))
+	b.start(t)
+	id := b.insert(t, ctl.With(ctlState{}), elsewhere)
+	for range durable.DefaultMaxReaps + 2 {
+		b.deadClaim(t, id, "dead")
+		b.waitStatus(t, id, durable.StatusRunnable)
+	}
+	if in := b.get(t, id); in.Attempt != durable.DefaultMaxReaps+3 {
+		t.Fatalf("attempt %d, want %d", in.Attempt, durable.DefaultMaxReaps+3)
+	}
+}
