@@ -19,6 +19,7 @@ type claimed struct {
 	state          []byte
 	queue          string
 	correlationKey string
+	rateKey        string // the rate-limit bucket whose tokens the claim took; "" for none
 	attempt        int
 	claims         int64 // the row's claim count when leased: with owner and attempt, the fence
 	awaiting       []string
@@ -60,79 +61,112 @@ func (c *claimed) loseLease() {
 // claimSQL leases up to $2 runnable rows of one queue ($1) to owner $3 for
 // $4 microseconds, in priority then eligible-time order, skipping rows
 // other transactions hold (another picker's claim, a signal being
-// delivered) and rows whose concurrency key is at its limit (the limits by
-// prefix are $5 and $6; see concurrency.go). Each keyed row gets a free slot
-// of its key; one that finds none (its key filled up within the batch)
-// stays runnable. It returns each with its inbox, read in the same
-// statement.
+// delivered), rows whose concurrency key is at its limit (the limits by
+// prefix are $5 and $6; see concurrency.go) and rows whose rate-limit
+// bucket lacks the tokens (the limits by name are $7, $8 and $9; see
+// ratelimit.go). Each keyed row gets a free slot of its key; one that finds
+// none (its key filled up within the batch) stays runnable. Each bucket of
+// the rows it locked is locked in turn, refilled, and grants its rows, in
+// pick order, as long as it holds their cost; it keeps what is left. It
+// returns each leased row with its inbox, read in the same statement
+// (kind 0), then a report on the rate-limited rows it left waiting
+// (kind 1; see rateWaitSQL).
 const claimSQL = `
-WITH picked AS (
-    SELECT i.id, i.concurrency_key, i.priority, i.eligible_at FROM durable_instance i
+WITH conf AS (
+    SELECT * FROM unnest($7::text[], $8::float8[], $9::float8[]) AS c(name, rate, burst)
+), picked AS (
+    SELECT i.id, i.concurrency_key, i.rate_limit, i.rate_weight, i.priority, i.eligible_at FROM durable_instance i
     WHERE i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now()
       AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
+      AND (i.rate_limit IS NULL OR ` + rateReadySQL + `)
     ORDER BY i.priority, i.eligible_at, i.id
     LIMIT $2
     FOR UPDATE OF i SKIP LOCKED
 ), slotted AS (
-    SELECT p.id, CASE WHEN p.concurrency_key IS NULL THEN 0 ELSE ` + keyFreeSlotSQL + ` END AS slot
+    SELECT p.id, p.rate_limit, p.rate_weight, p.priority, p.eligible_at,
+           CASE WHEN p.concurrency_key IS NULL THEN 0 ELSE ` + keyFreeSlotSQL + ` END AS slot
     FROM (SELECT p.*, row_number() OVER (PARTITION BY p.concurrency_key
                                          ORDER BY p.priority, p.eligible_at, p.id) AS rn
           FROM picked p) p
-), leased AS (
+), ` + rateGrantSQL + `, leased AS (
     UPDATE durable_instance i
     SET status = 'executing', lease_owner = $3,
         lease_expires_at = now() + $4 * interval '1 microsecond',
         claims = i.claims + 1, updated_at = now(), concurrency_slot = slotted.slot
     FROM slotted
     WHERE i.id = slotted.id AND slotted.slot IS NOT NULL
+      AND (slotted.rate_limit IS NULL OR slotted.id IN (SELECT id FROM granted))
     RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.attempt, i.claims,
-              i.awaiting, i.priority, i.eligible_at
-)
-SELECT l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, ''), l.attempt,
-       l.claims, l.awaiting, (SELECT count(*) FROM picked),
-       (SELECT coalesce(json_agg(json_build_object(
-                   'ID', s.id, 'Name', s.name, 'Payload', s.payload,
-                   'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')
-        FROM durable_signal s WHERE s.instance_id = l.id)
-FROM leased l
-ORDER BY l.priority, l.eligible_at, l.id`
+              i.awaiting, i.priority, i.eligible_at, i.rate_limit
+), ` + rateWaitSQL + `
+SELECT kind, id, fsm, fsm_version, step, state, correlation_key, attempt, claims, awaiting, npicked, inbox,
+       rate_limit, known, waiting, head_cost, tokens
+FROM (
+    SELECT 0 AS kind, l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, '') AS correlation_key,
+           l.attempt, l.claims, l.awaiting, (SELECT count(*) FROM picked) AS npicked,
+           (SELECT coalesce(json_agg(json_build_object(
+                       'ID', s.id, 'Name', s.name, 'Payload', s.payload,
+                       'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')
+            FROM durable_signal s WHERE s.instance_id = l.id) AS inbox,
+           coalesce(l.rate_limit, '') AS rate_limit, true AS known, 0::bigint AS waiting,
+           0::float8 AS head_cost, 0::float8 AS tokens, l.priority, l.eligible_at
+    FROM leased l
+    UNION ALL
+    SELECT 1, 0, r.fsm, 0, r.step, NULL, '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
+           r.key, r.known, r.waiting, r.head_cost, r.tokens, 0, NULL
+    FROM report r
+) out
+ORDER BY kind, priority, eligible_at, id`
 
 // claim leases up to n runnable rows of queue to owner, with the default
-// concurrency limit of one per key.
+// concurrency limit of one per key and no rate limit configured (rows that
+// name one wait).
 func claim(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration) ([]*claimed, error) {
-	cs, _, err := claimLimited(ctx, db, queue, n, owner, ttl, newKeyLimits(nil))
+	cs, _, _, err := claimRated(ctx, db, queue, n, owner, ttl, newKeyLimits(nil), newRateLimits(nil))
 	return cs, err
 }
 
-// claimLimited leases up to n runnable rows of queue to owner, within the
-// concurrency limits lim. picked is how many rows it locked, including
-// those left for lack of a slot (0 when it leased none).
-func claimLimited(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration, lim keyLimits) (_ []*claimed, picked int, _ error) {
-	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits)
+// claimRated leases up to n runnable rows of queue to owner, within the
+// concurrency limits lim and the rate limits rl. picked is how many rows
+// it locked, including those left for lack of a slot or of tokens (0 when
+// it leased none and left no rate-limited row waiting). waiting reports
+// the rate-limited rows it left.
+func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration,
+	lim keyLimits, rl rateLimits) (_ []*claimed, picked int, waiting []rateWaiting, _ error) {
+	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits,
+		rl.names, rl.rates, rl.bursts)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	var (
-		out     []*claimed
-		inbox   []byte
-		npicked int64
-	)
+	defer rows.Close()
+	var out []*claimed
 	for rows.Next() {
-		c := &claimed{queue: queue}
-		var version, attempt int32
-		if err := rows.Scan(&c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
-			&c.claims, &c.awaiting, &npicked, &inbox); err != nil {
-			rows.Close()
-			return nil, 0, err
+		var (
+			kind             int32
+			c                = &claimed{queue: queue}
+			version, attempt int32
+			npicked          int64
+			inbox            []byte
+			w                rateWaiting
+			nwaiting         int64
+		)
+		if err := rows.Scan(&kind, &c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
+			&c.claims, &c.awaiting, &npicked, &inbox, &w.key, &w.known, &nwaiting, &w.headCost, &w.tokens); err != nil {
+			return nil, 0, nil, err
 		}
-		c.version, c.attempt = int(version), int(attempt)
+		picked = int(npicked)
+		if kind == 1 {
+			w.fsm, w.step, w.count = c.fsm, c.step, int(nwaiting)
+			waiting = append(waiting, w)
+			continue
+		}
+		c.version, c.attempt, c.rateKey = int(version), int(attempt), w.key
 		if err := json.Unmarshal(inbox, &c.inbox); err != nil {
-			rows.Close()
-			return nil, 0, fmt.Errorf("inbox of instance %d: %w", c.id, err)
+			return nil, 0, nil, fmt.Errorf("inbox of instance %d: %w", c.id, err)
 		}
 		out = append(out, c)
 	}
-	return out, int(npicked), rows.Err()
+	return out, picked, waiting, rows.Err()
 }
 
 // releaseSQL hands claimed rows that never ran back: runnable again, with

@@ -92,7 +92,7 @@ func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
 	)
 	for round := 0; round < maxClaimRounds && len(out) < room; {
 		ask := room - len(out)
-		cs, picked, err := claimLimited(ctx, q.e.c.pool, q.name, ask, q.e.owner, cfg.LeaseTTL, lim)
+		cs, picked, err := q.claimRound(ctx, ask, lim)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == concurrencyIndex {
 			// The statement leased nothing: repeat it with a fresh

@@ -40,6 +40,17 @@ type Config struct {
 	// same limits: each leases up to the limit it knows.
 	ConcurrencyLimits map[string]int
 
+	// RateLimits configures, by name, the token buckets that instances
+	// name in InsertOpts.RateLimit ("name", or "name:partition" for a
+	// bucket of its own per partition): how fast each refills and how many
+	// tokens it holds. The picker leases a row that names a bucket only
+	// when the bucket holds the row's weight in tokens, taken as it leases
+	// it; the buckets live in the database, shared by every engine on it.
+	// A row naming a name missing here is not picked, and is reported to
+	// Hooks.RateLimitUnknown. Names are 1–255 bytes without ':'. Engines
+	// sharing a database should use the same limits. Defaults to none.
+	RateLimits map[string]RateLimit
+
 	// PollInterval is how often each queue's picker looks for runnable
 	// rows when nothing woke it earlier, and how often expired await
 	// deadlines are looked for. Defaults to 1s.
@@ -211,6 +222,11 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 			return nil, configErrorf(fmt.Sprintf("Config.ConcurrencyLimits[%q]", p), "must be 1 to %d, got %d", math.MaxInt32, n)
 		}
 	}
+	rls, err := validateRateLimits(c.RateLimits)
+	if err != nil {
+		return nil, err
+	}
+	c.RateLimits = rls
 	defs := make(map[fsmKey]Definition, len(c.FSMs))
 	for _, d := range c.FSMs {
 		if d == nil {

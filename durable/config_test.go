@@ -55,6 +55,11 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"negative batch":    {durable.Config{GCBatch: -1}, "Config.GCBatch"},
 		"twice":             {durable.Config{FSMs: []durable.Definition{ctl, ctl}}, "Config.FSMs"},
 		"nil FSM":           {durable.Config{FSMs: []durable.Definition{nil}}, "Config.FSMs"},
+		"rate no limit":     {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {}}}, `Config.RateLimits["api"].Limit`},
+		"rate period":       {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {Limit: 1, Period: -time.Second}}}, `Config.RateLimits["api"].Period`},
+		"rate burst":        {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {Limit: 1, Burst: -1}}}, `Config.RateLimits["api"].Burst`},
+		"rate name colon":   {durable.Config{RateLimits: map[string]durable.RateLimit{"a:b": {Limit: 1}}}, `Config.RateLimits["a:b"]`},
+		"rate empty name":   {durable.Config{RateLimits: map[string]durable.RateLimit{"": {Limit: 1}}}, `Config.RateLimits[""]`},
 	} {
 		c, err := durable.NewClient(pool, &tc.cfg)
 		checkConfigError(t, name, c, err, tc.field)

@@ -28,6 +28,16 @@ type Hooks struct {
 	// concurrency key was at its limit ([:gen_durable, :concurrency,
 	// :contended]); one event per key, at most once per pick.
 	ConcurrencyContended func(ConcurrencyContendedEvent)
+	// RateLimitThrottled: a pick left due rows runnable because their
+	// rate-limit bucket lacked the tokens ([:gen_durable, :rate_limit,
+	// :throttled]); one event per bucket, at most once per pick. The sign
+	// that a limit is biting.
+	RateLimitThrottled func(RateLimitThrottledEvent)
+	// RateLimitUnknown: due rows name a rate limit that Config.RateLimits
+	// does not have, so no engine with this configuration picks them
+	// ([:gen_durable, :rate_limit, :unknown]); one event per key, FSM and
+	// step, at most once per pick and per Config.PollInterval of a queue.
+	RateLimitUnknown func(RateLimitUnknownEvent)
 }
 
 // StepStopEvent describes one finished step.
@@ -98,4 +108,34 @@ type ConcurrencyContendedEvent struct {
 	// Races is how many times the pick's claim lost a race for a key's
 	// slot to another picker and was repeated.
 	Races int
+}
+
+// RateLimitThrottledEvent reports the rows of one rate-limit bucket that a
+// pick left runnable because the bucket held fewer tokens than the next of
+// them costs.
+type RateLimitThrottledEvent struct {
+	Queue  string
+	Worker string // the engine's Config.ID
+	Key    string // the bucket: "name" or "name:partition"
+	// Wanted is how many due rows of the bucket the pick found: those it
+	// leased and those it left (counted among the queue's first 1000 due
+	// rate-limited rows in pick order).
+	Wanted int
+	// Granted is how many of them it leased, taking their tokens.
+	Granted int
+}
+
+// RateLimitUnknownEvent reports due rows of a queue whose rate-limit name
+// (InsertOpts.RateLimit) has no entry in Config.RateLimits: the engine
+// does not pick them.
+type RateLimitUnknownEvent struct {
+	Queue  string
+	Worker string // the engine's Config.ID
+	Key    string // the rows' InsertOpts.RateLimit
+	Name   string // its name, without the partition
+	FSM    string
+	Step   string
+	// Count is how many such rows of the FSM and step are due (counted
+	// among the queue's first 1000 due rate-limited rows in pick order).
+	Count int
 }

@@ -43,6 +43,22 @@ type InsertOpts struct {
 	// Empty: no limit.
 	ConcurrencyKey string
 
+	// RateLimit names the token bucket each step of the instance takes
+	// tokens from before it starts: "name", or "name:partition" for the
+	// bucket of one partition (see RateLimitKey), each bucket refilling as
+	// Config.RateLimits[name] of the engines says. The picker leases the
+	// instance only when its bucket holds RateLimitWeight tokens, after the
+	// earlier rows of the bucket in the queue; until then it stays
+	// runnable and the queue's other rows are picked. A name no
+	// Config.RateLimits has is not picked and is reported to
+	// Hooks.RateLimitUnknown. Empty: no limit.
+	RateLimit string
+
+	// RateLimitWeight is how many tokens of RateLimit each step of the
+	// instance costs; a weight above the bucket's burst costs the burst.
+	// Defaults to 1.
+	RateLimitWeight int
+
 	// CorrelationKey is the instance's business identity: Signal can
 	// address it by this key instead of its id, and no two instances
 	// occupy one key at once (see CorrelationScope). Defaults to none: the
@@ -93,6 +109,8 @@ type row struct {
 	eligible *time.Time // nil: now() + in
 	in       int64      // microseconds
 	concKey  *string
+	rateKey  *string
+	weight   int32
 	key      *string
 	scope    []string
 }
@@ -147,6 +165,21 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		k := opts.ConcurrencyKey
 		r.concKey = &k
 	}
+	if opts.RateLimit != "" {
+		if err := checkRateLimitKey(opts.RateLimit); err != nil {
+			return nil, fmt.Errorf("durable: InsertOpts.RateLimit %w", err)
+		}
+		k := opts.RateLimit
+		r.rateKey = &k
+	}
+	switch {
+	case opts.RateLimitWeight < 0 || opts.RateLimitWeight > math.MaxInt32:
+		return nil, fmt.Errorf("durable: InsertOpts.RateLimitWeight must be within 1…%d, got %d", math.MaxInt32, opts.RateLimitWeight)
+	case opts.RateLimitWeight == 0:
+		r.weight = 1
+	default:
+		r.weight = int32(opts.RateLimitWeight)
+	}
 	if opts.CorrelationKey != "" {
 		k := opts.CorrelationKey
 		r.key = &k
@@ -168,10 +201,20 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 
 const insertSQL = `
 INSERT INTO durable_instance (fsm, fsm_version, step, state, queue, priority, eligible_at,
-    concurrency_key, correlation_key, correlation_scope)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now() + $8 * interval '1 microsecond'), $9, $10, $11)
+    concurrency_key, correlation_key, correlation_scope, rate_limit, rate_weight)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now() + $8 * interval '1 microsecond'), $9, $10, $11, $12, $13)
 ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
 RETURNING id`
+
+// bucketsSQL creates, full, the rate-limit buckets $1 that do not exist
+// yet, in the transaction of the insert that names them: a picker that
+// sees the row sees its bucket. Key order keeps concurrent inserts of
+// several keys from deadlocking; an existing bucket is neither changed nor
+// locked.
+const bucketsSQL = `
+INSERT INTO durable_rate_limit_bucket (key)
+SELECT DISTINCT k FROM unnest($1::text[]) AS k WHERE k IS NOT NULL ORDER BY k
+ON CONFLICT (key) DO NOTHING`
 
 // occupantSQL finds the instance occupying a key. Run after a conflicting
 // insert, as a statement of its own, it sees the row the insert waited for.
@@ -226,8 +269,11 @@ func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts, limit 
 // and the wake-up hint. It returns the new id, or 0 and the occupant's id.
 func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err error) {
 	b := &pgx.Batch{}
+	if r.rateKey != nil {
+		b.Queue(bucketsSQL, []string{*r.rateKey})
+	}
 	b.Queue(insertSQL, r.fsm, r.version, r.step, r.state, r.queue, r.priority, r.eligible, r.in,
-		r.concKey, r.key, r.scope)
+		r.concKey, r.key, r.scope, r.rateKey, r.weight)
 	if r.key != nil {
 		b.Queue(occupantSQL, *r.key)
 	}
@@ -236,6 +282,11 @@ func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err er
 	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
+	if r.rateKey != nil {
+		if _, err := br.Exec(); err != nil {
+			return 0, 0, err
+		}
+	}
 	if err := br.QueryRow().Scan(&id); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, err
 	}
@@ -264,15 +315,15 @@ const insertAllSQL = `
 WITH input AS (
     SELECT nextval(pg_get_serial_sequence('durable_instance', 'id')) AS id, t.*
     FROM unnest($1::text[], $2::int[], $3::text[], $4::jsonb[], $5::text[], $6::smallint[],
-                $7::timestamptz[], $8::bigint[], $9::text[], $10::text[], $11::text[])
+                $7::timestamptz[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[])
          WITH ORDINALITY AS t(fsm, fsm_version, step, state, queue, priority, eligible_at, in_us,
-                              concurrency_key, correlation_key, correlation_scope, ord)
+                              concurrency_key, correlation_key, correlation_scope, rate_limit, rate_weight, ord)
 ), inserted AS (
     INSERT INTO durable_instance (id, fsm, fsm_version, step, state, queue, priority, eligible_at,
-        concurrency_key, correlation_key, correlation_scope)
+        concurrency_key, correlation_key, correlation_scope, rate_limit, rate_weight)
     SELECT id, fsm, fsm_version, step, state, queue, priority,
            coalesce(eligible_at, now() + in_us * interval '1 microsecond'),
-           concurrency_key, correlation_key, string_to_array(correlation_scope, ',')
+           concurrency_key, correlation_key, string_to_array(correlation_scope, ','), rate_limit, rate_weight
     FROM input
     ORDER BY correlation_key COLLATE "C" NULLS LAST, ord
     ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
@@ -320,6 +371,9 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 		eligible                    = make([]*time.Time, n)
 		ins                         = make([]int64, n)
 		concKeys, keys              = make([]*string, n), make([]*string, n)
+		rateKeys                    = make([]*string, n)
+		weights                     = make([]int32, n)
+		anyRate                     bool
 		wake                        []string
 	)
 	for i, p := range params {
@@ -330,6 +384,8 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 		fsms[i], versions[i], steps[i], states[i], queues[i] = r.fsm, int32(r.version), r.step, r.state, r.queue
 		prios[i], eligible[i], ins[i], concKeys[i], keys[i] = r.priority, r.eligible, r.in, r.concKey, r.key
 		scopes[i] = strings.Join(r.scope, ",")
+		rateKeys[i], weights[i] = r.rateKey, r.weight
+		anyRate = anyRate || r.rateKey != nil
 		if r.now() && !slices.Contains(wake, r.queue) {
 			wake = append(wake, r.queue)
 		}
@@ -342,7 +398,11 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 	}
 
 	b := &pgx.Batch{}
-	b.Queue(insertAllSQL, fsms, versions, steps, states, queues, prios, eligible, ins, concKeys, keys, scopes)
+	if anyRate {
+		b.Queue(bucketsSQL, rateKeys)
+	}
+	b.Queue(insertAllSQL, fsms, versions, steps, states, queues, prios, eligible, ins, concKeys, keys, scopes,
+		rateKeys, weights)
 	if len(distinct) > 0 {
 		b.Queue(occupantsSQL, distinct)
 	}
@@ -352,6 +412,11 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 
+	if anyRate {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("durable: InsertAll: %w", err)
+		}
+	}
 	out := make([]InsertResult, n)
 	for i := range out {
 		out[i].Duplicate = true

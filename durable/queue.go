@@ -16,6 +16,13 @@ type queue struct {
 	prefetch    int
 	wakeCh      chan struct{} // a poke for the picker; holds at most one
 
+	// The picker's own: the rate limits its claims apply, what the last
+	// claim round left waiting for them, and when it last reported
+	// unknown ones.
+	rates     rateLimits
+	waiting   []rateWaiting
+	unknownAt time.Time
+
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when buffer grows or stopping is set
 	buffer   []*claimed // claimed, not yet running, in pick order
@@ -24,7 +31,8 @@ type queue struct {
 }
 
 func newQueue(e *engine, name string, qc QueueConfig) *queue {
-	q := &queue{e: e, name: name, concurrency: qc.Concurrency, prefetch: qc.Prefetch, wakeCh: make(chan struct{}, 1)}
+	q := &queue{e: e, name: name, concurrency: qc.Concurrency, prefetch: qc.Prefetch, wakeCh: make(chan struct{}, 1),
+		rates: newRateLimits(e.c.cfg.RateLimits)}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -46,7 +54,8 @@ func (q *queue) room() (room, running, buffered int) {
 
 // pick is the picker: at once, then on every poke and every PollInterval,
 // it claims as many rows as there is room for, repeating while claims come
-// back full, until the engine stops.
+// back full, until the engine stops. When rows wait for a rate limit's
+// tokens it comes back when the tokens are due, if that is sooner.
 func (q *queue) pick() {
 	defer q.e.pickers.Done()
 	cfg := &q.e.c.cfg
@@ -59,6 +68,7 @@ func (q *queue) pick() {
 		case <-q.wakeCh:
 		case <-t.C:
 		}
+		next := cfg.PollInterval
 		for {
 			room, running, buffered := q.room()
 			if h := cfg.Hooks.SchedulerSaturation; h != nil {
@@ -68,11 +78,17 @@ func (q *queue) pick() {
 				break
 			}
 			ctx, cancel := q.e.dbContext()
+			q.waiting = nil
 			cs, err := q.claimRows(ctx, room)
 			cancel()
 			if err != nil {
 				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))
 				break
+			}
+			if wait := q.reportRateLimits(cs); wait > 0 {
+				next = min(next, wait)
+			} else {
+				next = cfg.PollInterval
 			}
 			if h := cfg.Hooks.PickStop; h != nil {
 				h(PickStopEvent{Queue: q.name, Worker: q.e.owner, Count: len(cs), Demand: room})
@@ -82,7 +98,7 @@ func (q *queue) pick() {
 				break
 			}
 		}
-		t.Reset(cfg.PollInterval)
+		t.Reset(next)
 	}
 }
 

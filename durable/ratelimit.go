@@ -1,0 +1,283 @@
+package durable
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RateLimit configures the token buckets of one name (Config.RateLimits):
+// the bucket "name" and each bucket "name:partition". A bucket gains Limit
+// tokens per Period, continuously, and holds at most Burst; a step of an
+// instance that names the bucket costs the instance's weight in tokens
+// (InsertOpts.RateLimitWeight), taken when the picker leases the row.
+type RateLimit struct {
+	// Limit is how many tokens a bucket gains per Period: with weight 1,
+	// how many steps start per Period. Required: at least 1.
+	Limit int
+
+	// Period is the time in which a bucket gains Limit tokens. Defaults to
+	// 1s.
+	Period time.Duration
+
+	// Burst is how many tokens a bucket holds at most: how many steps may
+	// start at once after a quiet spell, and the most one step can cost (a
+	// heavier weight costs Burst). A bucket starts full. Defaults to Limit.
+	Burst int
+}
+
+// RateLimitKey returns the key of the bucket of partition of a rate limit
+// name, as InsertOpts.RateLimit takes it: "name:partition". Each partition
+// has its own bucket, with the name's configuration.
+func RateLimitKey(name, partition string) string { return name + ":" + partition }
+
+// maxRateLimitKey is the longest key InsertOpts.RateLimit takes, in bytes.
+const maxRateLimitKey = 255
+
+// checkRateLimitKey reports why key cannot name a bucket, as a phrase that
+// follows the field's name.
+func checkRateLimitKey(key string) error {
+	name, partition, hasPartition := strings.Cut(key, ":")
+	switch {
+	case len(key) > maxRateLimitKey:
+		return fmt.Errorf("must be at most %d bytes, got %d", maxRateLimitKey, len(key))
+	case name == "":
+		return fmt.Errorf("%q has an empty name: want \"name\" or \"name:partition\"", key)
+	case hasPartition && partition == "":
+		return fmt.Errorf("%q has an empty partition: want \"name\" or \"name:partition\"", key)
+	}
+	return nil
+}
+
+// rateLimits are Config.RateLimits as the claim statement takes them, in
+// name order: tokens per second and burst of each name.
+type rateLimits struct {
+	names  []string
+	rates  []float64 // tokens per second
+	bursts []float64
+}
+
+// newRateLimits flattens m, whose limits are valid and have their
+// defaults.
+func newRateLimits(m map[string]RateLimit) rateLimits {
+	l := rateLimits{names: []string{}, rates: []float64{}, bursts: []float64{}}
+	for name := range m {
+		l.names = append(l.names, name)
+	}
+	slices.Sort(l.names)
+	for _, name := range l.names {
+		rl := m[name]
+		l.rates = append(l.rates, rl.rate())
+		l.bursts = append(l.bursts, float64(rl.Burst))
+	}
+	return l
+}
+
+// rate is r's refill in tokens per second.
+func (r RateLimit) rate() float64 { return float64(r.Limit) / r.Period.Seconds() }
+
+// validateRateLimits checks Config.RateLimits and fills in the defaults,
+// in a copy: the caller's map stays the caller's.
+func validateRateLimits(m map[string]RateLimit) (map[string]RateLimit, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]RateLimit, len(m))
+	for name, rl := range m {
+		field := fmt.Sprintf("Config.RateLimits[%q]", name)
+		switch {
+		case name == "" || len(name) > maxRateLimitKey:
+			return nil, configErrorf(field, "is not a valid name: must be 1–%d bytes", maxRateLimitKey)
+		case strings.Contains(name, ":"):
+			return nil, configErrorf(field, "is not a valid name: it must not contain ':', which separates a partition")
+		case rl.Limit < 1:
+			return nil, configErrorf(field+".Limit", "must be at least 1, got %d", rl.Limit)
+		case rl.Period < 0:
+			return nil, configErrorf(field+".Period", "must not be negative, got %s", rl.Period)
+		case rl.Burst < 0:
+			return nil, configErrorf(field+".Burst", "must not be negative, got %d", rl.Burst)
+		case rl.Burst > math.MaxInt32:
+			return nil, configErrorf(field+".Burst", "must be at most %d, got %d", math.MaxInt32, rl.Burst)
+		}
+		if rl.Period == 0 {
+			rl.Period = time.Second
+		}
+		if rl.Burst == 0 {
+			rl.Burst = min(rl.Limit, math.MaxInt32)
+		}
+		out[name] = rl
+	}
+	return out, nil
+}
+
+// The fragments of claimSQL about rate limits. They need the limits by
+// name as the CTE conf (name, rate in tokens per second, burst), the
+// candidate row as i (in rateReadySQL) and the rows that got a
+// concurrency slot as slotted (in rateGrantSQL).
+const (
+	// bucketTokensSQL is the tokens of bucket b (of a limit c) now: its
+	// stored tokens refilled by the time since updated_at, at most the
+	// burst; a bucket not yet used (tokens NULL), or missing, is full.
+	bucketTokensSQL = `CASE WHEN b.tokens IS NULL THEN c.burst
+         ELSE least(c.burst, b.tokens + c.rate * greatest(0, extract(epoch FROM now() - b.updated_at))) END`
+
+	// rateReadySQL holds when i's bucket has the tokens for the first due
+	// row of its key in the queue (strict order: a key's rows start in
+	// pick order, so a heavy row is not overtaken by light ones). It is
+	// NULL, and the row skipped, when no limit has the key's name. The
+	// bucket is read without a lock: rateGrantSQL decides.
+	rateReadySQL = `(SELECT ` + bucketTokensSQL + `
+        >= least(c.burst, (SELECT h.rate_weight FROM durable_instance h
+                           WHERE h.status = 'runnable' AND h.queue = i.queue AND h.rate_limit = i.rate_limit
+                             AND h.eligible_at <= now()
+                           ORDER BY h.priority, h.eligible_at, h.id LIMIT 1))
+    FROM conf c LEFT JOIN durable_rate_limit_bucket b ON b.key = i.rate_limit
+    WHERE c.name = split_part(i.rate_limit, ':', 1))`
+
+	// rateGrantSQL are the CTEs that spend tokens. keyed: the rows with a
+	// slot that name a bucket, each with its cost (its weight, at most the
+	// burst) and the running cost of its key's rows up to it in pick
+	// order. locked: their buckets, locked in key order, so that pickers
+	// of any engine take a bucket's tokens one after the other, each
+	// seeing what the last one left. avail: each bucket's tokens now.
+	// granted: the rows whose running cost the bucket holds. spent: the
+	// buckets, with their tokens taken, created full first if missing.
+	rateGrantSQL = `keyed AS (
+    SELECT s.id, s.rate_limit AS key, least(s.rate_weight, c.burst) AS cost, c.rate, c.burst,
+           sum(least(s.rate_weight, c.burst)) OVER (PARTITION BY s.rate_limit
+                                                   ORDER BY s.priority, s.eligible_at, s.id) AS upto
+    FROM slotted s JOIN conf c ON c.name = split_part(s.rate_limit, ':', 1)
+    WHERE s.slot IS NOT NULL AND s.rate_limit IS NOT NULL
+), locked AS (
+    SELECT b.key, b.tokens, b.updated_at FROM durable_rate_limit_bucket b
+    WHERE b.key IN (SELECT key FROM keyed)
+    ORDER BY b.key
+    FOR UPDATE
+), avail AS (
+    SELECT c.key, c.burst, b.key IS NOT NULL AS existed, ` + bucketTokensSQL + ` AS tokens
+    FROM (SELECT DISTINCT key, rate, burst FROM keyed) c LEFT JOIN locked b ON b.key = c.key
+), granted AS (
+    SELECT k.id, k.key, k.cost FROM keyed k JOIN avail a ON a.key = k.key WHERE k.upto <= a.tokens
+), spent AS (
+    INSERT INTO durable_rate_limit_bucket AS b (key, tokens, updated_at)
+    SELECT a.key, a.tokens - coalesce((SELECT sum(g.cost) FROM granted g WHERE g.key = a.key), 0), now()
+    FROM avail a
+    ORDER BY a.key
+    ON CONFLICT (key) DO UPDATE
+    SET tokens = CASE WHEN (SELECT a.existed FROM avail a WHERE a.key = b.key) THEN excluded.tokens
+                      -- created by another picker since this statement began: take the
+                      -- tokens spent here from what that one left
+                      ELSE least(excluded.tokens,
+                                 b.tokens - ((SELECT a.burst FROM avail a WHERE a.key = b.key) - excluded.tokens)) END,
+        updated_at = greatest(b.updated_at, excluded.updated_at)
+    RETURNING b.key, b.tokens
+)`
+
+	// rateWaitSQL are the CTEs of claimSQL's report: among the first
+	// 1000 due rows of the queue that name a bucket (in pick
+	// order) and were not leased, for each known key the count, the cost
+	// of its first row and its bucket's tokens after the claim; for each
+	// unknown key, the count by FSM and step.
+	rateWaitSQL = `waiting AS (
+    SELECT w.id, w.rate_limit AS key, w.fsm, w.step, w.rate_weight, w.priority, w.eligible_at
+    FROM durable_instance w
+    WHERE w.status = 'runnable' AND w.queue = $1 AND w.eligible_at <= now() AND w.rate_limit IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM leased l WHERE l.id = w.id)
+    ORDER BY w.priority, w.eligible_at, w.id
+    LIMIT 1000
+), report AS (
+    SELECT w.key, true AS known, '' AS fsm, '' AS step, count(*) AS waiting,
+           (array_agg(least(w.rate_weight, c.burst) ORDER BY w.priority, w.eligible_at, w.id))[1]::float8 AS head_cost,
+           coalesce((SELECT s.tokens FROM spent s WHERE s.key = w.key),
+                    (SELECT ` + bucketTokensSQL + ` FROM durable_rate_limit_bucket b WHERE b.key = w.key),
+                    c.burst)::float8 AS tokens
+    FROM waiting w JOIN conf c ON c.name = split_part(w.key, ':', 1)
+    GROUP BY w.key, c.rate, c.burst
+    UNION ALL
+    SELECT w.key, false, w.fsm, w.step, count(*), 0, 0
+    FROM waiting w
+    WHERE NOT EXISTS (SELECT 1 FROM conf c WHERE c.name = split_part(w.key, ':', 1))
+    GROUP BY w.key, w.fsm, w.step
+)`
+)
+
+// rateWaiting is one line of a claim's report on the rate-limited rows it
+// left runnable: for a known key, its count, the cost of its first row and
+// the tokens its bucket holds; for an unknown one, the count of one FSM
+// and step.
+type rateWaiting struct {
+	key       string
+	known     bool
+	fsm, step string // of an unknown key
+	count     int
+	headCost  float64
+	tokens    float64
+}
+
+// claimRound is one claim of claimRows: up to n rows of q within the
+// concurrency limits lim and q's rate limits. It keeps the claim's report
+// on the rows left waiting for tokens for reportRateLimits.
+func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claimed, int, error) {
+	cs, picked, waiting, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, q.e.c.cfg.LeaseTTL, lim, q.rates)
+	if err == nil {
+		q.waiting = waiting
+	}
+	return cs, picked, err
+}
+
+// reportRateLimits emits the rate-limit events of a pick that leased cs,
+// from the report of its last claim, and returns when the first bucket
+// that held back a row will hold its cost (0: none did).
+func (q *queue) reportRateLimits(cs []*claimed) (wait time.Duration) {
+	waiting := q.waiting
+	q.waiting = nil
+	if len(waiting) == 0 {
+		return 0
+	}
+	cfg := &q.e.c.cfg
+	granted := map[string]int{}
+	for _, c := range cs {
+		if c.rateKey != "" {
+			granted[c.rateKey]++
+		}
+	}
+	now := time.Now()
+	unknown := cfg.Hooks.RateLimitUnknown != nil && now.Sub(q.unknownAt) >= cfg.PollInterval
+	for _, w := range waiting {
+		name, _, _ := strings.Cut(w.key, ":")
+		if !w.known {
+			if unknown {
+				cfg.Hooks.RateLimitUnknown(RateLimitUnknownEvent{
+					Queue: q.name, Worker: q.e.owner, Key: w.key, Name: name, FSM: w.fsm, Step: w.step, Count: w.count,
+				})
+				q.unknownAt = now
+			}
+			continue
+		}
+		if w.tokens >= w.headCost {
+			continue // the rows wait for something else: a slot of their concurrency key, or room
+		}
+		if h := cfg.Hooks.RateLimitThrottled; h != nil {
+			g := granted[w.key]
+			h(RateLimitThrottledEvent{Queue: q.name, Worker: q.e.owner, Key: w.key, Wanted: g + w.count, Granted: g})
+		}
+		if d := refillTime(cfg.RateLimits[name], w.headCost-w.tokens); wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	return wait
+}
+
+// refillTime is how long a bucket of rl takes to gain need tokens, but no
+// less than it takes to gain a quarter of its burst, within 1ms…25ms: a
+// picker that comes back for every token would claim one row at a time.
+func refillTime(rl RateLimit, need float64) time.Duration {
+	rate := rl.rate()
+	floor := time.Duration(float64(rl.Burst) / 4 / rate * float64(time.Second))
+	floor = min(max(floor, time.Millisecond), 25*time.Millisecond)
+	d := time.Duration(need / rate * float64(time.Second))
+	return max(d, floor)
+}

@@ -1,0 +1,357 @@
+package durable_test
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// rlState names the rate-limit bucket an instance was inserted with, so
+// that its step can record it.
+type rlState struct {
+	Key string `json:"key"`
+}
+
+// starts records when steps started, by the key in their state.
+type starts struct {
+	mu sync.Mutex
+	at map[string][]time.Time
+}
+
+func newStarts() *starts { return &starts{at: map[string][]time.Time{}} }
+
+func (s *starts) add(key string) {
+	s.mu.Lock()
+	s.at[key] = append(s.at[key], time.Now())
+	s.mu.Unlock()
+}
+
+// of returns the start times of key's steps, in order.
+func (s *starts) of(key string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.at[key])
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
+}
+
+func (s *starts) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.at[key])
+}
+
+// rlFSM records its start and ends done.
+func rlFSM(t testing.TB, s *starts) *durable.FSM[rlState] {
+	return mustFSM(t, durable.FSMConfig[rlState]{
+		Name:    "rl",
+		Initial: "run",
+		Steps: map[string]durable.StepFunc[rlState]{
+			"run": func(ctx context.Context, st *durable.Step[rlState]) (durable.Outcome, error) {
+				s.add(st.State.Key)
+				return durable.Done(nil), nil
+			},
+		},
+	})
+}
+
+// rlEvents records the rate-limit events.
+type rlEvents struct {
+	mu        sync.Mutex
+	throttled []durable.RateLimitThrottledEvent
+	unknown   []durable.RateLimitUnknownEvent
+}
+
+func (r *rlEvents) hook(h *durable.Hooks) {
+	h.RateLimitThrottled = func(e durable.RateLimitThrottledEvent) {
+		r.mu.Lock()
+		r.throttled = append(r.throttled, e)
+		r.mu.Unlock()
+	}
+	h.RateLimitUnknown = func(e durable.RateLimitUnknownEvent) {
+		r.mu.Lock()
+		r.unknown = append(r.unknown, e)
+		r.mu.Unlock()
+	}
+}
+
+func (r *rlEvents) get() ([]durable.RateLimitThrottledEvent, []durable.RateLimitUnknownEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.throttled), slices.Clone(r.unknown)
+}
+
+// rlConfig is fast() with rate limits and events.
+func rlConfig(fsm durable.Definition, ev *rlEvents, limits map[string]durable.RateLimit) *durable.Config {
+	cfg := fast(fsm)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 8}}
+	cfg.RateLimits = limits
+	cfg.PollInterval = 50 * time.Millisecond
+	if ev != nil {
+		ev.hook(&cfg.Hooks)
+	}
+	return cfg
+}
+
+// insertLimited inserts n instances naming key with weight, in one
+// InsertAll.
+func insertLimited(t *testing.T, b *testBundle, fsm *durable.FSM[rlState], key string, weight, n int) {
+	t.Helper()
+	ps := make([]durable.InsertParams, n)
+	for i := range ps {
+		ps[i] = durable.InsertParams{Args: fsm.With(rlState{Key: key}), Opts: &durable.InsertOpts{RateLimit: key, RateLimitWeight: weight}}
+	}
+	if _, err := b.client.InsertAll(ctxT(t), ps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRate fails t if more steps started, by any time, than a bucket of
+// burst tokens refilling at rate per second (with rows of cost 1) grants
+// from the first start on, plus slack rows for the time between the first
+// grant and the first start. The start times come from the steps, which
+// run after their grant, so delays on a loaded machine only make the
+// count smaller.
+func checkRate(t *testing.T, at []time.Time, rate float64, burst, slack int) {
+	t.Helper()
+	if len(at) == 0 {
+		t.Fatal("no step started")
+	}
+	for i, ti := range at {
+		allowed := float64(burst+slack) + rate*ti.Sub(at[0]).Seconds()
+		if float64(i+1) > allowed {
+			t.Fatalf("%d steps started within %s: a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
+				i+1, ti.Sub(at[0]), burst, rate, allowed, slack)
+		}
+	}
+}
+
+// TestRateLimitEnforcesRate runs 50 rows through a bucket of 20/s with a
+// burst of 5: they take at least (50-5-slack)/20 s, no window from the
+// first start holds more than the bucket allows, all of them run, and the
+// picker reports the limit biting.
+func TestRateLimitEnforcesRate(t *testing.T) {
+	t.Parallel()
+	s, ev := newStarts(), &rlEvents{}
+	fsm := rlFSM(t, s)
+	b := setup(t, rlConfig(fsm, ev, map[string]durable.RateLimit{"api": {Limit: 20, Burst: 5}}))
+	insertLimited(t, b, fsm, "api", 0, 50)
+	b.start(t)
+	waitFor(t, "50 steps", func() bool { return s.count("api") == 50 })
+	at := s.of("api")
+	checkRate(t, at, 20, 5, 4)
+	if d := at[49].Sub(at[0]); d < 1500*time.Millisecond {
+		t.Fatalf("50 steps at 20/s with a burst of 5 took %s", d)
+	}
+	throttled, unknown := ev.get()
+	if len(unknown) != 0 {
+		t.Errorf("unknown events: %+v", unknown)
+	}
+	if len(throttled) == 0 {
+		t.Fatal("no RateLimitThrottled event")
+	}
+	for _, e := range throttled {
+		if e.Key != "api" || e.Queue != durable.DefaultQueue || e.Granted >= e.Wanted || e.Wanted > 50 {
+			t.Fatalf("throttled event %+v", e)
+		}
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket WHERE key = 'api'"); n != 1 {
+		t.Fatalf("%d buckets for api", n)
+	}
+}
+
+// TestRateLimitWeights: rows cost their weight, a weight above the burst
+// costs the burst instead of stalling, and a heavy row at the head of its
+// bucket is not overtaken by light rows behind it.
+func TestRateLimitWeights(t *testing.T) {
+	t.Parallel()
+	s := newStarts()
+	fsm := rlFSM(t, s)
+	b := setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}}))
+
+	// The bucket holds 5 tokens; the head row costs 10 (its weight of 50
+	// is capped at the burst), the rows behind it 1 each.
+	heavy := b.insert(t, fsm.With(rlState{Key: "heavy"}), &durable.InsertOpts{RateLimit: "w", RateLimitWeight: 50})
+	for range 5 {
+		b.insert(t, fsm.With(rlState{Key: "light"}), &durable.InsertOpts{RateLimit: "w", Priority: 1})
+	}
+	b.exec(t, "UPDATE durable_rate_limit_bucket SET tokens = 5, updated_at = now() WHERE key = 'w'")
+	b.start(t)
+	b.waitStatus(t, heavy, durable.StatusDone)
+	waitFor(t, "the light rows", func() bool { return s.count("light") == 5 })
+	h, l := s.of("heavy")[0], s.of("light")
+	if l[0].Before(h) {
+		t.Fatalf("a light row started at %s, before the heavy head row at %s", l[0], h)
+	}
+
+	// 8 rows of weight 5: 40 tokens from a bucket of 10 refilling at
+	// 10/s take at least 3 s less the slack; at most 3 rows start in the
+	// first moments (after the light rows the bucket holds little).
+	s2 := newStarts()
+	fsm2 := rlFSM(t, s2)
+	b2 := setup(t, rlConfig(fsm2, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}}))
+	insertLimited(t, b2, fsm2, "w5", 5, 8)
+	b2.exec(t, "UPDATE durable_instance SET rate_limit = 'w'")
+	b2.exec(t, "INSERT INTO durable_rate_limit_bucket (key) VALUES ('w')")
+	b2.start(t)
+	waitFor(t, "8 heavy steps", func() bool { return s2.count("w5") == 8 })
+	at := s2.of("w5")
+	for i, ti := range at { // rows of cost 5 from a bucket of 10 at 10/s
+		allowed := (10 + 10*ti.Sub(at[0]).Seconds() + 5) / 5
+		if float64(i+1) > allowed {
+			t.Fatalf("%d rows of weight 5 started within %s; allowed %.1f", i+1, ti.Sub(at[0]), allowed)
+		}
+	}
+	if d := at[7].Sub(at[0]); d < 2*time.Second {
+		t.Fatalf("40 tokens at 10/s with a burst of 10 took %s", d)
+	}
+}
+
+// TestRateLimitPartitionsAreFair loads two partitions of one limit, all of
+// partition a ahead of partition b in pick order: each partition has its
+// own bucket, so both run at their rate at once, b not starved behind a.
+func TestRateLimitPartitionsAreFair(t *testing.T) {
+	t.Parallel()
+	s := newStarts()
+	fsm := rlFSM(t, s)
+	b := setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"tenant": {Limit: 10, Burst: 2}}))
+	ka, kb := durable.RateLimitKey("tenant", "a"), durable.RateLimitKey("tenant", "b")
+	insertLimited(t, b, fsm, ka, 1, 60)
+	insertLimited(t, b, fsm, kb, 1, 60)
+	b.start(t)
+	time.Sleep(2 * time.Second)
+	if err := b.client.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	na, nb := s.count(ka), s.count(kb)
+	t.Logf("in 2 s at 10/s each: a %d, b %d", na, nb)
+	// Each bucket allows 2 + 10/s × 2 s = 22 (plus the time between the
+	// start and the stop); each should get well over half of that.
+	for _, k := range []string{ka, kb} {
+		n := s.count(k)
+		if n < 8 || n > 30 {
+			t.Errorf("partition %s ran %d steps in 2 s at 10/s", k, n)
+		}
+		checkRate(t, s.of(k), 10, 2, 3)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket WHERE key LIKE 'tenant:%'"); n != 2 {
+		t.Fatalf("%d buckets for tenant, want one per partition", n)
+	}
+}
+
+// TestRateLimitDoesNotBlockOthers: rows of an exhausted bucket, ahead of
+// unlimited rows in pick order, hold nothing back.
+func TestRateLimitDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
+	s := newStarts()
+	fsm := rlFSM(t, s)
+	b := setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"slow": {Limit: 1, Period: time.Hour}}))
+	insertLimited(t, b, fsm, "slow", 1, 30)
+	var free []int64
+	for range 20 {
+		free = append(free, b.insert(t, fsm.With(rlState{Key: "free"}), &durable.InsertOpts{Priority: 1}))
+	}
+	b.start(t)
+	for _, id := range free {
+		b.waitStatus(t, id, durable.StatusDone)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := s.count("slow"); n != 1 {
+		t.Fatalf("%d rows of a bucket of 1 per hour ran", n)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE rate_limit = 'slow' AND status = 'runnable'"); n != 29 {
+		t.Fatalf("%d rows of the slow bucket runnable, want 29", n)
+	}
+}
+
+// TestRateLimitUnknownName: rows naming a limit no engine has are reported
+// and left runnable; the rest of the queue runs.
+func TestRateLimitUnknownName(t *testing.T) {
+	t.Parallel()
+	s, ev := newStarts(), &rlEvents{}
+	fsm := rlFSM(t, s)
+	b := setup(t, rlConfig(fsm, ev, map[string]durable.RateLimit{"known": {Limit: 100}}))
+	for range 3 {
+		b.insert(t, fsm.With(rlState{Key: "mystery"}), &durable.InsertOpts{RateLimit: "mystery:x"})
+	}
+	var others []int64
+	for range 5 {
+		others = append(others, b.insert(t, fsm.With(rlState{Key: "free"}), &durable.InsertOpts{Priority: 1}))
+		others = append(others, b.insert(t, fsm.With(rlState{Key: "known"}), &durable.InsertOpts{Priority: 1, RateLimit: "known"}))
+	}
+	b.start(t)
+	for _, id := range others {
+		b.waitStatus(t, id, durable.StatusDone)
+	}
+	waitFor(t, "a RateLimitUnknown event", func() bool { _, u := ev.get(); return len(u) > 0 })
+	time.Sleep(150 * time.Millisecond) // a few more polls
+	_, unknown := ev.get()
+	want := durable.RateLimitUnknownEvent{Queue: durable.DefaultQueue, Key: "mystery:x", Name: "mystery", FSM: "rl", Step: "run", Count: 3}
+	for _, e := range unknown {
+		e.Worker = ""
+		if e != want {
+			t.Fatalf("unknown event %+v, want %+v", e, want)
+		}
+	}
+	// At most one per poll interval (50ms) of the queue.
+	if len(unknown) > 20 {
+		t.Fatalf("%d unknown events in well under a second", len(unknown))
+	}
+	if n := s.count("mystery"); n != 0 {
+		t.Fatalf("%d rows of an unknown limit ran", n)
+	}
+}
+
+// TestRateLimitAcrossEngines: two engines on one database share one
+// bucket; together they keep its rate.
+func TestRateLimitAcrossEngines(t *testing.T) {
+	t.Parallel()
+	s := newStarts()
+	fsm := rlFSM(t, s)
+	limits := map[string]durable.RateLimit{"api": {Limit: 20, Burst: 4}}
+	b := setup(t, rlConfig(fsm, nil, limits))
+	insertLimited(t, b, fsm, "api", 1, 60)
+	second := newClient(t, newPool(t, b.url), rlConfig(fsm, nil, limits), &recorder{})
+	b.start(t)
+	startClient(t, second)
+	waitFor(t, "60 steps", func() bool { return s.count("api") == 60 })
+	at := s.of("api")
+	checkRate(t, at, 20, 4, 4)
+	if d := at[59].Sub(at[0]); d < 2*time.Second {
+		t.Fatalf("60 steps at 20/s with a burst of 4 on two engines took %s", d)
+	}
+}
+
+// TestRateLimitInsertOptsRejected pins the insert-time checks of the key
+// and the weight.
+func TestRateLimitInsertOptsRejected(t *testing.T) {
+	t.Parallel()
+	fsm := rlFSM(t, newStarts())
+	c, err := durable.NewClient(newPool(t, "postgres://127.0.0.1:1/none"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		opts  durable.InsertOpts
+		field string
+	}{
+		"empty name":      {durable.InsertOpts{RateLimit: ":p"}, "InsertOpts.RateLimit"},
+		"empty partition": {durable.InsertOpts{RateLimit: "api:"}, "InsertOpts.RateLimit"},
+		"long":            {durable.InsertOpts{RateLimit: strings.Repeat("k", 256)}, "InsertOpts.RateLimit"},
+		"negative weight": {durable.InsertOpts{RateLimit: "api", RateLimitWeight: -1}, "InsertOpts.RateLimitWeight"},
+	} {
+		_, err := c.Insert(context.Background(), fsm.With(rlState{}), &tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %v does not name %s", name, err, tc.field)
+		}
+	}
+	if k := durable.RateLimitKey("tenant", "42"); k != "tenant:42" {
+		t.Fatalf("RateLimitKey = %q", k)
+	}
+}
