@@ -51,8 +51,9 @@ const correlationGuardIndex = "durable_instance_correlation_guard_idx"
 // Retry makes a failed instance runnable again at the step it failed in,
 // with the attempt reset to 1, at once or at opts.At, and returns its id.
 // Its state is the last committed one; its inbox, deleted when it failed,
-// stays empty, and the dedup keys it received still count. It is meant for
-// operators, once the cause of the failure is fixed.
+// stays empty, and the dedup keys it received still count; its count of
+// reaps in a row (Config.MaxReaps) starts over. It is meant for operators,
+// once the cause of the failure is fixed.
 //
 // target addresses the instance by id, or by key: ByKey here reaches the
 // failed instance carrying the key (a failed instance no longer occupies
