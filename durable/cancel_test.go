@@ -251,6 +251,19 @@ func TestCancelGrandparentWhileGrandchildrenEnd(t *testing.T) {
 				}
 			})
 		}
+		// One child per round is cancelled too, racing its parent's cascade.
+		var midID int64
+		if err := b.pool.QueryRow(ctx, `SELECT id FROM durable_instance WHERE fsm = 'mid' AND status = 'awaiting_children'
+			ORDER BY random() LIMIT 1`).Scan(&midID); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			<-start
+			time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond)
+			if err := b.client.Cancel(ctx, durable.ByID(midID), "child over"); err != nil && !errors.Is(err, durable.ErrTerminal) {
+				record(err)
+			}
+		})
 		for _, id := range gps {
 			delay := time.Duration(rand.IntN(15)) * time.Millisecond // into the grandchildren's commits
 			wg.Go(func() {
@@ -275,9 +288,11 @@ func TestCancelGrandparentWhileGrandchildrenEnd(t *testing.T) {
 		wg.Wait()
 		for _, err := range errs {
 			if isDeadlock(err) {
-				var pe *pgconn.PgError
-				errors.As(err, &pe)
-				t.Fatalf("round %d: deadlock: %v\n%s", round, err, pe.Detail)
+				var detail string
+				if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+					detail = pe.Detail
+				}
+				t.Fatalf("round %d: deadlock: %v\n%s", round, err, detail)
 			}
 			t.Fatalf("round %d: %v", round, err)
 		}
