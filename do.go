@@ -127,7 +127,6 @@ func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 		every = lease.TTL / 3
 	}
 	k := &keeper{ctx: ctx, s: s, key: key, lease: lease, every: every, lost: lost}
-	k.idle.L = &k.mu
 	k.mu.Lock()
 	k.timer = time.AfterFunc(every, k.beat)
 	k.mu.Unlock()
@@ -144,11 +143,11 @@ type keeper struct {
 	lost  func()
 
 	mu      sync.Mutex
-	idle    sync.Cond // signalled when a beat ends
 	timer   *time.Timer
 	lease   Lease
 	beating bool
 	stopped bool
+	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
 }
 
 func (k *keeper) beat() {
@@ -170,7 +169,10 @@ func (k *keeper) beat() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.beating = false
-	k.idle.Broadcast()
+	if k.idle != nil {
+		close(k.idle)
+		k.idle = nil
+	}
 	if err == nil {
 		k.lease = l
 	}
@@ -182,10 +184,16 @@ func (k *keeper) beat() {
 // stop ends the keeping and waits for a heartbeat under way.
 func (k *keeper) stop() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.stopped = true
 	k.timer.Stop()
-	for k.beating {
-		k.idle.Wait()
+	if !k.beating {
+		k.mu.Unlock()
+		return
 	}
+	if k.idle == nil {
+		k.idle = make(chan struct{})
+	}
+	idle := k.idle
+	k.mu.Unlock()
+	<-idle
 }

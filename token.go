@@ -28,5 +28,7 @@ func NewToken() string {
 	var b [20]byte
 	copy(b[:12], tokenPrefix[:])
 	binary.BigEndian.PutUint64(b[12:], tokenCounter.Add(1))
-	return hex.EncodeToString(b[:])
+	var h [40]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
