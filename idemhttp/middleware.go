@@ -22,7 +22,8 @@ func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &middleware{cfg: cfg, methods: map[string]bool{}}
+	m := &middleware{cfg: cfg, methods: map[string]bool{}, timed: cfg.OnEvent != nil,
+		beginOpts: &idem.BeginOpts{Retention: cfg.Retention, Lease: cfg.Lease}}
 	for _, method := range cfg.Methods {
 		m.methods[strings.ToUpper(method)] = true
 	}
@@ -46,24 +47,44 @@ func Middleware(cfg Config) func(http.Handler) http.Handler {
 type middleware struct {
 	cfg     Config
 	methods map[string]bool
+	// timed says whether times are measured: only for OnEvent.
+	timed bool
+	// beginOpts are the options of every Begin. Stores only read them.
+	beginOpts *idem.BeginOpts
 }
 
-// exchange is the state of one protected request.
+// exchange is the state of one protected request. It is allocated once
+// per request, with the capture writer and the body reader the handler
+// gets.
 type exchange struct {
-	m   *middleware
-	w   http.ResponseWriter
-	r   *http.Request
-	ctx context.Context // r's context without its cancellation
-	ev  Event
+	m    *middleware
+	w    http.ResponseWriter
+	r    *http.Request
+	ctx  context.Context // r's context without its cancellation
+	ev   Event
+	cw   capture
+	body bodyReader
+	buf  *[]byte // a pooled buffer for encoding, nil until needed
+	// values is the storage of replayed header values. They go into the
+	// response's header, so x is never reused.
+	values [8]string
+}
+
+// protects reports whether requests with method are protected.
+func (m *middleware) protects(method string) bool {
+	if p, ok := m.methods[method]; ok {
+		return p
+	}
+	return m.methods[strings.ToUpper(method)]
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if !m.methods[strings.ToUpper(r.Method)] {
+	if !m.protects(r.Method) {
 		next.ServeHTTP(w, r)
 		return
 	}
 	x := &exchange{m: m, w: w, r: r, ctx: context.WithoutCancel(r.Context()), ev: Event{Request: r}}
-	defer x.emit()
+	defer x.end()
 
 	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header.Values(idem.HeaderName))
 	if errors.Is(err, idem.ErrKeyMissing) {
@@ -94,14 +115,14 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if !ok {
 		return
 	}
-	req, err := m.request(r, body)
+	req, err := x.request(body)
 	if err != nil {
 		x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemInternal, Title: "Request fingerprint failed", Status: http.StatusInternalServerError, Detail: err.Error()})
 		return
 	}
 
 	call := x.storeCtx()
-	o, err := m.cfg.Store.Begin(call.ctx, key, req, &idem.BeginOpts{Retention: m.cfg.Retention, Lease: m.cfg.Lease})
+	o, err := m.cfg.Store.Begin(call.ctx, key, req, m.beginOpts)
 	x.done(call)
 	if err != nil {
 		x.ev.Err = err
@@ -135,13 +156,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // for the handler.
 func (x *exchange) readBody() ([]byte, bool) {
 	r, max := x.r, x.m.cfg.MaxBody
-	tooLarge := func() ([]byte, bool) {
-		x.fail(OutcomeTooLarge, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("Request bodies are limited to %d bytes.", max)})
-		return nil, false
-	}
 	if r.ContentLength > max {
-		return tooLarge()
+		x.tooLarge()
+		return nil, false
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
@@ -152,33 +169,42 @@ func (x *exchange) readBody() ([]byte, bool) {
 			return nil, false
 		}
 		if int64(len(b)) > max {
-			return tooLarge()
+			x.tooLarge()
+			return nil, false
 		}
 		body = b
 	}
-	br := &bodyReader{}
-	br.Reset(body)
-	r.Body = br
+	x.body.Reset(body)
+	r.Body = &x.body
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return body, true
 }
 
+func (x *exchange) tooLarge() {
+	x.fail(OutcomeTooLarge, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+		Detail: fmt.Sprintf("Request bodies are limited to %d bytes.", x.m.cfg.MaxBody)})
+}
+
 // request builds the Request Begin records: the fingerprint and a
-// body-free description.
-func (m *middleware) request(r *http.Request, body []byte) (idem.Request, error) {
+// body-free description, encoded in x's buffer (stores keep a copy of
+// what they record, never the buffer).
+func (x *exchange) request(body []byte) (idem.Request, error) {
+	r := x.r
+	target := r.URL.RequestURI()
 	var fp idem.Fingerprint
 	var err error
-	if m.cfg.Fingerprint != nil {
-		fp, err = m.cfg.Fingerprint(r, body)
+	if x.m.cfg.Fingerprint != nil {
+		fp, err = x.m.cfg.Fingerprint(r, body)
 	} else {
-		fp, err = DefaultFingerprint(r, body)
+		fp, err = defaultFingerprint(r.Method, target, r.Header.Get("Content-Type"), body)
 	}
 	if err != nil {
 		return idem.Request{}, err
 	}
-	payload := appendRequest(make([]byte, 0, 128), strings.ToUpper(r.Method), r.URL.RequestURI(), r.Header.Get("Content-Type"), len(body))
+	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, r.Header.Get("Content-Type"), len(body))
+	*x.buf = payload
 	return idem.Request{Fingerprint: fp, Payload: payload}, nil
 }
 
@@ -187,7 +213,11 @@ func (m *middleware) request(r *http.Request, body []byte) (idem.Request, error)
 // canonical form, so member order and whitespace do not matter. A body
 // labelled JSON that does not parse counts by its bytes.
 func DefaultFingerprint(r *http.Request, body []byte) (idem.Fingerprint, error) {
-	p := idem.RequestParts{Method: r.Method, Target: r.URL.RequestURI(), Body: body, JSON: isJSON(r.Header.Get("Content-Type"))}
+	return defaultFingerprint(r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"), body)
+}
+
+func defaultFingerprint(method, target, contentType string, body []byte) (idem.Fingerprint, error) {
+	p := idem.RequestParts{Method: method, Target: target, Body: body, JSON: isJSON(contentType)}
 	fp, err := idem.FingerprintRequest(p)
 	if err != nil && p.JSON {
 		p.JSON = false
@@ -216,7 +246,10 @@ type storeCall struct {
 }
 
 func (x *exchange) storeCtx() storeCall {
-	c := storeCall{ctx: x.ctx, start: time.Now()}
+	c := storeCall{ctx: x.ctx}
+	if x.m.timed {
+		c.start = time.Now()
+	}
 	if x.m.cfg.StoreTimeout > 0 {
 		c.ctx, c.cancel = context.WithTimeout(c.ctx, x.m.cfg.StoreTimeout)
 	}
@@ -228,7 +261,25 @@ func (x *exchange) done(c storeCall) {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	x.ev.StoreTime += time.Since(c.start)
+	if x.m.timed {
+		x.ev.StoreTime += time.Since(c.start)
+	}
+}
+
+// now is the time, when times are measured.
+func (x *exchange) now() time.Time {
+	if x.m.timed {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// since is the time since start, when times are measured.
+func (x *exchange) since(start time.Time) time.Duration {
+	if x.m.timed {
+		return time.Since(start)
+	}
+	return 0
 }
 
 // run executes the handler as the owner of key and records or releases the
@@ -238,12 +289,14 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	ctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
 	stop := idem.KeepAlive(ctx, store, key, lease, 0, func() { cancel(idem.ErrLeaseLost) })
-	cw := &capture{w: x.w, max: x.m.cfg.MaxCapture, allow: x.m.cfg.replay}
-	start := time.Now()
+	cw := &x.cw
+	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay)
+	start := x.now()
 	defer func() {
 		if p := recover(); p != nil {
 			stop()
-			x.ev.HandlerTime = time.Since(start)
+			cw.close()
+			x.ev.HandlerTime = x.since(start)
 			x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
 			x.release(key, lease)
 			panic(p)
@@ -251,7 +304,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	}()
 	next.ServeHTTP(cw, x.r.WithContext(ctx))
 	stop()
-	x.ev.HandlerTime = time.Since(start)
+	x.ev.HandlerTime = x.since(start)
 	cw.finish()
 	x.ev.Status = cw.status
 	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
@@ -259,7 +312,8 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		x.release(key, lease)
 		return
 	}
-	rec := appendResponse(make([]byte, 0, 64+cw.body.Len()*4/3), cw.status, cw.header, cw.body.Bytes())
+	rec := appendResponse(x.buffer(), cw.status, cw.header, cw.body)
+	*x.buf = rec
 	call := x.storeCtx()
 	err := store.Commit(call.ctx, key, lease, rec)
 	x.done(call)
@@ -285,22 +339,23 @@ func (x *exchange) release(key idem.Key, lease idem.Lease) {
 
 // replay writes a recorded response.
 func (x *exchange) replay(b []byte) {
-	rec, err := decodeResponse(b)
+	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[:0])
 	if err != nil {
 		x.ev.Err = err
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded response unreadable", Status: http.StatusInternalServerError})
 		return
 	}
+	*x.buf = rec.body[:0]
 	h := x.w.Header()
-	for k, v := range rec.Header {
-		if x.m.cfg.replaySet[k] {
-			h[k] = v
+	for _, f := range rec.header {
+		if x.m.cfg.replaySet[f.name] {
+			h[f.name] = f.values
 		}
 	}
 	h.Set(ReplayedHeader, "true")
-	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.Status
-	x.w.WriteHeader(rec.Status)
-	_, _ = x.w.Write(rec.Body)
+	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
+	x.w.WriteHeader(rec.status)
+	_, _ = x.w.Write(rec.body)
 }
 
 // fail answers with a problem.
@@ -311,19 +366,35 @@ func (x *exchange) fail(o Outcome, p *Problem) {
 
 // pass hands the request to the handler unprotected.
 func (x *exchange) pass(next http.Handler) {
-	start := time.Now()
-	cw := &capture{w: x.w, max: 0}
+	start := x.now()
+	cw := &x.cw
+	cw.init(x.w, 0, nil)
 	defer func() {
-		x.ev.HandlerTime = time.Since(start)
+		x.ev.HandlerTime = x.since(start)
 		cw.finish()
+		cw.close()
 		x.ev.Status = cw.status
 	}()
 	next.ServeHTTP(cw, x.r)
 }
 
-func (x *exchange) emit() {
+// buffer returns x's encoding buffer, emptied.
+func (x *exchange) buffer() []byte {
+	if x.buf == nil {
+		x.buf = bufPool.Get().(*[]byte)
+	}
+	return (*x.buf)[:0]
+}
+
+// end emits the event and returns what x borrowed.
+func (x *exchange) end() {
 	if x.m.cfg.OnEvent != nil {
 		x.m.cfg.OnEvent(x.ev)
+	}
+	x.cw.close()
+	if x.buf != nil {
+		putBuffer(x.buf)
+		x.buf = nil
 	}
 }
 
@@ -343,10 +414,9 @@ func readAll(body io.Reader, length, max int64) ([]byte, error) {
 		return nil, err
 	}
 	// A body longer than announced: read on to find out how much.
-	var one [1]byte
-	if n, _ := body.Read(one[:]); n > 0 {
+	if n, _ := body.Read(b[length : length+1]); n > 0 {
 		rest, err := io.ReadAll(io.LimitReader(body, max-length))
-		return append(append(b, one[0]), rest...), err
+		return append(b[:length+1], rest...), err
 	}
 	return b, nil
 }

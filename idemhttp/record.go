@@ -99,11 +99,33 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// decodeResponse reads a recorded response.
-func decodeResponse(b []byte) (*recordedResponse, error) {
-	if r, ok := parseResponse(string(b)); ok {
+// response is a recorded response as replay reads it.
+type response struct {
+	status int
+	header []headerField
+	body   []byte
+}
+
+// readResponse reads a recorded response: by parseResponse when it can,
+// else by decodeResponse. The body is decoded into body's storage, the
+// header fields and their values into fields' and values'.
+func readResponse(b, body []byte, fields []headerField, values []string) (response, error) {
+	if r, ok := parseResponse(b, body, fields, values); ok {
 		return r, nil
 	}
+	rec, err := decodeResponse(b)
+	if err != nil {
+		return response{}, err
+	}
+	r := response{status: rec.Status, body: rec.Body, header: fields}
+	for name, v := range rec.Header {
+		r.header = append(r.header, headerField{name: name, values: v})
+	}
+	return r, nil
+}
+
+// decodeResponse reads a recorded response with encoding/json.
+func decodeResponse(b []byte) (*recordedResponse, error) {
 	var r recordedResponse
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("idemhttp: recorded response does not decode: %w", err)
@@ -114,55 +136,62 @@ func decodeResponse(b []byte) (*recordedResponse, error) {
 	return &r, nil
 }
 
-// parseResponse is the fast path of decodeResponse: it reads exactly what
+// parseResponse is the fast path of readResponse: it reads exactly what
 // appendResponse writes, with strings free of escapes, and reports false
-// for anything else.
-func parseResponse(s string) (*recordedResponse, bool) {
+// for anything else. Each header's values are a slice of values' storage
+// with no spare capacity, so that appending to one never overwrites
+// another.
+func parseResponse(b, body []byte, fields []headerField, values []string) (response, bool) {
+	s := string(b)
 	p := scanner{s: s}
 	if !p.lit(`{"v":1,"status":`) {
-		return nil, false
+		return response{}, false
 	}
 	status, ok := p.int()
 	if !ok || status < 100 || status > 999 {
-		return nil, false
+		return response{}, false
 	}
-	r := &recordedResponse{V: 1, Status: status}
+	r := response{status: status, header: fields}
 	if p.lit(`,"header":{`) {
-		r.Header = http.Header{}
 		for first := true; !p.lit("}"); first = false {
 			if !first && !p.lit(",") {
-				return nil, false
+				return response{}, false
 			}
 			name, ok := p.str()
 			if !ok || !p.lit(":[") {
-				return nil, false
+				return response{}, false
 			}
-			var values []string
+			start := len(values)
 			for firstV := true; !p.lit("]"); firstV = false {
 				if !firstV && !p.lit(",") {
-					return nil, false
+					return response{}, false
 				}
 				v, ok := p.str()
 				if !ok {
-					return nil, false
+					return response{}, false
 				}
 				values = append(values, v)
 			}
-			r.Header[name] = values
+			r.header = append(r.header, headerField{name: name, values: values[start:len(values):len(values)]})
 		}
 	}
 	if !p.lit(`,"body":`) {
-		return nil, false
+		return response{}, false
 	}
-	body, ok := p.str()
+	start := p.i + 1
+	enc, ok := p.str()
 	if !ok || !p.lit("}") || p.i != len(s) {
-		return nil, false
+		return response{}, false
 	}
-	dec, err := base64.StdEncoding.DecodeString(body)
+	n := base64.StdEncoding.DecodedLen(len(enc))
+	if cap(body) < n {
+		body = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(body[:n], b[start:start+len(enc)])
 	if err != nil {
-		return nil, false
+		return response{}, false
 	}
-	r.Body = dec
+	r.body = body[:n]
 	return r, true
 }
 
@@ -209,10 +238,9 @@ type headerField struct {
 	values []string
 }
 
-// replayable returns the fields of h that may be recorded: those named in
-// allow, never the ones in neverReplayed.
-func replayable(h http.Header, allow []string) []headerField {
-	var out []headerField
+// replayable appends to out the fields of h that may be recorded: those
+// named in allow (which holds none of neverReplayed).
+func replayable(out []headerField, h http.Header, allow []string) []headerField {
 	for _, name := range allow {
 		if v, ok := h[name]; ok && len(v) > 0 {
 			out = append(out, headerField{name: name, values: v})

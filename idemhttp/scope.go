@@ -16,7 +16,9 @@ func ScopeByAuthorization(r *http.Request) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(sum[:16])
+	var buf [32]byte
+	hex.Encode(buf[:], sum[:16])
+	return string(buf[:])
 }
 
 // NoScope puts every caller in one scope. Use it only when the key space is

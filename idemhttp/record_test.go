@@ -1,0 +1,56 @@
+package idemhttp
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	for name, c := range map[string]struct {
+		header []headerField
+		body   string
+	}{
+		"no header":     {body: `{"id":1}`},
+		"empty body":    {header: []headerField{{name: "Location", values: []string{"/x/1"}}}},
+		"several":       {header: []headerField{{name: "Content-Type", values: []string{"application/json"}}, {name: "Link", values: []string{"<a>", "<b>", "<c>"}}, {name: "Etag", values: []string{`W/1`}}}, body: "\x00\xffbinary"},
+		"escaped value": {header: []headerField{{name: "X-Request-Id", values: []string{`a"b\c`}}, {name: "Vary", values: []string{"Accept"}}}, body: "x"},
+		"many headers": {header: []headerField{{name: "A", values: []string{"1"}}, {name: "B", values: []string{"2", "3"}}, {name: "C", values: []string{"4"}},
+			{name: "D", values: []string{"5"}}, {name: "E", values: []string{"6"}}, {name: "F", values: []string{"7", "8", "9"}}}, body: "y"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := appendResponse(nil, 201, c.header, []byte(c.body))
+			var fields [2]headerField
+			var values [2]string
+			r, err := readResponse(rec, make([]byte, 0, 4), fields[:0], values[:0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != 201 || string(r.body) != c.body {
+				t.Errorf("status %d body %q, want 201 %q", r.status, r.body, c.body)
+			}
+			got, want := http.Header{}, http.Header{}
+			for _, f := range r.header {
+				got[f.name] = f.values
+				if cap(f.values) != len(f.values) {
+					t.Errorf("%s: values have spare capacity %d > %d", f.name, cap(f.values), len(f.values))
+				}
+			}
+			for _, f := range c.header {
+				want[f.name] = f.values
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("header (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestReadResponseRejects(t *testing.T) {
+	for _, rec := range []string{``, `{}`, `{"v":2,"status":200,"body":""}`, `{"v":1,"status":99,"body":""}`, `{"v":1,"status":200,"body":"%%"}`} {
+		if _, err := readResponse([]byte(rec), nil, nil, nil); err == nil {
+			t.Errorf("readResponse(%s) succeeded", rec)
+		}
+	}
+}
