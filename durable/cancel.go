@@ -76,8 +76,7 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 	b.Queue(cancelSQL, id, why)
 	b.Queue(dropInboxSQL, id)
 	b.Queue(releaseParentSQL, id)       // a child releases its parent
-	b.Queue(cancelChildrenSQL, id, why) // a parent's live children end with it
-	b.Queue(dropChildrenInboxSQL, id)
+	b.Queue(cancelChildrenSQL, id, why) // a parent's live descendants end with it
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("durable: Cancel: %w", err)
 	}

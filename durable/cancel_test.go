@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,4 +331,42 @@ func TestCancelGrandparentWhileGrandchildrenEnd(t *testing.T) {
 	}
 	t.Logf("%d grandparents cancelled, %d ended before their cancel; %d of %d grandchildren done",
 		cancelled, ended, leavesDone, rounds*perRound)
+}
+
+// Cancelling an instance deletes the inboxes of every descendant it
+// cancels, grandchildren included.
+func TestCancelDropsTheInboxesOfDescendants(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	mid := mustFSM(t, durable.FSMConfig[parentState]{
+		Name: "mid", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(ctx context.Context, s *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("spawn", durable.InsertParams{Args: ctl.With(ctlState{})}), nil
+			},
+		},
+	})
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: mid.With(parentState{})}}
+	}, &after)
+	b := setup(t, fast(ctl, mid, parent))
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	m := b.childIDs(t, p)[0]
+	b.waitStatus(t, m, durable.StatusAwaitingChildren)
+	leaf := b.childIDs(t, m)[0]
+	b.waitStatus(t, leaf, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(leaf), "unawaited", 1, "")
+	b.signal(t, durable.ByID(m), "unawaited", 2, "")
+
+	if err := b.client.Cancel(ctxT(t), durable.ByID(p), "all"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{m, leaf} {
+		if in := b.get(t, id); in.Status != durable.StatusCancelled || len(in.Inbox) != 0 {
+			t.Errorf("descendant %d: %s with inbox %v, want cancelled with none", id, in.Status, in.Inbox)
+		}
+	}
 }

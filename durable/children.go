@@ -146,8 +146,11 @@ ORDER BY tree.depth, i.id
 FOR NO KEY UPDATE OF i`
 
 // cancelChildrenSQL cancels the live descendants of the cancelled instance
-// $1, with reason $2, and clears its pending count: its children need not
-// release it any more.
+// $1, with reason $2, deletes their inboxes and clears its pending count:
+// its children need not release it any more. It follows
+// lockDescendantsSQL, which locked the rows it cancels: a signal is stored
+// only under its instance's row lock, so its snapshot sees every signal
+// stored for them, and none can be stored until the transaction ends.
 const cancelChildrenSQL = `
 WITH RECURSIVE tree AS (
     SELECT id FROM durable_instance WHERE parent_id = $1 AND releases_parent
@@ -161,15 +164,10 @@ WITH RECURSIVE tree AS (
     WHERE id IN (SELECT id FROM tree)
       AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
     RETURNING id
+), dropped AS (
+    DELETE FROM durable_signal WHERE instance_id IN (SELECT id FROM gone)
 )
 UPDATE durable_instance SET pending_children = 0 WHERE id = $1`
-
-// dropChildrenInboxSQL deletes, after cancelChildrenSQL, the inboxes of the
-// cancelled children (with a snapshot that sees every signal stored
-// before they ended).
-const dropChildrenInboxSQL = `
-DELETE FROM durable_signal
-WHERE instance_id IN (SELECT id FROM durable_instance WHERE parent_id = $1 AND status = 'cancelled')`
 
 // txBeginner is what commitChildren needs of the commit's database.
 type txBeginner interface {
