@@ -64,24 +64,42 @@ func (c *claimed) loseLease() {
 // delivered), rows whose concurrency key is at its limit (the limits by
 // prefix are $5 and $6; see concurrency.go) and rows whose rate-limit
 // bucket lacks the tokens (the limits by name are $7, $8 and $9; see
-// ratelimit.go). Each keyed row gets a free slot of its key; one that finds
-// none (its key filled up within the batch) stays runnable. Each bucket of
-// the rows it locked is locked in turn, refilled, and grants its rows, in
-// pick order, as long as it holds their cost; it keeps what is left. It
-// returns each leased row with its inbox, read in the same statement
-// (kind 0), then a report on the rate-limited rows it left waiting
-// (kind 1; see rateWaitSQL).
+// ratelimit.go). It locks the first rows that name no bucket and the
+// first rows of each bucket that holds tokens for them, as many as the
+// tokens, so that it never walks past rows that wait for tokens, and takes
+// the first $2 of them. Each keyed row gets a free slot of its key; one that finds none (its key
+// filled up within the batch) stays runnable. Each bucket of the rows it
+// locked is locked in turn, refilled, and grants its rows, in pick order,
+// as long as it holds their cost; it keeps what is left. It returns each
+// leased row with its inbox, read in the same statement (kind 0), then a
+// line per bucket with due rows (kind 1; see rateHeadsSQL).
 const claimSQL = `
-WITH conf AS (
+WITH RECURSIVE conf AS (
     SELECT * FROM unnest($7::text[], $8::float8[], $9::float8[]) AS c(name, rate, burst)
-), picked AS (
+), ` + rateHeadsSQL + `, free AS (
     SELECT i.id, i.concurrency_key, i.rate_limit, i.rate_weight, i.priority, i.eligible_at FROM durable_instance i
-    WHERE i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now()
+    WHERE i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now() AND i.rate_limit IS NULL
       AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
-      AND (i.rate_limit IS NULL OR ` + rateReadySQL + `)
     ORDER BY i.priority, i.eligible_at, i.id
     LIMIT $2
     FOR UPDATE OF i SKIP LOCKED
+), limited AS (
+    SELECT i.id, i.concurrency_key, i.rate_limit, i.rate_weight, i.priority, i.eligible_at FROM durable_instance i
+    WHERE i.id IN (
+            SELECT r.id
+            FROM heads k CROSS JOIN LATERAL (
+                SELECT i.id FROM durable_instance i
+                WHERE i.status = 'runnable' AND i.queue = $1 AND i.rate_limit = k.key AND i.eligible_at <= now()
+                  AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
+                ORDER BY i.priority, i.eligible_at, i.id
+                LIMIT least($2, floor(k.tokens)::int)) r
+            WHERE k.known AND k.tokens >= k.head_cost)
+      AND i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now()
+    FOR UPDATE OF i SKIP LOCKED
+), picked AS (
+    SELECT p.* FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) p
+    ORDER BY p.priority, p.eligible_at, p.id
+    LIMIT $2
 ), slotted AS (
     SELECT p.id, p.rate_limit, p.rate_weight, p.priority, p.eligible_at,
            CASE WHEN p.concurrency_key IS NULL THEN 0 ELSE ` + keyFreeSlotSQL + ` END AS slot
@@ -98,9 +116,9 @@ WITH conf AS (
       AND (slotted.rate_limit IS NULL OR slotted.id IN (SELECT id FROM granted))
     RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.attempt, i.claims,
               i.awaiting, i.priority, i.eligible_at, i.rate_limit
-), ` + rateWaitSQL + `
+)
 SELECT kind, id, fsm, fsm_version, step, state, correlation_key, attempt, claims, awaiting, npicked, inbox,
-       rate_limit, known, waiting, head_cost, tokens
+       rate_limit, known, due, head_cost, tokens
 FROM (
     SELECT 0 AS kind, l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, '') AS correlation_key,
            l.attempt, l.claims, l.awaiting, (SELECT count(*) FROM picked) AS npicked,
@@ -108,13 +126,14 @@ FROM (
                        'ID', s.id, 'Name', s.name, 'Payload', s.payload,
                        'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')
             FROM durable_signal s WHERE s.instance_id = l.id) AS inbox,
-           coalesce(l.rate_limit, '') AS rate_limit, true AS known, 0::bigint AS waiting,
+           coalesce(l.rate_limit, '') AS rate_limit, true AS known, 0::bigint AS due,
            0::float8 AS head_cost, 0::float8 AS tokens, l.priority, l.eligible_at
     FROM leased l
     UNION ALL
-    SELECT 1, 0, r.fsm, 0, r.step, NULL, '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
-           r.key, r.known, r.waiting, r.head_cost, r.tokens, 0, NULL
-    FROM report r
+    SELECT 1, 0, h.fsm, 0, h.step, NULL, '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
+           h.key, h.known, h.due, coalesce(h.head_cost, 0),
+           coalesce((SELECT s.tokens FROM spent s WHERE s.key = h.key), h.tokens, 0), 0, NULL
+    FROM heads h
 ) out
 ORDER BY kind, priority, eligible_at, id`
 
@@ -129,8 +148,8 @@ func claim(ctx context.Context, db dbtx, queue string, n int, owner string, ttl 
 // claimRated leases up to n runnable rows of queue to owner, within the
 // concurrency limits lim and the rate limits rl. picked is how many rows
 // it locked, including those left for lack of a slot or of tokens (0 when
-// it leased none and left no rate-limited row waiting). waiting reports
-// the rate-limited rows it left.
+// it leased none and no bucket has due rows). waiting reports each bucket
+// with due rows.
 func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration,
 	lim keyLimits, rl rateLimits) (_ []*claimed, picked int, waiting []rateWaiting, _ error) {
 	rows, err := db.Query(ctx, claimSQL, queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits,
@@ -148,15 +167,15 @@ func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string,
 			npicked          int64
 			inbox            []byte
 			w                rateWaiting
-			nwaiting         int64
+			due              int64
 		)
 		if err := rows.Scan(&kind, &c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
-			&c.claims, &c.awaiting, &npicked, &inbox, &w.key, &w.known, &nwaiting, &w.headCost, &w.tokens); err != nil {
+			&c.claims, &c.awaiting, &npicked, &inbox, &w.key, &w.known, &due, &w.headCost, &w.tokens); err != nil {
 			return nil, 0, nil, err
 		}
 		picked = int(npicked)
 		if kind == 1 {
-			w.fsm, w.step, w.count = c.fsm, c.step, int(nwaiting)
+			w.fsm, w.step, w.due = c.fsm, c.step, int(due)
 			waiting = append(waiting, w)
 			continue
 		}

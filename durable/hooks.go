@@ -35,8 +35,8 @@ type Hooks struct {
 	RateLimitThrottled func(RateLimitThrottledEvent)
 	// RateLimitUnknown: due rows name a rate limit that Config.RateLimits
 	// does not have, so no engine with this configuration picks them
-	// ([:gen_durable, :rate_limit, :unknown]); one event per key, FSM and
-	// step, at most once per pick and per Config.PollInterval of a queue.
+	// ([:gen_durable, :rate_limit, :unknown]); one event per key, at most
+	// once per pick and per Config.PollInterval of a queue.
 	RateLimitUnknown func(RateLimitUnknownEvent)
 }
 
@@ -117,9 +117,9 @@ type RateLimitThrottledEvent struct {
 	Queue  string
 	Worker string // the engine's Config.ID
 	Key    string // the bucket: "name" or "name:partition"
-	// Wanted is how many due rows of the bucket the pick found: those it
-	// leased and those it left (counted among the queue's first 1000 due
-	// rate-limited rows in pick order).
+	// Wanted is how many due rows of the bucket the pick wanted: those it
+	// leased and those it left, counted up to its demand (the room of the
+	// queue's workers).
 	Wanted int
 	// Granted is how many of them it leased, taking their tokens.
 	Granted int
@@ -133,9 +133,8 @@ type RateLimitUnknownEvent struct {
 	Worker string // the engine's Config.ID
 	Key    string // the rows' InsertOpts.RateLimit
 	Name   string // its name, without the partition
-	FSM    string
-	Step   string
-	// Count is how many such rows of the FSM and step are due (counted
-	// among the queue's first 1000 due rate-limited rows in pick order).
+	FSM    string // the FSM of the key's first due row
+	Step   string // and its step
+	// Count is how many of the key's rows are due, counted up to 1000.
 	Count int
 }

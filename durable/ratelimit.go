@@ -114,28 +114,49 @@ func validateRateLimits(m map[string]RateLimit) (map[string]RateLimit, error) {
 }
 
 // The fragments of claimSQL about rate limits. They need the limits by
-// name as the CTE conf (name, rate in tokens per second, burst), the
-// candidate row as i (in rateReadySQL) and the rows that got a
-// concurrency slot as slotted (in rateGrantSQL).
+// name as the CTE conf (name, rate in tokens per second, burst), and the
+// rows that got a concurrency slot as slotted (in rateGrantSQL).
 const (
 	// bucketTokensSQL is the tokens of bucket b (of a limit c) now: its
 	// stored tokens refilled by the time since updated_at, at most the
-	// burst; a bucket not yet used (tokens NULL), or missing, is full.
+	// burst; a bucket not yet used (tokens NULL) is full.
 	bucketTokensSQL = `CASE WHEN b.tokens IS NULL THEN c.burst
          ELSE least(c.burst, b.tokens + c.rate * greatest(0, extract(epoch FROM now() - b.updated_at))) END`
 
-	// rateReadySQL holds when i's bucket has the tokens for the first due
-	// row of its key in the queue (strict order: a key's rows start in
-	// pick order, so a heavy row is not overtaken by light ones). It is
-	// NULL, and the row skipped, when no limit has the key's name. The
-	// bucket is read without a lock: rateGrantSQL decides.
-	rateReadySQL = `(SELECT ` + bucketTokensSQL + `
-        >= least(c.burst, (SELECT h.rate_weight FROM durable_instance h
-                           WHERE h.status = 'runnable' AND h.queue = i.queue AND h.rate_limit = i.rate_limit
-                             AND h.eligible_at <= now()
-                           ORDER BY h.priority, h.eligible_at, h.id LIMIT 1))
-    FROM conf c LEFT JOIN durable_rate_limit_bucket b ON b.key = i.rate_limit
-    WHERE c.name = split_part(i.rate_limit, ':', 1))`
+	// rateHeadsSQL are the CTEs that look at the buckets of the queue's
+	// runnable rows. rkeys: the distinct keys, by a loose scan of
+	// durable_instance_rate_limit_idx (one probe per key, however many
+	// rows wait). heads: each key with due rows, with its first due row's
+	// FSM, step and cost (strict order: a key's rows start in pick order,
+	// so a heavy row is not overtaken by light ones), its due rows counted
+	// up to $2 (up to 1000 for an unknown name), whether a limit has its
+	// name, and its bucket's tokens, read without a lock (rateGrantSQL
+	// decides); a missing bucket is full.
+	rateHeadsSQL = `rkeys AS (
+    (SELECT i.rate_limit AS key FROM durable_instance i
+     WHERE i.status = 'runnable' AND i.queue = $1 AND i.rate_limit IS NOT NULL
+     ORDER BY i.rate_limit LIMIT 1)
+    UNION ALL
+    SELECT (SELECT i.rate_limit FROM durable_instance i
+            WHERE i.status = 'runnable' AND i.queue = $1 AND i.rate_limit > k.key
+            ORDER BY i.rate_limit LIMIT 1)
+    FROM rkeys k WHERE k.key IS NOT NULL
+), heads AS (
+    SELECT k.key, c.name IS NOT NULL AS known, h.fsm, h.step, least(h.rate_weight, c.burst)::float8 AS head_cost,
+           coalesce((SELECT ` + bucketTokensSQL + ` FROM durable_rate_limit_bucket b WHERE b.key = k.key),
+                    c.burst)::float8 AS tokens,
+           (SELECT count(*) FROM (SELECT 1 FROM durable_instance d
+                                  WHERE d.status = 'runnable' AND d.queue = $1 AND d.rate_limit = k.key
+                                    AND d.eligible_at <= now()
+                                  LIMIT CASE WHEN c.name IS NULL THEN 1000 ELSE $2 END) d) AS due
+    FROM rkeys k
+    CROSS JOIN LATERAL (SELECT h.fsm, h.step, h.rate_weight FROM durable_instance h
+                        WHERE h.status = 'runnable' AND h.queue = $1 AND h.rate_limit = k.key
+                          AND h.eligible_at <= now()
+                        ORDER BY h.priority, h.eligible_at, h.id LIMIT 1) h
+    LEFT JOIN conf c ON c.name = split_part(k.key, ':', 1)
+    WHERE k.key IS NOT NULL
+)`
 
 	// rateGrantSQL are the CTEs that spend tokens. keyed: the rows with a
 	// slot that name a bucket, each with its cost (its weight, at most the
@@ -144,7 +165,7 @@ const (
 	// of any engine take a bucket's tokens one after the other, each
 	// seeing what the last one left. avail: each bucket's tokens now.
 	// granted: the rows whose running cost the bucket holds. spent: the
-	// buckets, with their tokens taken, created full first if missing.
+	// buckets, with their tokens taken, created first if missing.
 	rateGrantSQL = `keyed AS (
     SELECT s.id, s.rate_limit AS key, least(s.rate_weight, c.burst) AS cost, c.rate, c.burst,
            sum(least(s.rate_weight, c.burst)) OVER (PARTITION BY s.rate_limit
@@ -175,44 +196,17 @@ const (
         updated_at = greatest(b.updated_at, excluded.updated_at)
     RETURNING b.key, b.tokens
 )`
-
-	// rateWaitSQL are the CTEs of claimSQL's report: among the first
-	// 1000 due rows of the queue that name a bucket (in pick
-	// order) and were not leased, for each known key the count, the cost
-	// of its first row and its bucket's tokens after the claim; for each
-	// unknown key, the count by FSM and step.
-	rateWaitSQL = `waiting AS (
-    SELECT w.id, w.rate_limit AS key, w.fsm, w.step, w.rate_weight, w.priority, w.eligible_at
-    FROM durable_instance w
-    WHERE w.status = 'runnable' AND w.queue = $1 AND w.eligible_at <= now() AND w.rate_limit IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM leased l WHERE l.id = w.id)
-    ORDER BY w.priority, w.eligible_at, w.id
-    LIMIT 1000
-), report AS (
-    SELECT w.key, true AS known, '' AS fsm, '' AS step, count(*) AS waiting,
-           (array_agg(least(w.rate_weight, c.burst) ORDER BY w.priority, w.eligible_at, w.id))[1]::float8 AS head_cost,
-           coalesce((SELECT s.tokens FROM spent s WHERE s.key = w.key),
-                    (SELECT ` + bucketTokensSQL + ` FROM durable_rate_limit_bucket b WHERE b.key = w.key),
-                    c.burst)::float8 AS tokens
-    FROM waiting w JOIN conf c ON c.name = split_part(w.key, ':', 1)
-    GROUP BY w.key, c.rate, c.burst
-    UNION ALL
-    SELECT w.key, false, w.fsm, w.step, count(*), 0, 0
-    FROM waiting w
-    WHERE NOT EXISTS (SELECT 1 FROM conf c WHERE c.name = split_part(w.key, ':', 1))
-    GROUP BY w.key, w.fsm, w.step
-)`
 )
 
-// rateWaiting is one line of a claim's report on the rate-limited rows it
-// left runnable: for a known key, its count, the cost of its first row and
-// the tokens its bucket holds; for an unknown one, the count of one FSM
-// and step.
+// rateWaiting is a claim's line on one bucket with due rows in the queue:
+// whether a limit has its name; the FSM, step and cost of its first due
+// row; its due rows, counted up to the claim's demand, and of them those
+// the claim left; the tokens its bucket holds after the claim.
 type rateWaiting struct {
 	key       string
 	known     bool
-	fsm, step string // of an unknown key
-	count     int
+	fsm, step string
+	due, left int
 	headCost  float64
 	tokens    float64
 }
@@ -223,6 +217,15 @@ type rateWaiting struct {
 func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claimed, int, error) {
 	cs, picked, waiting, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, q.e.c.cfg.LeaseTTL, lim, q.rates)
 	if err == nil {
+		granted := map[string]int{}
+		for _, c := range cs {
+			if c.rateKey != "" {
+				granted[c.rateKey]++
+			}
+		}
+		for i := range waiting {
+			waiting[i].left = max(waiting[i].due-granted[waiting[i].key], 0)
+		}
 		q.waiting = waiting
 	}
 	return cs, picked, err
@@ -251,18 +254,18 @@ func (q *queue) reportRateLimits(cs []*claimed) (wait time.Duration) {
 		if !w.known {
 			if unknown {
 				cfg.Hooks.RateLimitUnknown(RateLimitUnknownEvent{
-					Queue: q.name, Worker: q.e.owner, Key: w.key, Name: name, FSM: w.fsm, Step: w.step, Count: w.count,
+					Queue: q.name, Worker: q.e.owner, Key: w.key, Name: name, FSM: w.fsm, Step: w.step, Count: w.due,
 				})
 				q.unknownAt = now
 			}
 			continue
 		}
-		if w.tokens >= w.headCost {
-			continue // the rows wait for something else: a slot of their concurrency key, or room
+		if w.left == 0 || w.tokens >= w.headCost {
+			continue // no row left, or they wait for something else: a slot of their concurrency key, or room
 		}
 		if h := cfg.Hooks.RateLimitThrottled; h != nil {
 			g := granted[w.key]
-			h(RateLimitThrottledEvent{Queue: q.name, Worker: q.e.owner, Key: w.key, Wanted: g + w.count, Granted: g})
+			h(RateLimitThrottledEvent{Queue: q.name, Worker: q.e.owner, Key: w.key, Wanted: g + w.left, Granted: g})
 		}
 		if d := refillTime(cfg.RateLimits[name], w.headCost-w.tokens); wait == 0 || d < wait {
 			wait = d

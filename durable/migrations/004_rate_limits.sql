@@ -19,14 +19,16 @@ CREATE TABLE IF NOT EXISTS durable_rate_limit_bucket (
     updated_at timestamptz      NOT NULL DEFAULT now()
 );
 
--- The picker's look at a key's first due row, whose cost the bucket must
--- hold before any row of the key is leased (strict order).
+-- The picker's look at the keys with runnable rows in a queue (a loose
+-- index scan), at each key's first due row, whose cost the bucket must hold
+-- before any row of the key is leased (strict order), and at the rows of
+-- the keys whose buckets hold tokens.
 CREATE INDEX IF NOT EXISTS durable_instance_rate_limit_idx
     ON durable_instance (queue, rate_limit, priority, eligible_at, id)
     WHERE status = 'runnable' AND rate_limit IS NOT NULL;
 
--- The rows that wait for tokens, in pick order, for the picker's report
--- (Hooks.RateLimitThrottled, Hooks.RateLimitUnknown) and its next wake-up.
-CREATE INDEX IF NOT EXISTS durable_instance_rate_limit_wait_idx
+-- The picker's rows that name no bucket, in pick order, so that it reaches
+-- them without walking past the rows that wait for tokens.
+CREATE INDEX IF NOT EXISTS durable_instance_pick_free_idx
     ON durable_instance (queue, priority, eligible_at, id)
-    WHERE status = 'runnable' AND rate_limit IS NOT NULL;
+    WHERE status = 'runnable' AND rate_limit IS NULL;
