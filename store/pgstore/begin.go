@@ -2,10 +2,10 @@ package pgstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // maxBeginAttempts bounds how often Begin runs its statement. A second
@@ -20,7 +20,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		return idem.Outcome{}, err
 	}
 	payload := req.RecordedPayload()
-	if err := checkJSONB("request", payload); err != nil {
+	if err := checkJSONB("request", payload); err != nil { // after CheckBegin's JSON and UTF-8 checks
 		return idem.Outcome{}, err
 	}
 	if b.q == nil {
@@ -37,12 +37,14 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		now := b.now()
 		token := idem.NewToken()
 		leaseEnd := now.Add(leaseTTL)
+		// pgtype's nullable types scan without database/sql's conversions
+		// on pgx, and are sql.Scanners for database/sql.
 		var (
-			got                           sql.NullBool
-			newFence, curFence            sql.NullInt64
-			status                        sql.NullString
+			got                           pgtype.Bool
+			newFence, curFence            pgtype.Int8
+			status                        pgtype.Text
 			hash, recReq, recRes, recErr  []byte
-			created, expires, curLeaseEnd sql.NullTime
+			created, expires, curLeaseEnd pgtype.Timestamptz
 		)
 		err := b.q.queryRow(ctx, b.s.sql.begin,
 			[]any{ns, scope, value, fp, payload, now, now.Add(retention), leaseEnd, token, lock},
@@ -85,7 +87,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 }
 
 // record builds an idem.Record from stored columns.
-func record(key idem.Key, status string, hash, reqPayload, result, errPayload []byte, fence int64, created, expires, leaseEnd sql.NullTime) (idem.Record, error) {
+func record(key idem.Key, status string, hash, reqPayload, result, errPayload []byte, fence int64, created, expires, leaseEnd pgtype.Timestamptz) (idem.Record, error) {
 	fp, err := idem.ParseFingerprint(hash)
 	if err != nil {
 		return idem.Record{}, err

@@ -1,67 +1,59 @@
 package pgstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/idemgo/idem"
 )
 
-// The checks below run after idem.CheckPayload (size, JSON syntax) and
-// before anything is sent, so that PostgreSQL never rejects a payload
-// halfway through a caller's transaction (which would abort it). They
-// cover what PostgreSQL refuses in JSON that encoding/json accepts; the
-// only remaining refusals, numbers beyond the range of JSONB's numeric,
-// are still reported as idem.ErrInvalidPayload (see classify).
+// The check below runs after idem.CheckPayload (size, JSON syntax, UTF-8)
+// and before anything is sent, so that PostgreSQL never rejects a payload
+// halfway through a caller's transaction (which would abort it). It covers
+// what PostgreSQL's jsonb refuses in JSON that CheckPayload accepts; the
+// json column type (result_payload) takes every document CheckPayload
+// accepts. The only remaining refusals, numbers beyond the range of
+// JSONB's numeric, are still reported as idem.ErrInvalidPayload (see
+// classify).
 
-// checkText rejects a JSON document PostgreSQL cannot take as text: one
-// that is not valid UTF-8 (encoding/json does not check). This is all the
-// json column type (result_payload) needs.
-func checkText(what string, b []byte) error {
-	if !utf8.Valid(b) {
-		return fmt.Errorf("%w: %s is not valid UTF-8", idem.ErrInvalidPayload, what)
-	}
-	return nil
-}
-
-// checkJSONB rejects a valid JSON document that the jsonb column type
-// (request_payload) cannot hold: invalid UTF-8, the escape \u0000 (jsonb
-// stores strings as text, which has no NUL), and a \u escape of a UTF-16
-// surrogate that is not part of a pair.
+// checkJSONB rejects a document, valid JSON in valid UTF-8 (as
+// idem.CheckPayload ensures), that the jsonb column type (request_payload)
+// cannot hold: one with the escape \u0000 (jsonb stores strings as text,
+// which has no NUL), or with a \u escape of a UTF-16 surrogate that is not
+// part of a pair.
 func checkJSONB(what string, b []byte) error {
-	if err := checkText(what, b); err != nil {
-		return err
-	}
-	// In valid JSON a backslash only occurs inside strings, so escapes can
-	// be found without tracking where strings start and end.
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
+	// In valid JSON a backslash only occurs inside strings, and always
+	// starts an escape, so escapes can be found without tracking where
+	// strings start and end.
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return nil
 		}
-		i++ // the escaped character
+		i += j + 1 // the escaped character
 		if b[i] != 'u' {
+			i++
 			continue
 		}
 		r := hex4(b[i+1 : i+5])
-		i += 4
+		i += 5
 		switch {
 		case r == 0:
 			return fmt.Errorf(`%w: %s has the escape \u0000, which PostgreSQL's jsonb cannot store`, idem.ErrInvalidPayload, what)
 		case 0xDC00 <= r && r <= 0xDFFF:
 			return fmt.Errorf("%w: %s has a lone low surrogate escape, which PostgreSQL's jsonb rejects", idem.ErrInvalidPayload, what)
 		case 0xD800 <= r && r <= 0xDBFF:
-			if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+			if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
 				return fmt.Errorf("%w: %s has a lone high surrogate escape, which PostgreSQL's jsonb rejects", idem.ErrInvalidPayload, what)
 			}
-			if lo := hex4(b[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+			if lo := hex4(b[i+2 : i+6]); lo < 0xDC00 || lo > 0xDFFF {
 				return fmt.Errorf("%w: %s has a lone high surrogate escape, which PostgreSQL's jsonb rejects", idem.ErrInvalidPayload, what)
 			}
 			i += 6
 		}
 	}
-	return nil
 }
 
 // hex4 decodes the four hex digits of a \u escape (valid: the document

@@ -2,11 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
 	"github.com/idemgo/idem"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Get implements idem.Store. In transactional mode it sees the caller's
@@ -26,7 +26,7 @@ func (b binding) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 		status                     string
 		hash, reqP, resP, errP     []byte
 		fence                      int64
-		created, expires, leaseEnd sql.NullTime
+		created, expires, leaseEnd pgtype.Timestamptz
 	)
 	err := b.q.queryRow(ctx, b.s.sql.get, []any{ns, scope, value, b.now()},
 		&status, &hash, &reqP, &resP, &errP, &fence, &created, &expires, &leaseEnd)
