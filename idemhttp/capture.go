@@ -20,7 +20,7 @@ type capture struct {
 	allow       []string // the headers to record, canonical
 	status      int
 	header      []headerField
-	hdr         [8]headerField // storage of header
+	hdr         [4]headerField // storage of header
 	body        []byte         // the body so far, in buf
 	buf         *[]byte        // pooled, nil when nothing is kept
 	wroteHeader bool

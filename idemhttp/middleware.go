@@ -67,7 +67,7 @@ type exchange struct {
 	buf  *[]byte // a pooled buffer for encoding, nil until needed
 	// values is the storage of replayed header values. They go into the
 	// response's header, so x is never reused.
-	values [8]string
+	values [4]string
 }
 
 // protects reports whether requests with method are protected.

@@ -223,8 +223,8 @@ func (p *scanner) str() (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
-	j := strings.IndexAny(p.s[p.i:], `"\`)
-	if j < 0 || p.s[p.i+j] != '"' {
+	j := strings.IndexByte(p.s[p.i:], '"')
+	if j < 0 || strings.IndexByte(p.s[p.i:p.i+j], '\\') >= 0 {
 		return "", false
 	}
 	v := p.s[p.i : p.i+j]
