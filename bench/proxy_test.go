@@ -86,9 +86,20 @@ func load(b *testing.B, client *http.Client, base string, n, c int) float64 {
 func benchProxy(b *testing.B, store idem.Store) {
 	up := proxyUpstream(b)
 	u, _ := url.Parse(up.URL)
-	plain := httptest.NewServer(httputil.NewSingleHostReverseProxy(u))
+	// Both proxies reach the upstream through the same kind of transport,
+	// the one idem proxy uses by default: it keeps enough idle connections
+	// for the load (http.DefaultTransport keeps 2 per host, so that either
+	// proxy would dial for most requests and measure dialing).
+	plainT, idemT := upstreamTransport(), upstreamTransport()
+	defer plainT.CloseIdleConnections()
+	defer idemT.CloseIdleConnections()
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = plainT
+	plain := httptest.NewServer(rp)
 	defer plain.Close()
-	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Middleware: idemhttp.Config{Store: store}})
+	// The middleware as idem proxy configures it by default.
+	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Transport: idemT, Timeout: 60 * time.Second,
+		Middleware: idemhttp.Config{Store: store, Retention: 24 * time.Hour, Lease: 30 * time.Second, StoreTimeout: 10 * time.Second}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,6 +129,14 @@ func benchProxy(b *testing.B, store idem.Store) {
 	b.ReportMetric(idemRate/float64(rounds), "idem-req/s")
 	b.ReportMetric(plainRate/float64(rounds), "plain-req/s")
 	b.ReportMetric(idemRate/plainRate, "x-plain-proxy")
+}
+
+// upstreamTransport is the transport both proxies reach the upstream with:
+// idem proxy's default.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = t.MaxIdleConns
+	return t
 }
 
 // storeCeiling is the store's own limit: Begin+Commit pairs per second
@@ -163,11 +182,11 @@ func BenchmarkProxyRedis(b *testing.B) {
 	if u == "" {
 		b.Skip("TEST_REDIS_URL not set")
 	}
+	// The client as idem proxy opens it from a redis:// DSN.
 	opts, err := redis.ParseURL(u)
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts.PoolSize = 64
 	client := redis.NewClient(opts)
 	defer client.Close()
 	s, err := redisstore.New(client, redisstore.Config{Prefix: fmt.Sprintf("bench-proxy-%d:", time.Now().UnixNano())})
