@@ -124,12 +124,15 @@
 //     state jsonb, status, queue, priority, attempt, eligible_at,
 //     concurrency_key, correlation_key, correlation_scope text[], the
 //     generated correlation_guard, awaiting text[], await_deadline,
-//     lease_owner, lease_expires_at, claims, concurrency_slot, result,
-//     error and timestamps), with partial indexes for the picker (queue,
-//     priority, eligible_at of runnable rows), the reaper, await
-//     deadlines, GC, correlation keys and concurrency keys;
+//     lease_owner, lease_expires_at, claims, concurrency_slot,
+//     rate_limit, rate_weight, result, error and timestamps), with
+//     partial indexes for the picker (queue, priority, eligible_at of
+//     runnable rows, with and without a rate limit), the reaper, await
+//     deadlines, GC, correlation keys, concurrency keys and rate limits;
 //   - durable_signal: the inboxes, one row per signal not yet consumed;
 //   - durable_signal_dedup: the dedup keys each instance has received;
+//   - durable_rate_limit_bucket: the rate-limit buckets (key, tokens,
+//     updated_at);
 //   - durable_migration: the migrations applied.
 //
 // MigrationSQL returns the same SQL for external migration tools.
@@ -188,6 +191,47 @@
 // Hooks.ConcurrencyContended reports, per pick that left room unused, each
 // key whose due rows wait for a slot, with their count, the key's limit and
 // the races the pick lost.
+//
+// # Rate limits
+//
+// InsertOpts.RateLimit names a token bucket that every step of the
+// instance draws from: "name", or "name:partition" (RateLimitKey) for a
+// bucket of its own per partition, say per tenant, so that partitions are
+// limited independently and none starves another. Config.RateLimits says,
+// by name, how fast a bucket refills (Limit tokens per Period) and how many
+// tokens it holds at most (Burst, by default Limit); a bucket starts full.
+// A step costs InsertOpts.RateLimitWeight tokens (default 1; a weight above
+// the burst costs the burst, so that it still runs).
+//
+// The picker enforces the limits when it leases rows, in the claim
+// statement itself, in strict order: it leases a bucket's rows in pick
+// order (priority, then eligible time) while the bucket holds their cost,
+// so a heavy row is never overtaken by lighter rows of its bucket, and it
+// takes their tokens as it leases them. A row whose bucket lacks the tokens
+// stays runnable and holds back nothing else: rows with no limit, and rows
+// of other buckets, are picked past it. The claim reaches the rows of each
+// bucket through an index by key, so a long queue of rows waiting for
+// tokens costs a probe per bucket, not per row. When rows wait for tokens,
+// the picker comes back when the tokens are due, not only at the next
+// poll.
+//
+// Buckets are rows of durable_rate_limit_bucket, shared by every engine on
+// the database: an insert that names a bucket creates it in its
+// transaction, and a claim locks the buckets it draws from, refills them by
+// the time elapsed since they were last drawn from (the database's clock)
+// and stores what is left, so engines take a bucket's tokens one after the
+// other and together keep its rate. Engines sharing a database should
+// agree on Config.RateLimits. Over any window of time a bucket lets
+// through at most Burst plus the window times its rate in cost.
+//
+// A row whose limit name is not in Config.RateLimits is not picked: rather
+// than run it unlimited, the engine leaves it runnable (an engine
+// configured with the name will pick it) and reports it to
+// Hooks.RateLimitUnknown, one event per key, at most once per pick and per
+// Config.PollInterval of the queue, so that the stall is never silent.
+// Hooks.RateLimitThrottled reports, per pick, each bucket that left due
+// rows waiting for tokens, with how many the pick wanted and how many it
+// granted.
 //
 // # Signals
 //
@@ -255,8 +299,4 @@
 // worker, one for LISTEN and a few for the background work. The engine's
 // statements need READ COMMITTED (PostgreSQL's default); times are the
 // database server's now().
-//
-// # Not yet
-//
-// Rate limits are for a later version.
 package durable

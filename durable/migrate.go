@@ -66,8 +66,8 @@ func MigrationSQL() string {
 
 // Migrate creates or updates the engine's tables in the first schema of the
 // pool's search_path: durable_instance, durable_signal,
-// durable_signal_dedup, and durable_migration, which records the migrations
-// applied. It is idempotent, and safe to run from several processes at
+// durable_signal_dedup, durable_rate_limit_bucket, and durable_migration,
+// which records the migrations applied. It is idempotent, and safe to run from several processes at
 // once: it runs in one transaction that first takes an advisory lock, so
 // concurrent callers run one after the other and the later ones find
 // nothing to do.

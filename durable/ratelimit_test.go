@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -353,5 +354,22 @@ func TestRateLimitInsertOptsRejected(t *testing.T) {
 	}
 	if k := durable.RateLimitKey("tenant", "42"); k != "tenant:42" {
 		t.Fatalf("RateLimitKey = %q", k)
+	}
+}
+
+// TestRateLimitMigrationIsIdempotent runs migration 004 again on a
+// migrated schema, as a team's own migration tool might.
+func TestRateLimitMigrationIsIdempotent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sql, err := os.ReadFile("migrations/004_rate_limits.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		b.exec(t, string(sql))
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket"); n != 0 {
+		t.Fatalf("%d buckets in a fresh schema", n)
 	}
 }
