@@ -86,7 +86,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	x := &exchange{m: m, w: w, r: r, ctx: context.WithoutCancel(r.Context()), ev: Event{Request: r}}
 	defer x.end()
 
-	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header.Values(idem.HeaderName))
+	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header[idem.HeaderName])
 	if errors.Is(err, idem.ErrKeyMissing) {
 		if m.cfg.RequireKey {
 			x.fail(OutcomeKeyMissing, &Problem{Type: ProblemKeyMissing, Title: "Idempotency-Key header missing", Status: http.StatusBadRequest,
@@ -198,12 +198,12 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 	if x.m.cfg.Fingerprint != nil {
 		fp, err = x.m.cfg.Fingerprint(r, body)
 	} else {
-		fp, err = defaultFingerprint(r.Method, target, r.Header.Get("Content-Type"), body)
+		fp, err = defaultFingerprint(r.Method, target, headerValue(r.Header, "Content-Type"), body)
 	}
 	if err != nil {
 		return idem.Request{}, err
 	}
-	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, r.Header.Get("Content-Type"), len(body))
+	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, headerValue(r.Header, "Content-Type"), len(body))
 	*x.buf = payload
 	return idem.Request{Fingerprint: fp, Payload: payload}, nil
 }
@@ -213,7 +213,7 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 // canonical form, so member order and whitespace do not matter. A body
 // labelled JSON that does not parse counts by its bytes.
 func DefaultFingerprint(r *http.Request, body []byte) (idem.Fingerprint, error) {
-	return defaultFingerprint(r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"), body)
+	return defaultFingerprint(r.Method, r.URL.RequestURI(), headerValue(r.Header, "Content-Type"), body)
 }
 
 func defaultFingerprint(method, target, contentType string, body []byte) (idem.Fingerprint, error) {
@@ -352,7 +352,7 @@ func (x *exchange) replay(b []byte) {
 			h[f.name] = f.values
 		}
 	}
-	h.Set(ReplayedHeader, "true")
+	h[ReplayedHeader] = []string{"true"}
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
 	x.w.WriteHeader(rec.status)
 	_, _ = x.w.Write(rec.body)
@@ -396,6 +396,15 @@ func (x *exchange) end() {
 		putBuffer(x.buf)
 		x.buf = nil
 	}
+}
+
+// headerValue is h.Get(name) for a name in canonical form, which it need
+// not canonicalise again.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // bodyReader is the request body the handler reads: the bytes already read.

@@ -1,8 +1,10 @@
 package idemhttp
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -51,6 +53,26 @@ func TestReadResponseRejects(t *testing.T) {
 	for _, rec := range []string{``, `{}`, `{"v":2,"status":200,"body":""}`, `{"v":1,"status":99,"body":""}`, `{"v":1,"status":200,"body":"%%"}`} {
 		if _, err := readResponse([]byte(rec), nil, nil, nil); err == nil {
 			t.Errorf("readResponse(%s) succeeded", rec)
+		}
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"b\s`, "tab\tnl\n\x00\x1f\x7f", "é中😀", "bad\xffutf8\xc3", "<html>&"} {
+		enc := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(enc, &got); err != nil {
+			t.Fatalf("appendJSONString(%q) = %s: %v", s, enc, err)
+		}
+		// Each invalid byte becomes one U+FFFD.
+		want := []rune{}
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			want = append(want, r)
+			i += size
+		}
+		if got != string(want) {
+			t.Errorf("appendJSONString(%q) decodes to %q, want %q", s, got, string(want))
 		}
 	}
 }

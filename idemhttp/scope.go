@@ -11,7 +11,7 @@ import (
 // requests without one. Two callers using the same key never see each
 // other's records, and the credential itself is never stored.
 func ScopeByAuthorization(r *http.Request) string {
-	auth := r.Header.Get("Authorization")
+	auth := headerValue(r.Header, "Authorization")
 	if auth == "" {
 		return ""
 	}
