@@ -1,8 +1,9 @@
-# make test    every test of both modules (the root and bench), with -race,
-#              against a throwaway PostgreSQL and Redis; installs those first
-#              when missing (scripts/install-test-deps.sh)
-# make vet     go vet, both modules
-# make lint    gofmt check and staticcheck, both modules
+# make test    every test of every module (the root, bench, contrib/* and
+#              interop/*), with -race, against a throwaway PostgreSQL and
+#              Redis; installs those first when missing
+#              (scripts/install-test-deps.sh)
+# make vet     go vet, every module
+# make lint    gofmt check and staticcheck, every module
 # make fuzz    each fuzz target for FUZZTIME (default 10s)
 # make bench   the benchmarks of both modules, against the same servers
 #
@@ -22,9 +23,11 @@ TESTTIMEOUT ?= 5m
 bench_pkgs = $(shell cd bench && $(GO) list -e ./... 2>/dev/null)
 bench_tested = $(shell cd bench && $(GO) list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-# The contrib modules (framework adapters), each a module of its own so that
-# its framework never enters the main module.
-contrib_mods = $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod))
+# The modules besides the root and bench, each a module of its own so that
+# its dependencies never enter the main module: the contrib modules
+# (framework adapters) and the interop modules (tests against real
+# third-party clients, such as Stripe's SDK).
+extra_mods = $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod) $(wildcard interop/*/go.mod))
 
 .PHONY: test go-test deps vet lint fuzz bench go-bench
 
@@ -38,7 +41,7 @@ ifneq ($(strip $(bench_tested)),)
 else
 	@echo "bench: no test files"
 endif
-	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./..."; (cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); done
+	@set -e; for m in $(extra_mods); do echo "cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./..."; (cd $$m && $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); done
 
 deps:
 	@scripts/install-test-deps.sh
@@ -48,7 +51,7 @@ vet:
 ifneq ($(strip $(bench_pkgs)),)
 	cd bench && $(GO) vet ./...
 endif
-	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(extra_mods); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
 
 lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -w needed:"; echo "$$unformatted"; exit 1; fi
@@ -56,7 +59,7 @@ lint:
 ifneq ($(strip $(bench_pkgs)),)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 endif
-	@set -e; for m in $(contrib_mods); do echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
+	@set -e; for m in $(extra_mods); do echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
