@@ -31,41 +31,31 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	}
 	retention, leaseTTL := opts.Durations(cfg.Retention, cfg.Lease)
 	ns, scope, value := keyArgs(key)
-	lock := lockText(b.s.table, key)
-	fp := req.Fingerprint.Bytes()
+	r := newBeginRow()
+	r.args = [10]any{ns, scope, value, req.Fingerprint.Bytes(), payload, nil, nil, nil, nil, lockText(b.s.table, key)}
 	for range maxBeginAttempts {
 		now := b.now()
 		token := idem.NewToken()
 		leaseEnd := now.Add(leaseTTL)
-		// pgtype's nullable types scan without database/sql's conversions
-		// on pgx, and are sql.Scanners for database/sql.
-		var (
-			got                           pgtype.Bool
-			newFence, curFence            pgtype.Int8
-			status                        pgtype.Text
-			hash, recReq, recRes, recErr  []byte
-			created, expires, curLeaseEnd pgtype.Timestamptz
-		)
-		err := b.q.queryRow(ctx, b.s.sql.begin,
-			[]any{ns, scope, value, fp, payload, now, now.Add(retention), leaseEnd, token, lock},
-			&got, &newFence, &status, &hash, &recReq, &recRes, &recErr, &curFence, &created, &expires, &curLeaseEnd)
+		r.args[5], r.args[6], r.args[7], r.args[8] = now, now.Add(retention), leaseEnd, token
+		err := b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
 		if err != nil {
 			return idem.Outcome{}, classify(ctx, "Begin", err)
 		}
-		if newFence.Valid {
+		if r.newFence.Valid {
 			// Created (fence 1) or taken over: the caller owns the key. A
 			// takeover replaced a live record whose lease had lapsed; a
 			// record that was expired as a whole counts as absent.
-			takenOver := status.String == string(idem.StatusInProgress) && expires.Time.After(now)
+			takenOver := r.status.String == string(idem.StatusInProgress) && r.expires.Time.After(now)
 			return idem.Outcome{
 				Kind:      idem.Fresh,
-				Lease:     idem.Lease{Token: token, Fence: newFence.Int64, ExpiresAt: leaseEnd, TTL: leaseTTL},
+				Lease:     idem.Lease{Token: token, Fence: r.newFence.Int64, ExpiresAt: leaseEnd, TTL: leaseTTL},
 				TakenOver: takenOver,
 			}, nil
 		}
-		locked := got.Valid && !got.Bool // another transaction is writing the key
-		if status.Valid && expires.Time.After(now) {
-			rec, err := record(key, status.String, hash, recReq, recRes, recErr, curFence.Int64, created, expires, curLeaseEnd)
+		locked := r.got.Valid && !r.got.Bool // another transaction is writing the key
+		if r.status.Valid && r.expires.Time.After(now) {
+			rec, err := record(key, r.status.String, r.hash, r.recReq, r.recRes, r.recErr, r.curFence.Int64, r.created, r.expires, r.curLeaseEnd)
 			if err != nil {
 				return idem.Outcome{}, corruptError("Begin", "record", err)
 			}
@@ -84,6 +74,28 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	}
 	// Other writers keep changing the key: it is in flight, briefly.
 	return idem.Outcome{Kind: idem.InFlight, RetryAfter: time.Second}, nil
+}
+
+// beginRow holds the arguments of Begin's statement and the columns of
+// its row, scanned in place: one allocation instead of one per column.
+// pgtype's nullable types scan without database/sql's conversions on pgx,
+// and are sql.Scanners for database/sql.
+type beginRow struct {
+	args [10]any
+	dest [11]any
+
+	got                           pgtype.Bool
+	newFence, curFence            pgtype.Int8
+	status                        pgtype.Text
+	hash, recReq, recRes, recErr  []byte
+	created, expires, curLeaseEnd pgtype.Timestamptz
+}
+
+func newBeginRow() *beginRow {
+	r := new(beginRow)
+	r.dest = [11]any{&r.got, &r.newFence, &r.status, &r.hash, &r.recReq, &r.recRes, &r.recErr,
+		&r.curFence, &r.created, &r.expires, &r.curLeaseEnd}
+	return r
 }
 
 // record builds an idem.Record from stored columns.

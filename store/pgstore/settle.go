@@ -90,8 +90,13 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 		return ctxError(op, err, nil)
 	}
 	ns, scope, v := keyArgs(key)
-	args := append([]any{ns, scope, v, lease.Token, lease.Fence, now}, value...)
-	n, err := b.q.exec(ctx, sql, b.withLock(args, key)...)
+	args := make([]any, 0, 8) // room for the lock text
+	args = append(append(args, ns, scope, v, lease.Token, lease.Fence, now), value...)
+	doneArgs := args // without the lock text
+	if b.tx {
+		args = append(args, lockText(b.s.table, key))
+	}
+	n, err := b.q.exec(ctx, sql, args...)
 	if err != nil {
 		return classify(ctx, op, err)
 	}
@@ -100,7 +105,7 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 	}
 	if done != "" {
 		var same int64
-		if err := b.q.queryRow(ctx, done, args, &same); err != nil {
+		if err := b.q.queryRow(ctx, done, doneArgs, &same); err != nil {
 			return classify(ctx, op, err)
 		}
 		if same > 0 {
@@ -108,13 +113,4 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 		}
 	}
 	return staleError(op)
-}
-
-// withLock appends the key's lock text to args in transactional mode,
-// where the settle statements take the key's lock.
-func (b binding) withLock(args []any, key idem.Key) []any {
-	if !b.tx {
-		return args
-	}
-	return append(args[:len(args):len(args)], lockText(b.s.table, key))
 }

@@ -19,6 +19,7 @@ const maxIdentLen = 48
 type table struct {
 	schema string // empty when not qualified
 	name   string
+	full   string // as configured: name or schema.name
 }
 
 // parseTable validates s, a table name that may be schema-qualified
@@ -38,9 +39,9 @@ func parseTable(s string) (table, error) {
 		}
 	}
 	if len(parts) == 2 {
-		return table{schema: parts[0], name: parts[1]}, nil
+		return table{schema: parts[0], name: parts[1], full: s}, nil
 	}
-	return table{name: parts[0]}, nil
+	return table{name: parts[0], full: s}, nil
 }
 
 func checkIdent(p string) error {
@@ -61,12 +62,7 @@ func checkIdent(p string) error {
 }
 
 // String returns the name as configured.
-func (t table) String() string {
-	if t.schema == "" {
-		return t.name
-	}
-	return t.schema + "." + t.name
-}
+func (t table) String() string { return t.full }
 
 // ident returns the quoted, possibly qualified table name for SQL text.
 func (t table) ident() string {
