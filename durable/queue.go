@@ -16,10 +16,12 @@ type queue struct {
 	prefetch    int
 	wakeCh      chan struct{} // a poke for the picker; holds at most one
 
-	// The picker's own: the rate limits its claims apply, what the last
-	// claim round left waiting for them, and when it last reported
+	// The picker's own: the rate limits its claims apply, whether the
+	// queue had rows that name a bucket at the last claim, what the last
+	// claim round reported on the buckets, and when it last reported
 	// unknown ones.
 	rates     rateLimits
+	rated     bool
 	waiting   []rateWaiting
 	unknownAt time.Time
 

@@ -2,11 +2,15 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RateLimit configures the token buckets of one name (Config.RateLimits):
@@ -212,23 +216,44 @@ type rateWaiting struct {
 }
 
 // claimRound is one claim of claimRows: up to n rows of q within the
-// concurrency limits lim and q's rate limits. It keeps the claim's report
-// on the rows left waiting for tokens for reportRateLimits.
+// concurrency limits lim and q's rate limits. While the queue has no row
+// that names a bucket it uses claimFreeSQL; when that finds some, it
+// claims the rest of n with claimSQL at once, and keeps using it until a
+// claim finds none. It keeps the claim's report on the buckets for
+// reportRateLimits.
 func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claimed, int, error) {
-	cs, picked, waiting, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, q.e.c.cfg.LeaseTTL, lim, q.rates)
-	if err == nil {
-		granted := map[string]int{}
-		for _, c := range cs {
-			if c.rateKey != "" {
-				granted[c.rateKey]++
-			}
-		}
-		for i := range waiting {
-			waiting[i].left = max(waiting[i].due-granted[waiting[i].key], 0)
-		}
-		q.waiting = waiting
+	cfg := &q.e.c.cfg
+	res, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, cfg.LeaseTTL, lim, q.rates, q.rated)
+	if err != nil {
+		return nil, 0, err
 	}
-	return cs, picked, err
+	if !q.rated && res.rated && len(res.rows) < n {
+		more, err := claimRated(ctx, q.e.c.pool, q.name, n-len(res.rows), q.e.owner, cfg.LeaseTTL, lim, q.rates, true)
+		if err != nil {
+			// Keep what the first claim leased; the next claim uses
+			// claimSQL.
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "23505" {
+				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))
+			}
+		} else {
+			res.rows = append(res.rows, more.rows...)
+			res.picked += more.picked
+			res.waiting, res.rated = more.waiting, more.rated
+		}
+	}
+	q.rated = res.rated
+	granted := map[string]int{}
+	for _, c := range res.rows {
+		if c.rateKey != "" {
+			granted[c.rateKey]++
+		}
+	}
+	for i := range res.waiting {
+		res.waiting[i].left = max(res.waiting[i].due-granted[res.waiting[i].key], 0)
+	}
+	q.waiting = res.waiting
+	return res.rows, res.picked, nil
 }
 
 // reportRateLimits emits the rate-limit events of a pick that leased cs,
