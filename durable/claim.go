@@ -89,7 +89,7 @@ WITH RECURSIVE conf AS (
                 WHERE i.status = 'runnable' AND i.queue = $1 AND i.rate_limit = k.key AND i.eligible_at <= now()
                   AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
                 ORDER BY i.priority, i.eligible_at, i.id
-                LIMIT least($2, floor(k.tokens)::int)) r
+                LIMIT least($2, greatest(floor(k.tokens), 0)::int)) r
             WHERE k.known AND k.tokens >= k.head_cost)
       AND i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now()
     FOR UPDATE OF i SKIP LOCKED

@@ -373,3 +373,24 @@ func TestRateLimitMigrationIsIdempotent(t *testing.T) {
 		t.Fatalf("%d buckets in a fresh schema", n)
 	}
 }
+
+// TestRateLimitRowInsertedWhileRunning: a running engine whose queue had
+// no rate-limited rows picks one inserted later at once, not at its next
+// poll.
+func TestRateLimitRowInsertedWhileRunning(t *testing.T) {
+	t.Parallel()
+	s := newStarts()
+	fsm := rlFSM(t, s)
+	cfg := rlConfig(fsm, nil, map[string]durable.RateLimit{"api": {Limit: 100}})
+	cfg.PollInterval = time.Minute
+	b := setup(t, cfg)
+	b.start(t)
+	free := b.insert(t, fsm.With(rlState{Key: "free"}), nil)
+	b.waitStatus(t, free, durable.StatusDone)
+	start := time.Now()
+	id := b.insert(t, fsm.With(rlState{Key: "api"}), &durable.InsertOpts{RateLimit: "api"})
+	b.waitStatus(t, id, durable.StatusDone)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the rate-limited row took %s", d)
+	}
+}
