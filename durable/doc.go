@@ -211,9 +211,14 @@
 // stays runnable and holds back nothing else: rows with no limit, and rows
 // of other buckets, are picked past it. The claim reaches the rows of each
 // bucket through an index by key, so a long queue of rows waiting for
-// tokens costs a probe per bucket, not per row. When rows wait for tokens,
-// the picker comes back when the tokens are due, not only at the next
-// poll.
+// tokens costs a probe per bucket, not per row; a queue with no such rows
+// is claimed from as if rate limits did not exist. When rows wait for
+// tokens, the picker comes back when the tokens are due, not only at the
+// next poll. Tokens are spent at the lease, so rows claimed ahead
+// (QueueConfig.Prefetch) and handed back by Stop do not return theirs.
+//
+// The limits hold per instance, for each of its steps, as concurrency keys
+// do; an outcome does not change them.
 //
 // Buckets are rows of durable_rate_limit_bucket, shared by every engine on
 // the database: an insert that names a bucket creates it in its
