@@ -1,0 +1,114 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Owner runs a handler as the owner of a Fresh reservation and settles the
+// reservation after it: the part of serving a request that does not depend
+// on the transport. The HTTP middleware and the gRPC interceptor keep one
+// per request. Do does the same for typed functions, with their own
+// encoding and permanent failures.
+//
+// Set Store, Key and Lease (and the options) and call Run once. Run fills
+// in the results as it goes, so that they are complete even when the
+// handler panics.
+type Owner struct {
+	Store Store
+	Key   Key
+	// Lease is the Fresh reservation, as Begin returned it.
+	Lease Lease
+	// SettleTimeout, when positive, bounds each settle call: the Commit, or
+	// the FailTransient that releases the key.
+	SettleTimeout time.Duration
+	// Timed makes Run measure SettleTime.
+	Timed bool
+
+	// Recorded reports that the result was committed.
+	Recorded bool
+	// Err is the error of the settle call that failed: the Commit's, or
+	// else the FailTransient's.
+	Err error
+	// SettleTime is the time spent in settle calls, when Timed.
+	SettleTime time.Duration
+}
+
+// Run calls work as the owner of the reservation and settles it:
+//
+//   - while work runs, the lease is extended in the background (KeepAlive),
+//     and work's context, derived from ctx, is cancelled with cause
+//     ErrLeaseLost when the key is taken over;
+//   - work returns the result to commit and record=true, or record=false
+//     to release the key (FailTransient), so that a retry runs again;
+//   - a panic in work releases the key and goes on;
+//   - a Commit that fails releases the key too, unless it failed with
+//     ErrStaleToken (the key has another owner now).
+//
+// The settle calls run with ctx, bounded by SettleTimeout: pass a context
+// without the client's cancellation (context.WithoutCancel), so that
+// finished work is recorded.
+func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := KeepAlive(runCtx, o.Store, o.Key, o.Lease, 0, func() { cancel(ErrLeaseLost) })
+	defer func() {
+		if p := recover(); p != nil {
+			stop()
+			o.release(ctx)
+			panic(p)
+		}
+	}()
+	result, record := work(runCtx)
+	stop()
+	if !record {
+		o.release(ctx)
+		return
+	}
+	sctx, scancel, start := o.settleCtx(ctx)
+	err := o.Store.Commit(sctx, o.Key, o.Lease, result)
+	o.settled(scancel, start)
+	if err != nil {
+		o.Err = err
+		if !errors.Is(err, ErrStaleToken) {
+			o.release(ctx)
+		}
+		return
+	}
+	o.Recorded = true
+}
+
+// release frees the key so that a retry runs again.
+func (o *Owner) release(ctx context.Context) {
+	sctx, scancel, start := o.settleCtx(ctx)
+	err := o.Store.FailTransient(sctx, o.Key, o.Lease)
+	o.settled(scancel, start)
+	if err != nil && o.Err == nil {
+		o.Err = err
+	}
+}
+
+// settleCtx returns the context of a settle call, the function ending it
+// (nil when there is none) and the call's start time when timed.
+func (o *Owner) settleCtx(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
+	var start time.Time
+	if o.Timed {
+		start = time.Now()
+	}
+	if o.SettleTimeout > 0 {
+		sctx, cancel := context.WithTimeout(ctx, o.SettleTimeout)
+		return sctx, cancel, start
+	}
+	return ctx, nil, start
+}
+
+// settled ends a settle call and accounts its time.
+func (o *Owner) settled(cancel context.CancelFunc, start time.Time) {
+	if cancel != nil {
+		cancel()
+	}
+	if o.Timed {
+		o.SettleTime += time.Since(start)
+	}
+}

@@ -1,0 +1,141 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// settleSpy wraps a store, counts its settle calls and fails Commit with
+// commitErr when set.
+type settleSpy struct {
+	idem.Store
+	commitErr          error
+	commits, releases  int
+	commitHadDeadline  bool
+	releaseHadDeadline bool
+}
+
+func (s *settleSpy) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	s.commits++
+	_, s.commitHadDeadline = ctx.Deadline()
+	if s.commitErr != nil {
+		return s.commitErr
+	}
+	return s.Store.Commit(ctx, key, lease, result)
+}
+
+func (s *settleSpy) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	s.releases++
+	_, s.releaseHadDeadline = ctx.Deadline()
+	return s.Store.FailTransient(ctx, key, lease)
+}
+
+// owned begins key on s and returns an Owner of the Fresh reservation.
+func owned(t *testing.T, s idem.Store, key idem.Key) idem.Owner {
+	t.Helper()
+	o, err := s.Begin(context.Background(), key, mustRequest(t, `"req"`), nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin = %+v, %v", o, err)
+	}
+	return idem.Owner{Store: s, Key: key, Lease: o.Lease}
+}
+
+func TestOwnerRun(t *testing.T) {
+	unavailable := errors.New("store down")
+	for name, c := range map[string]struct {
+		result    []byte
+		record    bool
+		commitErr error
+		// want
+		recorded          bool
+		commits, releases int
+		err               error
+		replay            bool // a later Begin replays the result
+	}{
+		"recorded":     {result: []byte(`{"ok":true}`), record: true, recorded: true, commits: 1, replay: true},
+		"released":     {record: false, releases: 1},
+		"commit fails": {result: []byte(`1`), record: true, commitErr: unavailable, commits: 1, releases: 1, err: unavailable},
+		"commit stale": {result: []byte(`1`), record: true, commitErr: idem.ErrStaleToken, commits: 1, err: idem.ErrStaleToken},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spy := &settleSpy{Store: newMem(t, nil), commitErr: c.commitErr}
+			k := testKey(t, "owner")
+			o := owned(t, spy, k)
+			o.SettleTimeout, o.Timed = time.Minute, true
+			o.Run(context.Background(), func(context.Context) ([]byte, bool) { return c.result, c.record })
+			if o.Recorded != c.recorded || !errors.Is(o.Err, c.err) || (c.err == nil) != (o.Err == nil) {
+				t.Errorf("Recorded %v Err %v, want %v %v", o.Recorded, o.Err, c.recorded, c.err)
+			}
+			if spy.commits != c.commits || spy.releases != c.releases {
+				t.Errorf("%d commits %d releases, want %d %d", spy.commits, spy.releases, c.commits, c.releases)
+			}
+			if spy.commits > 0 && !spy.commitHadDeadline || spy.releases > 0 && !spy.releaseHadDeadline {
+				t.Error("a settle call ran without SettleTimeout's deadline")
+			}
+			if o.SettleTime <= 0 {
+				t.Errorf("SettleTime = %v, want the time of the settle calls", o.SettleTime)
+			}
+			b, err := spy.Begin(context.Background(), k, mustRequest(t, `"req"`), nil)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case c.replay && (b.Kind != idem.PriorResult || string(b.Result) != string(c.result)):
+				t.Errorf("Begin after Run = %v %s, want the result replayed", b.Kind, b.Result)
+			case !c.replay && c.commitErr != idem.ErrStaleToken && b.Kind != idem.Fresh:
+				t.Errorf("Begin after Run = %v, want Fresh (the key released)", b.Kind)
+			case c.commitErr == idem.ErrStaleToken && b.Kind != idem.InFlight:
+				t.Errorf("Begin after a stale Commit = %v, want InFlight (not released by a stale owner)", b.Kind)
+			}
+		})
+	}
+}
+
+func TestOwnerPanicReleases(t *testing.T) {
+	spy := &settleSpy{Store: newMem(t, nil)}
+	k := testKey(t, "panic")
+	o := owned(t, spy, k)
+	func() {
+		defer func() {
+			if p := recover(); p != "kaboom" {
+				t.Fatalf("recovered %v, want the work's panic", p)
+			}
+		}()
+		o.Run(context.Background(), func(context.Context) ([]byte, bool) { panic("kaboom") })
+	}()
+	if spy.commits != 0 || spy.releases != 1 || o.Recorded {
+		t.Errorf("%d commits %d releases, recorded %v; want the key released only", spy.commits, spy.releases, o.Recorded)
+	}
+	if _, err := spy.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("after a panic the key is still held: %v", err)
+	}
+}
+
+func TestOwnerLeaseLostCancelsWork(t *testing.T) {
+	clock := idemtest.NewClock()
+	s, err := memstore.New(memstore.Config{Now: clock.Now, Lease: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := testKey(t, "lost")
+	o := owned(t, s, k)
+	o.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
+		clock.Advance(time.Second) // the lease lapses: a retry takes the key over
+		if b, err := s.Begin(context.Background(), k, mustRequest(t, `"req"`), nil); err != nil || !b.TakenOver {
+			t.Fatalf("takeover = %+v, %v", b, err)
+		}
+		<-ctx.Done() // at the next heartbeat
+		if !errors.Is(context.Cause(ctx), idem.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(ctx))
+		}
+		return []byte(`1`), true
+	})
+	if o.Recorded || !errors.Is(o.Err, idem.ErrStaleToken) {
+		t.Errorf("Recorded %v Err %v after losing the lease, want ErrStaleToken", o.Recorded, o.Err)
+	}
+}
