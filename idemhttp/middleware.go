@@ -285,55 +285,39 @@ func (x *exchange) since(start time.Time) time.Duration {
 // run executes the handler as the owner of key and records or releases the
 // key afterwards.
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
-	store := x.m.cfg.Store
-	ctx, cancel := context.WithCancelCause(x.ctx)
-	defer cancel(nil)
-	stop := idem.KeepAlive(ctx, store, key, lease, 0, func() { cancel(idem.ErrLeaseLost) })
 	cw := &x.cw
 	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay)
-	start := x.now()
-	defer func() {
-		if p := recover(); p != nil {
-			stop()
-			cw.close()
-			x.ev.HandlerTime = x.since(start)
-			x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
-			x.release(key, lease)
-			panic(p)
+	// What a panic in the handler leaves: the key released.
+	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
+	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
+	defer func() { // also when the handler panicked
+		x.ev.StoreTime += o.SettleTime
+		if x.ev.Err == nil {
+			x.ev.Err = o.Err
 		}
 	}()
-	next.ServeHTTP(cw, x.r.WithContext(ctx))
-	stop()
-	x.ev.HandlerTime = x.since(start)
-	cw.finish()
-	x.ev.Status = cw.status
-	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
-		x.ev.Outcome = OutcomeReleased
-		x.release(key, lease)
-		return
-	}
-	rec := appendResponse(x.buffer(), cw.status, cw.header, cw.body)
-	*x.buf = rec
-	call := x.storeCtx()
-	err := store.Commit(call.ctx, key, lease, rec)
-	x.done(call)
-	if err != nil {
-		x.ev.Outcome, x.ev.Err = OutcomeReleased, err
-		if !errors.Is(err, idem.ErrStaleToken) {
-			x.release(key, lease)
+	o.Run(x.ctx, func(ctx context.Context) ([]byte, bool) {
+		start := x.now()
+		served := false
+		defer func() {
+			if !served {
+				x.ev.HandlerTime = x.since(start)
+			}
+		}()
+		next.ServeHTTP(cw, x.r.WithContext(ctx))
+		served = true
+		x.ev.HandlerTime = x.since(start)
+		cw.finish()
+		x.ev.Status = cw.status
+		if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
+			return nil, false
 		}
-		return
-	}
-	x.ev.Outcome = OutcomeExecuted
-}
-
-// release frees the key so that a retry runs again.
-func (x *exchange) release(key idem.Key, lease idem.Lease) {
-	call := x.storeCtx()
-	err := x.m.cfg.Store.FailTransient(call.ctx, key, lease)
-	x.done(call)
-	if err != nil && x.ev.Err == nil {
-		x.ev.Err = err
+		rec := appendResponse(x.buffer(), cw.status, cw.header, cw.body)
+		*x.buf = rec
+		return rec, true
+	})
+	if o.Recorded {
+		x.ev.Outcome = OutcomeExecuted
 	}
 }
 
