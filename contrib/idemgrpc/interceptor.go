@@ -113,56 +113,50 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 // run calls the handler as the owner of key, with a context detached from
 // the client's cancellation, and records or releases the key afterwards.
 func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.Lease) (resp any, err error) {
-	store := x.i.cfg.Store
-	ctx, cancel := context.WithCancelCause(x.detach)
-	defer cancel(nil)
-	stop := idem.KeepAlive(ctx, store, key, lease, 0, func() { cancel(idem.ErrLeaseLost) })
-	var rec *metadataRecorder
-	if len(x.i.cfg.replay) > 0 {
-		if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
-			rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay}
-			ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
-		}
-	}
-	start := time.Now()
-	defer func() {
-		if p := recover(); p != nil {
-			stop()
-			x.ev.HandlerTime = time.Since(start)
-			x.ev.Outcome, x.ev.Code = OutcomeReleased, codes.Internal
-			x.release(key, lease)
-			panic(p)
+	// What a panic in the handler leaves: the key released.
+	x.ev.Outcome, x.ev.Code = OutcomeReleased, codes.Internal
+	o := idem.Owner{Store: x.i.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.i.cfg.StoreTimeout, Timed: true}
+	defer func() { // also when the handler panicked
+		x.ev.StoreTime += o.SettleTime
+		if x.ev.Err == nil {
+			x.ev.Err = o.Err
 		}
 	}()
-	resp, err = handler(ctx, req)
-	stop()
-	x.ev.HandlerTime = time.Since(start)
-
-	st := statusOf(err)
-	x.ev.Code = st.Code()
-	if !x.i.cfg.StoreCode(st.Code()) {
-		x.ev.Outcome = OutcomeReleased
-		x.release(key, lease)
-		return resp, err
-	}
-	header, trailer := rec.recorded()
-	b, encErr := encodeResponse(resp, st, header, trailer, x.i.cfg.MaxCapture)
-	if encErr != nil {
-		x.ev.Outcome, x.ev.Err = OutcomeReleased, encErr
-		x.release(key, lease)
-		return resp, err
-	}
-	sctx, done := x.storeCtx()
-	cerr := store.Commit(sctx, key, lease, b)
-	done()
-	if cerr != nil {
-		x.ev.Outcome, x.ev.Err = OutcomeReleased, cerr
-		if !errors.Is(cerr, idem.ErrStaleToken) {
-			x.release(key, lease)
+	o.Run(x.detach, func(ctx context.Context) ([]byte, bool) {
+		var rec *metadataRecorder
+		if len(x.i.cfg.replay) > 0 {
+			if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
+				rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay}
+				ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
+			}
 		}
-		return resp, err
+		start := time.Now()
+		served := false
+		defer func() {
+			if !served {
+				x.ev.HandlerTime = time.Since(start)
+			}
+		}()
+		resp, err = handler(ctx, req)
+		served = true
+		x.ev.HandlerTime = time.Since(start)
+
+		st := statusOf(err)
+		x.ev.Code = st.Code()
+		if !x.i.cfg.StoreCode(st.Code()) {
+			return nil, false
+		}
+		header, trailer := rec.recorded()
+		b, encErr := encodeResponse(resp, st, header, trailer, x.i.cfg.MaxCapture)
+		if encErr != nil {
+			x.ev.Err = encErr
+			return nil, false
+		}
+		return b, true
+	})
+	if o.Recorded {
+		x.ev.Outcome = OutcomeExecuted
 	}
-	x.ev.Outcome = OutcomeExecuted
 	return resp, err
 }
 
@@ -177,16 +171,6 @@ func statusOf(err error) *status.Status {
 		return st
 	}
 	return status.FromContextError(err)
-}
-
-// release frees the key so that a retry runs again.
-func (x *call) release(key idem.Key, lease idem.Lease) {
-	ctx, done := x.storeCtx()
-	err := x.i.cfg.Store.FailTransient(ctx, key, lease)
-	done()
-	if err != nil && x.ev.Err == nil {
-		x.ev.Err = err
-	}
 }
 
 // replay answers with a recorded outcome, marked with the
