@@ -30,6 +30,16 @@ type claimed struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc // of the running step; nil until it runs
 	lost   atomic.Bool        // the lease is gone: do not run, or do not trust, the step
+	// overdue is the time, in Unix nanoseconds, after which the running
+	// step is past its FSM's StepTimeout and its lease is no longer
+	// extended; 0 while it has none.
+	overdue atomic.Int64
+}
+
+// isOverdue reports whether the step of c runs past its timeout at now.
+func (c *claimed) isOverdue(now time.Time) bool {
+	d := c.overdue.Load()
+	return d != 0 && now.UnixNano() >= d
 }
 
 // awaited returns the signals of the inbox the row's await named.

@@ -80,6 +80,14 @@
 // Cancelling Start's context is a hard stop, not a crash: the engine keeps
 // its leases until its running steps return, and commits their outcomes.
 //
+// A step that hangs is bounded by FSMConfig.StepTimeout: its context is
+// cancelled when the timeout passes, and its lease is no longer extended
+// from then on, so a step that ignores its context loses its row to the
+// reaper like a dead engine's step. An instance whose lease expires
+// Config.MaxReaps times in a row (25 by default), with no outcome committed
+// in between, is failed with ErrReapedTooOften instead of running again:
+// a step that kills its engine, or hangs, every time cannot loop forever.
+//
 // # Statuses
 //
 // An instance is runnable (waiting for a picker, perhaps until a future
@@ -100,6 +108,10 @@
 // context. Cancelling an ended instance by id fails with ErrTerminal; by
 // key, with ErrNoTarget (no live instance carries the key). Cancelling an
 // instance cancels its live children, and theirs, in the same transaction.
+// Cancel locks the whole tree first, parents before children, level by
+// level and by ascending id within a level, the order in which an ending
+// child locks its parent: cancelling a grandparent while its grandchildren
+// end cannot deadlock.
 //
 // # Child instances
 //

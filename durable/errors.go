@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrDuplicate is what errors.Is finds in the error of an Insert whose
@@ -132,3 +133,28 @@ func checkPayload(what string, doc []byte, limit int) error {
 	}
 	return nil
 }
+
+// ErrStepTimeout is what errors.Is finds in the error handed to the error
+// handling of a step that failed after its FSM's StepTimeout passed and
+// its context was cancelled. The error itself is a *StepTimeoutError.
+var ErrStepTimeout = errors.New("durable: step timed out")
+
+// StepTimeoutError reports a step that returned an error after its
+// context was cancelled by FSMConfig.StepTimeout. errors.Is matches both
+// ErrStepTimeout and the step's own error.
+type StepTimeoutError struct {
+	// Timeout is FSMConfig.StepTimeout.
+	Timeout time.Duration
+	// Err is the error the step returned.
+	Err error
+}
+
+func (e *StepTimeoutError) Error() string {
+	return fmt.Sprintf("durable: step timed out after %s: %v", e.Timeout, e.Err)
+}
+
+// Is reports whether target is ErrStepTimeout.
+func (e *StepTimeoutError) Is(target error) bool { return target == ErrStepTimeout }
+
+// Unwrap returns the step's error.
+func (e *StepTimeoutError) Unwrap() error { return e.Err }

@@ -58,6 +58,18 @@ type FSMConfig[S any] struct {
 	// Backoff gives the delay after a failed attempt under the default
 	// error handling. Defaults to DefaultBackoff.
 	Backoff func(attempt int) time.Duration
+
+	// StepTimeout bounds each run of a step. When it passes, the step's
+	// context is cancelled; a step that then returns an error fails with
+	// an error that matches ErrStepTimeout (errors.Is) and gets the error
+	// handling, like any failed attempt. From that moment the engine also
+	// stops extending the row's lease, so a step that ignores its context
+	// and never returns loses the row to the reaper once the lease runs
+	// out: the instance runs again elsewhere (counted toward
+	// Config.MaxReaps), while the stuck call keeps its worker until it
+	// returns, because Go cannot stop a goroutine. Zero sets no timeout.
+	// Defaults to no timeout.
+	StepTimeout time.Duration
 }
 
 // FSM is a validated FSM definition. It is immutable and safe for
@@ -72,6 +84,7 @@ type FSM[S any] struct {
 type Definition interface {
 	meta() fsmMeta
 	run(ctx context.Context, c *claimed, limit int) ranStep
+	stepTimeout() time.Duration
 }
 
 // fsmMeta is what the engine and the inserts need of a definition.
@@ -95,6 +108,8 @@ func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 		return nil, configErrorf("FSMConfig.Version", "must be at most %d, got %d", math.MaxInt32, cfg.Version)
 	case cfg.MaxAttempts < 0:
 		return nil, configErrorf("FSMConfig.MaxAttempts", "must not be negative, got %d", cfg.MaxAttempts)
+	case cfg.StepTimeout < 0:
+		return nil, configErrorf("FSMConfig.StepTimeout", "must not be negative, got %s", cfg.StepTimeout)
 	case len(cfg.Steps) == 0:
 		return nil, configErrorf("FSMConfig.Steps", "is empty")
 	case cfg.Initial == "":
@@ -151,6 +166,8 @@ func (f *FSM[S]) meta() fsmMeta {
 		hasStep: f.hasStep,
 	}
 }
+
+func (f *FSM[S]) stepTimeout() time.Duration { return f.cfg.StepTimeout }
 
 func (f *FSM[S]) hasStep(name string) bool {
 	_, ok := f.cfg.Steps[name]

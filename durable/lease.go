@@ -2,6 +2,8 @@ package durable
 
 import (
 	"log/slog"
+	"slices"
+	"time"
 )
 
 // heartbeatSQL extends the leases of the claims this engine holds and
@@ -21,6 +23,10 @@ func (e *engine) heartbeat() {
 	cfg := &e.c.cfg
 	e.every(cfg.HeartbeatInterval, func() {
 		held := e.heldClaims()
+		// A step past its FSM's StepTimeout keeps its lease only until it
+		// runs out: if the step never returns, the reaper takes the row.
+		now := time.Now()
+		held = slices.DeleteFunc(held, func(c *claimed) bool { return c.isOverdue(now) })
 		if len(held) == 0 {
 			return
 		}

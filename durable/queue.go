@@ -198,6 +198,12 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 
 	var r ranStep
 	if def, ok := e.c.defs[fsmKey{c.fsm, c.version}]; ok {
+		if t := def.stepTimeout(); t > 0 {
+			var tcancel context.CancelFunc
+			ctx, tcancel = context.WithTimeout(ctx, t)
+			defer tcancel()
+			c.overdue.Store(time.Now().Add(t).UnixNano())
+		}
 		r = def.run(ctx, c, cfg.MaxPayload)
 	} else {
 		r = unknownFSM(c)

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -50,6 +51,9 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 		err = fmt.Errorf("%w %q in FSM %q version %d", ErrUnknownStep, c.step, f.cfg.Name, f.cfg.Version)
 	} else {
 		out, err = callStep(ctx, fn, step)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.overdue.Load() != 0 {
+			err = &StepTimeoutError{Timeout: f.cfg.StepTimeout, Err: err}
+		}
 		if err == nil {
 			err = out.check(f.hasStep)
 		}
