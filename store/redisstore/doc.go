@@ -30,8 +30,9 @@
 //	fence    the fencing number, counting up with each takeover
 //	created  creation time, Unix milliseconds
 //	exp      expires_at, Unix milliseconds
-//	lease    the lease's expiry while in progress, Unix milliseconds
-//	tko      1 when the reservation was a takeover
+//	lease    the lease's expiry, Unix milliseconds: meaningful only while
+//	         in progress, and left in place when the record is settled
+//	tko      1 when the reservation was a takeover, else absent
 //
 // Times are kept to the millisecond and come from the store's clock
 // (Config.Now), never from the Redis server's: clients and server need

@@ -18,9 +18,9 @@ const (
 	fieldFence       = "fence"   // decimal
 	fieldCreated     = "created" // Unix ms
 	fieldExpires     = "exp"     // Unix ms: expires_at
-	fieldLease       = "lease"   // Unix ms: lease expiry, while in_progress
+	fieldLease       = "lease"   // Unix ms: lease expiry, read only while in_progress
 	fieldToken       = "tok"     // the owner's lease token
-	fieldTakenOver   = "tko"     // "1" when the reservation was a takeover
+	fieldTakenOver   = "tko"     // "1" when the reservation was a takeover, else absent
 )
 
 // recordFields are the fields Get reads, in the order decodeRecord expects.

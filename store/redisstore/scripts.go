@@ -65,10 +65,16 @@ if r[1] then
 	redis.call('DEL', key)
 end
 fence = fence + 1
-redis.call('HSET', key,
-	'st', 'in_progress', 'fp', ARGV[2], 'req', ARGV[3], 'tok', ARGV[4],
-	'fence', fence, 'created', ARGV[1], 'exp', ARGV[5], 'lease', ARGV[6],
-	'tko', takeover)
+if takeover == 1 then
+	redis.call('HSET', key,
+		'st', 'in_progress', 'fp', ARGV[2], 'req', ARGV[3], 'tok', ARGV[4],
+		'fence', fence, 'created', ARGV[1], 'exp', ARGV[5], 'lease', ARGV[6],
+		'tko', 1)
+else
+	redis.call('HSET', key,
+		'st', 'in_progress', 'fp', ARGV[2], 'req', ARGV[3], 'tok', ARGV[4],
+		'fence', fence, 'created', ARGV[1], 'exp', ARGV[5], 'lease', ARGV[6])
+end
 redis.call('PEXPIRE', key, ARGV[7])
 return {1, fence, ARGV[6], takeover}
 `)
@@ -98,7 +104,6 @@ if st ~= 'in_progress' then
 	return 0
 end
 redis.call('HSET', key, 'st', 'committed', 'res', ARGV[4])
-redis.call('HDEL', key, 'lease')
 return 1
 `)
 
@@ -112,7 +117,6 @@ if st ~= 'in_progress' then
 	return 0
 end
 redis.call('HSET', key, 'st', 'failed_permanent', 'err', ARGV[4])
-redis.call('HDEL', key, 'lease')
 return 1
 `)
 
