@@ -21,8 +21,11 @@ type Instance struct {
 	Queue            string
 	Priority         int
 	Attempt          int
+	Reaps            int // how many claims in a row ended with the lease expired (see Config.MaxReaps)
 	EligibleAt       time.Time
 	ConcurrencyKey   string
+	RateLimit        string // the rate-limit bucket, "name" or "name:partition"; "" for none
+	RateLimitWeight  int    // the tokens each of its steps takes from RateLimit's bucket
 	CorrelationKey   string
 	CorrelationScope []Status
 	Awaiting         []string  // the signal names of the last Await, until the next progress
@@ -41,7 +44,8 @@ const getSQL = `
 SELECT id, fsm, fsm_version, step, status, state, queue, priority, attempt, eligible_at,
        coalesce(concurrency_key, ''), coalesce(correlation_key, ''), correlation_scope,
        awaiting, await_deadline, coalesce(lease_owner, ''), lease_expires_at, result,
-       coalesce(error, ''), inserted_at, updated_at, finished_at
+       coalesce(error, ''), inserted_at, updated_at, finished_at,
+       coalesce(rate_limit, ''), rate_weight, reaps
 FROM durable_instance WHERE id = $1`
 
 const inboxSQL = `
@@ -54,7 +58,8 @@ func (c *Client) Get(ctx context.Context, id int64) (*Instance, error) {
 	var in Instance
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var (
-			version, attempt             int32
+			version, attempt, weight     int32
+			reaps                        int32
 			priority                     int16
 			scope                        []string
 			deadline, leaseExp, finished *time.Time
@@ -62,11 +67,12 @@ func (c *Client) Get(ctx context.Context, id int64) (*Instance, error) {
 		err := tx.QueryRow(ctx, getSQL, id).Scan(&in.ID, &in.FSM, &version, &in.Step, &in.Status, &in.State,
 			&in.Queue, &priority, &attempt, &in.EligibleAt, &in.ConcurrencyKey, &in.CorrelationKey, &scope,
 			&in.Awaiting, &deadline, &in.LeaseOwner, &leaseExp, &in.Result, &in.Error, &in.InsertedAt,
-			&in.UpdatedAt, &finished)
+			&in.UpdatedAt, &finished, &in.RateLimit, &weight, &reaps)
 		if err != nil {
 			return err
 		}
 		in.Version, in.Attempt, in.Priority = int(version), int(attempt), int(priority)
+		in.RateLimitWeight, in.Reaps = int(weight), int(reaps)
 		in.CorrelationScope = make([]Status, len(scope))
 		for i, s := range scope {
 			in.CorrelationScope[i] = Status(s)

@@ -16,8 +16,8 @@ import (
 	"github.com/idemgo/idem/durable"
 )
 
-// runDurable is `idem durable <list|inspect|signal|cancel|retry|stats> --db
-// URL …`: an operator's view of the durable engine's instances, in JSON.
+// runDurable is `idem durable <list|inspect|signal|cancel|retry|stats|buckets>
+// --db URL …`: an operator's view of the durable engine's instances, in JSON.
 func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	subs := map[string]func(context.Context, *durable.Client, []string, io.Writer, io.Writer, env) error{
 		"list":    durableList,
@@ -26,9 +26,10 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		"cancel":  durableCancel,
 		"retry":   durableRetry,
 		"stats":   durableStats,
+		"buckets": durableBuckets,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stderr, "usage: idem durable <list|inspect|signal|cancel|retry|stats> --db URL [flags]")
+		fmt.Fprintln(stderr, "usage: idem durable <list|inspect|signal|cancel|retry|stats|buckets> --db URL [flags]")
 		return errUsage
 	}
 	name := args[0]
@@ -254,4 +255,21 @@ func durableStats(ctx context.Context, c *durable.Client, args []string, stdout,
 		stats = []durable.QueueStats{}
 	}
 	return printJSON(stdout, stats)
+}
+
+// durableBuckets prints the rate-limit buckets with the runnable instances
+// waiting on each. This command knows no Config.RateLimits, so it shows
+// each bucket's tokens as the pickers last stored them ("known": false),
+// with the time they did.
+func durableBuckets(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem durable buckets", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	buckets, err := c.RateLimitStats(ctx)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, buckets)
 }

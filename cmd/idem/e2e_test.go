@@ -663,6 +663,13 @@ func TestDurableCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"runnable": 1`) {
 		t.Fatalf("stats: %v\n%s", err, out)
 	}
+	if _, err := c.Insert(ctx, fsm.With(state{N: 2}), &durable.InsertOpts{RateLimit: "partner:acme"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run("buckets", "--db", url)
+	if err != nil || !strings.Contains(out, `"key": "partner:acme"`) || !strings.Contains(out, `"waiting": 1`) {
+		t.Fatalf("buckets: %v\n%s", err, out)
+	}
 	if out, err := run("signal", "--db", url, "--key", "order:8", "--name", "paid"); err == nil || !strings.Contains(out, "no") {
 		t.Fatalf("signal to a free key: %v\n%s", err, out)
 	}

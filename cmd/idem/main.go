@@ -4,7 +4,7 @@
 //	idem migrate --store DSN                                      create or upgrade the store's schema
 //	idem purge   --store DSN [--namespace NS]                     delete expired records
 //	idem inspect --store DSN --key K [--scope S | --authorization A]  show a record as JSON
-//	idem durable list|inspect|signal|cancel|retry|stats --db URL …    operate durable FSM instances
+//	idem durable list|inspect|signal|cancel|retry|stats|buckets --db URL …    operate durable FSM instances
 //
 // A store DSN is "memory", "sqlite:PATH" (the default, sqlite:idem.db),
 // "postgres://…" (or "postgresql://…"), "redis://…" / "rediss://…", or
@@ -48,7 +48,7 @@ func commands() []command {
 		{"migrate", "create or upgrade the store's schema", runMigrate},
 		{"purge", "delete expired records", runPurge},
 		{"inspect", "show one record as JSON", runInspect},
-		{"durable", "list, inspect, signal, cancel, retry and count durable FSM instances", runDurable},
+		{"durable", "list, inspect, signal, cancel, retry and count durable FSM instances; show rate-limit buckets", runDurable},
 	}
 }
 
