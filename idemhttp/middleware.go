@@ -229,6 +229,9 @@ func defaultFingerprint(method, target, contentType string, body []byte) (idem.F
 // isJSON reports whether a Content-Type is application/json or a +json
 // type, ignoring parameters and case.
 func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
 	mt, _, _ := strings.Cut(contentType, ";")
 	mt = strings.TrimSpace(mt)
 	if len(mt) >= 5 && strings.EqualFold(mt[len(mt)-5:], "+json") {
