@@ -239,7 +239,12 @@
 // and stores what is left, so engines take a bucket's tokens one after the
 // other and together keep its rate. Engines sharing a database should
 // agree on Config.RateLimits. Over any window of time a bucket lets
-// through at most Burst plus the window times its rate in cost.
+// through at most Burst plus the window times its rate in cost. A missing
+// bucket counts as full, so garbage collection deletes the buckets that
+// have refilled and sat idle for Config.GCInterval (and those of names no
+// limit configures once idle for Config.GCRetention): the table holds the
+// buckets in use, not every partition ever named. Client.RateLimitStats
+// (idem durable buckets) shows each bucket's tokens and waiting rows.
 //
 // A row whose limit name is not in Config.RateLimits is not picked: rather
 // than run it unlimited, the engine leaves it runnable (an engine
