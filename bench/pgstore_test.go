@@ -31,8 +31,9 @@ import (
 // the server TEST_DATABASE_URL names (make bench provides one; without it
 // the benchmark is skipped).
 //
-// The store, the pgx loop and pgbench take turns, in an order that rotates
-// from round to round, so that a drift in the machine's load weighs on all
+// The store, the pgx loop and pgbench take turns, in orders that change
+// from round to round (see pgsOrders), so that a drift in the machine's
+// load, and whatever one side leaves behind for the next, weigh on all
 // sides alike. Reported: "x-baseline" (the store's time per pair over the
 // pgx loop's; at most 1/0.9 ≈ 1.11 is the target), "throughput-ratio" (its
 // inverse: pairs/s over the pgx loop's, target at least 0.9),
@@ -52,8 +53,8 @@ import (
 //     keys), not consecutive ones that would all land on one index page.
 //   - The same concurrency: 32 pgbench clients on GOMAXPROCS threads (-j),
 //     32 goroutines on GOMAXPROCS.
-//   - Steady state: turns of pgsSlice pairs (2,048) per Go side, so that
-//     starting and draining 32 workers per turn costs them about 1%, and
+//   - Steady state: turns of about pgsSlice pairs (2,048) per Go side, so
+//     that starting and draining 32 workers per turn costs them 1–2%, and
 //     pgbench turns of pgbenchTurn (2 s). Each pgbench turn starts 32 new
 //     backends, which plan their first executions and fill their caches
 //     cold; pgbench's tps leaves out only the connection time, so that
@@ -62,7 +63,7 @@ import (
 // pgsWorkers is how many goroutines (and pgbench clients) run pairs at once.
 const pgsWorkers = 32
 
-// pgsSlice is how many pairs each Go side runs per turn: turns short
+// pgsSlice is how many pairs, at most, each Go side runs per turn: turns short
 // enough that there are many of them, so that the machine's changing load
 // (it is often shared) weighs on every side alike, and long enough (64
 // pairs per worker) that starting and draining the workers costs little.
@@ -491,12 +492,17 @@ func benchPgstore(b *testing.B, e *pgsEnv, pgbench bool) {
 	pgsRounds(b, e.storePairs, e.pgxPairs, tps)
 }
 
+// pgsOrders are the orders of the turns in successive rounds (0 the
+// store, 1 the pgx loop, 2 pgbench), cycled: over six rounds each side
+// takes each place twice, and the store and the pgx loop come as often
+// right after pgbench, and right after each other, as one another.
+var pgsOrders = [6][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+
 // pgsRounds runs b.N pairs through own (the store, timed by b) and base
-// (the pgx loop), in turns of pgsSlice pairs, and, when tps is set and
-// b.N ≥ 1000, a pgbench turn of pgbenchTurn in every round. The order of
-// the turns rotates from round to round, so that each side goes first,
-// second and last equally often. It reports the metrics described at the
-// top of this file.
+// (the pgx loop), in turns of about pgsSlice pairs, and, when tps is set
+// and b.N ≥ 1000, a pgbench turn of pgbenchTurn in every round; the
+// number of rounds is a multiple of six, the turns in the orders of
+// pgsOrders. It reports the metrics described at the top of this file.
 func pgsRounds(b *testing.B, own, base func(b *testing.B, n int) time.Duration, tps func(time.Duration) (float64, string)) {
 	withPgbench := tps != nil && b.N >= 1000
 	b.ResetTimer()
@@ -505,26 +511,23 @@ func pgsRounds(b *testing.B, own, base func(b *testing.B, n int) time.Duration, 
 	var tpsSum float64
 	tpsTurns := 0
 	reason := ""
-	rounds := (b.N + pgsSlice - 1) / pgsSlice
+	rounds := len(pgsOrders) * ((b.N + len(pgsOrders)*pgsSlice - 1) / (len(pgsOrders) * pgsSlice))
+	slice := (b.N + rounds - 1) / rounds
 	for r := range rounds {
-		n := min(pgsSlice, b.N-r*pgsSlice)
-		turns := []func(){
-			func() {
+		n := max(0, min(slice, b.N-r*slice))
+		for _, side := range pgsOrders[r%len(pgsOrders)] {
+			switch {
+			case side == 0:
 				b.StartTimer()
 				ownD += own(b, n)
 				b.StopTimer()
-			},
-			func() { baseD += base(b, n) },
-		}
-		if withPgbench && reason == "" {
-			turns = append(turns, func() {
+			case side == 1:
+				baseD += base(b, n)
+			case withPgbench && reason == "":
 				t, why := tps(pgbenchTurn)
 				tpsSum, reason = tpsSum+t, why
 				tpsTurns++
-			})
-		}
-		for i := range turns {
-			turns[(r+i)%len(turns)]()
+			}
 		}
 	}
 	rate := float64(b.N) / ownD.Seconds()
