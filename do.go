@@ -66,7 +66,7 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := KeepAlive(runCtx, t.store, key, lease, opts.HeartbeatEvery, func() { cancel(ErrLeaseLost) })
+	k := keepAlive(runCtx, t.store, key, lease, opts.HeartbeatEvery, nil, cancel)
 	settle := func() (context.Context, context.CancelFunc) {
 		d := opts.SettleTimeout
 		if d <= 0 {
@@ -76,7 +76,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			stop()
+			k.stop()
 			sctx, scancel := settle()
 			_ = t.FailTransient(sctx, key, lease)
 			scancel()
@@ -84,7 +84,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 		}
 	}()
 	res, err = fn(runCtx)
-	stop()
+	k.stop()
 	sctx, scancel := settle()
 	defer scancel()
 	if err != nil {
@@ -117,30 +117,42 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // transaction protects the reservation, and a transaction must not be used
 // from two goroutines at once.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
-	if tb, ok := s.(TxBound); ok && tb.TxBound() {
+	k := keepAlive(ctx, s, key, lease, every, lost, nil)
+	if k == nil {
 		return func() {}
 	}
+	return k.stop
+}
+
+// keepAlive is KeepAlive returning its keeper (nil when it does not keep),
+// for callers that stop it without a func value. When the lease is lost it
+// calls lost, or else cancel(ErrLeaseLost).
+func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) *keeper {
+	if tb, ok := s.(TxBound); ok && tb.TxBound() {
+		return nil
+	}
 	if every < 0 || lease.TTL <= 0 && every == 0 {
-		return func() {}
+		return nil
 	}
 	if every == 0 {
 		every = lease.TTL / 3
 	}
-	k := &keeper{ctx: ctx, s: s, key: key, lease: lease, every: every, lost: lost}
+	k := &keeper{ctx: ctx, s: s, key: key, lease: lease, every: every, lost: lost, cancel: cancel}
 	k.mu.Lock()
 	k.timer = time.AfterFunc(every, k.beat)
 	k.mu.Unlock()
-	return k.stop
+	return k
 }
 
 // keeper extends a lease from a timer, so that a short run costs no
 // goroutine and no ticker: nothing happens unless the timer fires.
 type keeper struct {
-	ctx   context.Context
-	s     Store
-	key   Key
-	every time.Duration
-	lost  func()
+	ctx    context.Context
+	s      Store
+	key    Key
+	every  time.Duration
+	lost   func()                  // called when the lease is lost, or else
+	cancel context.CancelCauseFunc // called with ErrLeaseLost
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -163,7 +175,11 @@ func (k *keeper) beat() {
 	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
 	lost := errors.Is(err, ErrStaleToken)
 	if lost {
-		k.lost()
+		if k.lost != nil {
+			k.lost()
+		} else {
+			k.cancel(ErrLeaseLost)
+		}
 	}
 
 	k.mu.Lock()
@@ -181,8 +197,12 @@ func (k *keeper) beat() {
 	}
 }
 
-// stop ends the keeping and waits for a heartbeat under way.
+// stop ends the keeping and waits for a heartbeat under way. A nil k
+// has nothing to stop.
 func (k *keeper) stop() {
+	if k == nil {
+		return
+	}
 	k.mu.Lock()
 	k.stopped = true
 	k.timer.Stop()

@@ -52,16 +52,16 @@ type Owner struct {
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := KeepAlive(runCtx, o.Store, o.Key, o.Lease, 0, func() { cancel(ErrLeaseLost) })
+	k := keepAlive(runCtx, o.Store, o.Key, o.Lease, 0, nil, cancel)
 	defer func() {
 		if p := recover(); p != nil {
-			stop()
+			k.stop()
 			o.release(ctx)
 			panic(p)
 		}
 	}()
 	result, record := work(runCtx)
-	stop()
+	k.stop()
 	if !record {
 		o.release(ctx)
 		return
