@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"strings"
 	"sync"
 
@@ -109,32 +110,42 @@ func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 	return f, nil
 }
 
-// fingerprint hashes the length-prefixed encoding of its fields.
+// fingerprint hashes the length-prefixed encoding of its fields. The body,
+// which may be large, goes into the hash as it is, without a copy.
 func fingerprint(kind, method, target string, body []byte) Fingerprint {
-	bp := encodingPool.Get().(*[]byte)
-	enc := (*bp)[:0]
-	field := func(b []byte) {
-		enc = binary.BigEndian.AppendUint64(enc, uint64(len(b)))
-		enc = append(enc, b...)
+	d := digestPool.Get().(*digest)
+	enc := d.enc[:0]
+	field := func(s string) {
+		enc = binary.BigEndian.AppendUint64(enc, uint64(len(s)))
+		enc = append(enc, s...)
 	}
-	field([]byte("idem/fingerprint/v1"))
-	field([]byte(kind))
-	field([]byte(method))
-	field([]byte(target))
-	field(body)
-	sum := sha256.Sum256(enc)
-	if cap(enc) <= 64<<10 {
-		*bp = enc
-		encodingPool.Put(bp)
-	}
+	field("idem/fingerprint/v1")
+	field(kind)
+	field(method)
+	field(target)
+	enc = binary.BigEndian.AppendUint64(enc, uint64(len(body)))
+	d.h.Reset()
+	d.h.Write(enc)
+	d.h.Write(body)
 	var out [1 + sha256.Size]byte
 	out[0] = fingerprintV1
-	copy(out[1:], sum[:])
+	copy(out[1:], d.h.Sum(d.sum[:0]))
+	if cap(enc) <= 64<<10 {
+		d.enc = enc
+		digestPool.Put(d)
+	}
 	return Fingerprint{b: string(out[:])}
 }
 
 // canonicalPool recycles the buffers request bodies are canonicalised into.
 var canonicalPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// encodingPool recycles the buffers fingerprint encodes into.
-var encodingPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+// digest is a SHA-256 hash with the buffers fingerprint needs around it.
+type digest struct {
+	h   hash.Hash
+	enc []byte // the encoding of the fields before the body
+	sum [sha256.Size]byte
+}
+
+// digestPool recycles digests.
+var digestPool = sync.Pool{New: func() any { return &digest{h: sha256.New(), enc: make([]byte, 0, 256)} }}
