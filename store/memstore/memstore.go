@@ -65,9 +65,28 @@ type recKey struct {
 	scope, value string
 }
 
+// entry is a record as the store keeps it: an idem.Record without the key
+// (the map's) and with the lease token. It holds fewer pointers than a
+// Record for the collector to follow in a large store.
 type entry struct {
-	rec   idem.Record
-	token string
+	status       idem.Status
+	fp           idem.Fingerprint
+	request      []byte
+	result       []byte
+	err          *idem.StoredError
+	token        string
+	fence        int64
+	created      time.Time
+	expires      time.Time
+	leaseExpires time.Time // zero unless in progress
+}
+
+// record returns e as the Record of key. It shares e's slices.
+func (e *entry) record(key idem.Key) idem.Record {
+	return idem.Record{
+		Key: key, Status: e.status, Fingerprint: e.fp, Request: e.request, Result: e.result, Error: e.err,
+		Fence: e.fence, CreatedAt: e.created, ExpiresAt: e.expires, LeaseExpiresAt: e.leaseExpires,
+	}
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -85,7 +104,7 @@ func keyOf(k idem.Key) recKey { return recKey{k.Namespace(), k.Scope(), k.Value(
 // live returns the entry of k unless it is missing or expired at now.
 func (s *Store) live(k recKey, now time.Time) *entry {
 	e := s.recs[k]
-	if e == nil || now.Before(e.rec.ExpiresAt) {
+	if e == nil || now.Before(e.expires) {
 		return e
 	}
 	return nil
@@ -111,28 +130,27 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	case e == nil:
 		e = &entry{}
 		s.recs[k] = e
-	case !now.Before(e.rec.ExpiresAt):
+	case !now.Before(e.expires):
 		// Expired: counts as absent. The fence keeps counting up.
 	default:
-		o, takeover := idem.Decide(&e.rec, req.Fingerprint, now)
+		rec := e.record(key)
+		o, takeover := idem.Decide(&rec, req.Fingerprint, now)
 		if !takeover {
 			return copyOutcome(o), nil
 		}
 		takenOver = true
 	}
-	payload := bytes.Clone(req.RecordedPayload())
-	e.token = idem.NewToken()
-	e.rec = idem.Record{
-		Key:            key,
-		Status:         idem.StatusInProgress,
-		Fingerprint:    req.Fingerprint,
-		Request:        payload,
-		Fence:          e.rec.Fence + 1,
-		CreatedAt:      now,
-		ExpiresAt:      now.Add(retention),
-		LeaseExpiresAt: now.Add(leaseTTL),
+	*e = entry{
+		status:       idem.StatusInProgress,
+		fp:           req.Fingerprint,
+		request:      bytes.Clone(req.RecordedPayload()),
+		token:        idem.NewToken(),
+		fence:        e.fence + 1,
+		created:      now,
+		expires:      now.Add(retention),
+		leaseExpires: now.Add(leaseTTL),
 	}
-	lease := idem.Lease{Token: e.token, Fence: e.rec.Fence, ExpiresAt: e.rec.LeaseExpiresAt, TTL: leaseTTL}
+	lease := idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: e.leaseExpires, TTL: leaseTTL}
 	return idem.Outcome{Kind: idem.Fresh, Lease: lease, TakenOver: takenOver}, nil
 }
 
@@ -151,7 +169,7 @@ func copyOutcome(o idem.Outcome) idem.Outcome {
 func (s *Store) owned(key idem.Key, lease idem.Lease, now time.Time) (recKey, *entry, error) {
 	k := keyOf(key)
 	e := s.live(k, now)
-	if e == nil || e.rec.Status != idem.StatusInProgress || e.token != lease.Token || e.rec.Fence != lease.Fence {
+	if e == nil || e.status != idem.StatusInProgress || e.token != lease.Token || e.fence != lease.Fence {
 		return k, nil, idem.ErrStaleToken
 	}
 	return k, e, nil
@@ -166,8 +184,8 @@ func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, resu
 		return err
 	}
 	return s.settle(ctx, key, lease, func(e *entry) {
-		e.rec.Status = idem.StatusCommitted
-		e.rec.Result = bytes.Clone(result)
+		e.status = idem.StatusCommitted
+		e.result = bytes.Clone(result)
 	})
 }
 
@@ -177,8 +195,8 @@ func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Leas
 		return err
 	}
 	return s.settle(ctx, key, lease, func(e *entry) {
-		e.rec.Status = idem.StatusFailed
-		e.rec.Error = &se
+		e.status = idem.StatusFailed
+		e.err = &se
 	})
 }
 
@@ -194,7 +212,7 @@ func (s *Store) settle(ctx context.Context, key idem.Key, lease idem.Lease, appl
 		return err
 	}
 	apply(e)
-	e.rec.LeaseExpiresAt = time.Time{}
+	e.leaseExpires = time.Time{}
 	return nil
 }
 
@@ -235,8 +253,8 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	if err != nil {
 		return idem.Lease{}, err
 	}
-	e.rec.LeaseExpiresAt = now.Add(extend)
-	return idem.Lease{Token: e.token, Fence: e.rec.Fence, ExpiresAt: e.rec.LeaseExpiresAt, TTL: extend}, nil
+	e.leaseExpires = now.Add(extend)
+	return idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: e.leaseExpires, TTL: extend}, nil
 }
 
 // PurgeExpired implements idem.Store.
@@ -251,7 +269,7 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 	defer s.mu.Unlock()
 	n := 0
 	for k, e := range s.recs {
-		if k.ns == ns && !e.rec.ExpiresAt.After(asOf) {
+		if k.ns == ns && !e.expires.After(asOf) {
 			delete(s.recs, k)
 			n++
 		}
@@ -274,7 +292,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if e == nil {
 		return idem.Record{}, idem.ErrNotFound
 	}
-	r := e.rec
+	r := e.record(key)
 	r.Request = bytes.Clone(r.Request)
 	r.Result = bytes.Clone(r.Result)
 	if r.Error != nil {
