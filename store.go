@@ -55,6 +55,11 @@ const (
 // (same value) or ErrStaleToken. In transactional mode, any error from the
 // store must abort the caller's transaction (some databases have already
 // rolled it back).
+//
+// Buffers: a store keeps copies of what it is given, never the caller's
+// slices (Request.Payload, a result), so a caller may reuse its buffers as
+// soon as a call returns; and what Begin and Get return (Result, Request)
+// belongs to the caller, who may change it without touching the record.
 type Store interface {
 	// Begin reserves key for req, or reports what is already recorded:
 	//   Fresh        no live record, or an in-flight one whose lease expired

@@ -33,6 +33,7 @@ func cases() []testCase {
 		{"Input/InvalidResultLeavesReservation", testInvalidResult},
 		{"Input/CancelledContext", testCancelled},
 		{"Input/PayloadLimit", testPayloadLimit},
+		{"Input/CallerBuffersNotRetained", testBuffersNotRetained},
 		{"Do/RunsOnceAndReplays", testDo},
 	}
 }
@@ -87,6 +88,37 @@ func testCommitReplay(t *testing.T, b *bundle) {
 	// The same request in another key order is the same fingerprint.
 	o := begin(t, b.store, k, request(t, ` { "amount" : 100 } `), nil)
 	wantKind(t, o, idem.PriorResult)
+}
+
+// testBuffersNotRetained: a store keeps copies, never the caller's slices,
+// so a caller may reuse its buffers once a call returns (the HTTP
+// middleware pools its encoding buffers), and what Begin and Get return
+// is the caller's to change.
+func testBuffersNotRetained(t *testing.T, b *bundle) {
+	k := b.key(t, "order-buffers")
+	payload := []byte(`{"amount":100}`)
+	r := request(t, string(payload))
+	r.Payload = payload
+	lease := fresh(t, b.store, k, r)
+	copy(payload, `{"amount":999}`)
+	result := []byte(`{"id":"ch_1"}`)
+	ok(t, b.store.Commit(context.Background(), k, lease, result), "Commit")
+	copy(result, `{"id":"ch_X"}`)
+
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.PriorResult)
+	if string(o.Result) != `{"id":"ch_1"}` {
+		t.Fatalf("replay = %s after the caller reused its result buffer, want {\"id\":\"ch_1\"}", o.Result)
+	}
+	copy(o.Result, `{"id":"ch_Y"}`) // the caller's to change
+	rec := get(t, b.store, k)
+	if string(rec.Result) != `{"id":"ch_1"}` || !sameJSON(t, rec.Request, []byte(`{"amount":100}`)) {
+		t.Fatalf("record = result %s request %s, want the values as they were when the calls returned", rec.Result, rec.Request)
+	}
+	copy(rec.Result, `{"id":"ch_Z"}`)
+	if o := begin(t, b.store, k, r, nil); string(o.Result) != `{"id":"ch_1"}` {
+		t.Fatalf("replay = %s after the caller changed what Begin and Get returned", o.Result)
+	}
 }
 
 func testFailPermanentReplay(t *testing.T, b *bundle) {
