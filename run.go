@@ -42,7 +42,8 @@ type Owner struct {
 //     ErrLeaseLost when the key is taken over;
 //   - work returns the result to commit and record=true, or record=false
 //     to release the key (FailTransient), so that a retry runs again;
-//   - a panic in work releases the key and goes on;
+//   - a panic in work releases the key, and Run panics again with the
+//     same value;
 //   - a Commit that fails releases the key too, unless it failed with
 //     ErrStaleToken (the key has another owner now).
 //
