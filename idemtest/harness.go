@@ -60,6 +60,15 @@ type Harness struct {
 	// instead of answering InFlight at once. The suite then skips the
 	// at-once check of S6; the rollback and commit cases still run.
 	SingleWriter bool
+
+	// NewUnreachableStore, when set, enables the outage case: it returns a
+	// store (defaults as for NewStore) whose database cannot be reached,
+	// say a client of a closed loopback port. Every call must then fail
+	// within seconds with an error satisfying errors.Is(err,
+	// idem.ErrUnavailable), without panicking, while invalid arguments
+	// are still reported as such (they are rejected before anything is
+	// sent).
+	NewUnreachableStore func(t *testing.T) idem.Store
 }
 
 // Exercise runs the conformance suite against the backend h describes.
@@ -72,6 +81,12 @@ func Exercise(t *testing.T, h Harness) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, newBundle(t, h))
+		})
+	}
+	if h.NewUnreachableStore != nil {
+		t.Run("Unavailable/EveryCallFailsTyped", func(t *testing.T) {
+			t.Parallel()
+			testUnreachable(t, h.NewUnreachableStore(t))
 		})
 	}
 	if h.NewTx != nil {

@@ -3,13 +3,16 @@ package pgstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/testserver"
 	"github.com/idemgo/idem/store/pgstore"
 )
 
@@ -44,8 +47,28 @@ func TestConformance(t *testing.T) {
 				func() error { return tx.Commit(ctx) },
 				func() error { return tx.Rollback(ctx) }
 		},
-		MaxPayload: maxPayload,
+		MaxPayload:          maxPayload,
+		NewUnreachableStore: unreachableStore,
 	})
+}
+
+// unreachableStore is a store on a pool whose server address is a closed
+// loopback port.
+func unreachableStore(t *testing.T) idem.Store {
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?connect_timeout=2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := pgstore.New(pool, conformanceConfig(time.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestConformanceSQLTx runs the transactional-mode cases on database/sql

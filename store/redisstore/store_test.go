@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/internal/redistest"
+	"github.com/idemgo/idem/internal/testserver"
 	"github.com/idemgo/idem/store/redisstore"
 )
 
@@ -57,6 +59,15 @@ func TestConformance(t *testing.T) {
 			return newStore(t, client, redistest.Prefix(t), now)
 		},
 		MaxPayload: maxPayload,
+		NewUnreachableStore: func(t *testing.T) idem.Store {
+			port, err := testserver.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: 2 * time.Second})
+			t.Cleanup(func() { _ = c.Close() })
+			return newStore(t, c, redistest.Prefix(t), time.Now)
+		},
 	})
 }
 

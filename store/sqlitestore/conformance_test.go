@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,6 +30,12 @@ func TestConformance(t *testing.T) {
 			},
 			MaxPayload:   1 << 16,
 			SingleWriter: true,
+			// SQLite's "unreachable": a database file in a directory
+			// that does not exist, which cannot be opened.
+			NewUnreachableStore: func(t *testing.T) idem.Store {
+				path := filepath.Join(t.TempDir(), "missing", "idem.db")
+				return newStore(t, openDB(t, path, dsnParams, 1), time.Now)
+			},
 		})
 	})
 	t.Run("OneConnection", func(t *testing.T) {
