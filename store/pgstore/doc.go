@@ -28,8 +28,8 @@
 //	    PRIMARY KEY (namespace, scope, key_value),
 //	    ...                                        -- CHECKs tying status to the columns
 //	);
-//	CREATE INDEX IF NOT EXISTS "idempotency_record_expires_idx"
-//	    ON "idempotency_record" (namespace, expires_at);
+//	CREATE INDEX IF NOT EXISTS "idempotency_record_expiry_idx"
+//	    ON "idempotency_record" (expires_at, namespace);
 //
 // The columns are those of the design's table plus the key's scope (in the
 // primary key, so that scopes never see each other's records) and the

@@ -138,6 +138,14 @@ func ExampleMigrationSQL() {
 	//     CHECK ((status = 'failed_permanent') = (error_payload IS NOT NULL))
 	// );
 	//
-	// -- PurgeExpired deletes by namespace and expires_at.
-	// CREATE INDEX IF NOT EXISTS "records_expires_idx" ON "idem"."records" (namespace, expires_at);
+	// -- PurgeExpired deletes by expires_at, oldest first, within a namespace.
+	// -- expires_at leads, so that no index but the primary key starts with
+	// -- namespace: a generic plan of a point lookup, made while the table is
+	// -- new and has no statistics, would otherwise be as likely to walk every
+	// -- row of the namespace through this index as to use the primary key.
+	// CREATE INDEX IF NOT EXISTS "records_expiry_idx" ON "idem"."records" (expires_at, namespace);
+	//
+	// -- Version 1 indexed expiry as (namespace, expires_at) under another name;
+	// -- 001 now creates the (expires_at, namespace) index that replaces it.
+	// DROP INDEX IF EXISTS "idem"."records_expires_idx";
 }

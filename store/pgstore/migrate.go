@@ -32,7 +32,7 @@ func migrations(t table) []string {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent())
+	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent(), "{{old_index}}", t.oldIndexIdent())
 	var out []string
 	if s := t.schemaIdent(); s != "" {
 		// Not CREATE SCHEMA IF NOT EXISTS: that needs the CREATE privilege

@@ -153,6 +153,7 @@ const purgeSQL = `DELETE FROM {{table}} AS r
 USING (
   SELECT namespace, scope, key_value FROM {{table}}
   WHERE namespace = $1::text AND expires_at <= $2::timestamptz
+  ORDER BY expires_at
   LIMIT $3::int
   FOR UPDATE SKIP LOCKED
 ) AS d

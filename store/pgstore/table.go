@@ -11,7 +11,7 @@ import (
 const DefaultTable = "idempotency_record"
 
 // maxIdentLen bounds each part of Config.Table, so that the names derived
-// from it (the index Table+"_expires_idx", the constraints PostgreSQL names
+// from it (the index Table+"_expiry_idx", the constraints PostgreSQL names
 // after it) stay within PostgreSQL's 63-byte identifier limit.
 const maxIdentLen = 48
 
@@ -75,7 +75,17 @@ func (t table) ident() string {
 // indexIdent returns the quoted name of the expiry index. An index always
 // lives in its table's schema, so the name is never qualified.
 func (t table) indexIdent() string {
-	return pgx.Identifier{t.name + "_expires_idx"}.Sanitize()
+	return pgx.Identifier{t.name + "_expiry_idx"}.Sanitize()
+}
+
+// oldIndexIdent returns the quoted name of the expiry index of schema
+// version 1, (namespace, expires_at), qualified with the table's schema
+// when it has one, for DROP INDEX.
+func (t table) oldIndexIdent() string {
+	if t.schema == "" {
+		return pgx.Identifier{t.name + "_expires_idx"}.Sanitize()
+	}
+	return pgx.Identifier{t.schema, t.name + "_expires_idx"}.Sanitize()
 }
 
 // schemaIdent returns the quoted schema name, empty when not qualified.
