@@ -159,6 +159,15 @@ func TestKilledEngineStepsRunAgainOnceAfterTheLease(t *testing.T) {
 	close(unblock)
 	<-a.Stopped()
 
+	waitFor(t, "B's step events of its commits", func() bool {
+		committed, _ := commits(recB)
+		for _, id := range ids {
+			if committed[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	committedA, fencedA := commits(recA)
 	committedB, fencedB := commits(recB)
 	mu.Lock()
@@ -279,6 +288,17 @@ func TestSIGKILLedWorkerProcess(t *testing.T) {
 				id, running[id], in.Result, in.Attempt)
 		}
 	}
+	// The engine reports a step after its commit, which waitStatus may see
+	// first.
+	waitFor(t, "the step events of the commits", func() bool {
+		committed, _ := commits(rec)
+		for _, id := range ids {
+			if committed[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	committed, fenced := commits(rec)
 	mu.Lock()
 	defer mu.Unlock()
