@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -23,16 +22,24 @@ type BucketStats struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// bucketStatsSQL lists the buckets with their tokens now, refilled as the
+// claim refills them (bucketTokensSQL) for the names of $1–$3 (names,
+// tokens per second, bursts), as stored for other names.
 const bucketStatsSQL = `
-SELECT b.key, b.tokens, b.updated_at, extract(epoch FROM $1::timestamptz - b.updated_at)::float8,
+SELECT b.key, c.name IS NOT NULL,
+       CASE WHEN c.name IS NULL THEN coalesce(b.tokens, 0) ELSE ` + bucketTokensSQL + ` END,
+       b.updated_at,
        (SELECT count(*) FROM durable_instance i WHERE i.status = 'runnable' AND i.rate_limit = b.key)
 FROM durable_rate_limit_bucket b
+LEFT JOIN unnest($1::text[], $2::float8[], $3::float8[]) AS c(name, rate, burst)
+       ON c.name = split_part(b.key, ':', 1)
 ORDER BY b.key`
 
 // RateLimitStats lists the rate-limit buckets, with the tokens each holds
 // and the runnable instances waiting on it (idem durable buckets).
 func (c *Client) RateLimitStats(ctx context.Context) ([]BucketStats, error) {
-	rows, err := c.pool.Query(ctx, bucketStatsSQL, time.Now())
+	rl := newRateLimits(c.cfg.RateLimits)
+	rows, err := c.pool.Query(ctx, bucketStatsSQL, rl.names, rl.rates, rl.bursts)
 	if err != nil {
 		return nil, err
 	}
@@ -41,25 +48,12 @@ func (c *Client) RateLimitStats(ctx context.Context) ([]BucketStats, error) {
 	for rows.Next() {
 		var (
 			b       BucketStats
-			stored  *float64
-			elapsed float64 // seconds
 			waiting int64
 		)
-		if err := rows.Scan(&b.Key, &stored, &b.UpdatedAt, &elapsed, &waiting); err != nil {
+		if err := rows.Scan(&b.Key, &b.Known, &b.Tokens, &b.UpdatedAt, &waiting); err != nil {
 			return nil, err
 		}
 		b.Waiting = int(waiting)
-		name, _, _ := strings.Cut(b.Key, ":")
-		rl, known := c.cfg.RateLimits[name]
-		b.Known = known
-		switch {
-		case known && stored == nil: // created full, never drawn from
-			b.Tokens = float64(rl.Burst)
-		case known:
-			b.Tokens = min(float64(rl.Burst), *stored+rl.rate()*max(elapsed, 0))
-		case stored != nil:
-			b.Tokens = *stored
-		}
 		out = append(out, b)
 	}
 	return out, rows.Err()
