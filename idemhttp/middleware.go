@@ -192,18 +192,18 @@ func (x *exchange) tooLarge() {
 // what they record, never the buffer).
 func (x *exchange) request(body []byte) (idem.Request, error) {
 	r := x.r
-	target := r.URL.RequestURI()
+	target, contentType := r.URL.RequestURI(), headerValue(r.Header, "Content-Type")
 	var fp idem.Fingerprint
 	var err error
 	if x.m.cfg.Fingerprint != nil {
 		fp, err = x.m.cfg.Fingerprint(r, body)
 	} else {
-		fp, err = defaultFingerprint(r.Method, target, headerValue(r.Header, "Content-Type"), body)
+		fp, err = defaultFingerprint(r.Method, target, contentType, body)
 	}
 	if err != nil {
 		return idem.Request{}, err
 	}
-	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, headerValue(r.Header, "Content-Type"), len(body))
+	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, contentType, len(body))
 	*x.buf = payload
 	return idem.Request{Fingerprint: fp, Payload: payload}, nil
 }
