@@ -32,6 +32,15 @@ type Config struct {
 	// *idem.PayloadTooLargeError before anything is sent to Redis. Defaults
 	// to idem.DefaultMaxPayload.
 	MaxPayload int
+	// AutoPipeline sends the store's calls through the client's blocking
+	// auto-pipeliner (go-redis's AutoPipeline), so that calls made at the
+	// same time from many goroutines share one write and one read instead
+	// of paying a round trip of system calls each. Under concurrency it
+	// about halves the CPU time per call, on the client and on the server;
+	// a lone caller sees the same latency. PurgeExpired still uses the
+	// client itself. go-redis marks AutoPipeline experimental, so it is off
+	// by default; idem proxy turns it on.
+	AutoPipeline bool
 	// Now is the clock every decision is taken by: lease and record expiry
 	// are compared with Now, never with the Redis server's clock. Defaults
 	// to time.Now.

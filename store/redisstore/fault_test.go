@@ -34,9 +34,12 @@ func TestRestartUnderLoad(t *testing.T) {
 		name    string
 		stop    func(*redistest.Server) error
 		durable bool
+		auto    bool
 	}{
-		{"Stop", (*redistest.Server).Stop, true},
-		{"Kill", (*redistest.Server).Kill, false},
+		{"Stop", (*redistest.Server).Stop, true, false},
+		{"Kill", (*redistest.Server).Kill, false, false},
+		{"Stop/AutoPipeline", (*redistest.Server).Stop, true, true},
+		{"Kill/AutoPipeline", (*redistest.Server).Kill, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -48,7 +51,7 @@ func TestRestartUnderLoad(t *testing.T) {
 				PoolSize:      16,
 			})
 			t.Cleanup(func() { _ = client.Close() })
-			s, err := redisstore.New(client, redisstore.Config{Lease: time.Minute})
+			s, err := redisstore.New(client, redisstore.Config{Lease: time.Minute, AutoPipeline: c.auto})
 			if err != nil {
 				t.Fatal(err)
 			}

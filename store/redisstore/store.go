@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -17,7 +18,10 @@ import (
 // Redis deployment: every transition is one atomic Lua script.
 type Store struct {
 	client redis.UniversalClient
-	cfg    Config
+	// calls is what the record calls go through: client, or its
+	// auto-pipeliner (Config.AutoPipeline).
+	calls redis.UniversalClient
+	cfg   Config
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -36,7 +40,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, cfg: cfg}, nil
+	s := &Store{client: client, calls: client, cfg: cfg}
+	if cfg.AutoPipeline {
+		ap, err := client.AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: Config.AutoPipeline: %w", err)
+		}
+		s.calls = ap
+	}
+	return s, nil
 }
 
 // key returns the Redis key of the record of k.
@@ -63,7 +75,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	token := idem.NewToken()
 	retentionMs := millis(retention)
 	rkey := s.key(key)
-	reply, err := beginScript.Run(ctx, s.client, []string{rkey},
+	reply, err := beginScript.Run(ctx, s.calls, []string{rkey},
 		now, req.Fingerprint.Bytes(), payload, token,
 		now+retentionMs, now+millis(leaseTTL), retentionMs,
 	).Slice()
@@ -194,7 +206,7 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 	argv := make([]any, 0, 3+len(args))
 	argv = append(argv, s.nowMillis(), lease.Token, lease.Fence)
 	argv = append(argv, args...)
-	n, err := script.Run(ctx, s.client, []string{s.key(key)}, argv...).Int64()
+	n, err := script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
 	switch {
 	case err != nil:
 		return callError(ctx, op, err)
@@ -218,7 +230,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	vals, err := s.client.HMGet(ctx, rkey, recordFields[:]...).Result()
+	vals, err := s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}

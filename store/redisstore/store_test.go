@@ -37,13 +37,19 @@ func sharedClient(t testing.TB) *redis.Client {
 // newStore returns a store on client with the suite's defaults, under
 // prefix.
 func newStore(t testing.TB, client redis.UniversalClient, prefix string, now func() time.Time) *redisstore.Store {
+	return newStoreAuto(t, client, prefix, now, false)
+}
+
+// newStoreAuto is newStore, with the calls auto-pipelined when auto.
+func newStoreAuto(t testing.TB, client redis.UniversalClient, prefix string, now func() time.Time, auto bool) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(client, redisstore.Config{
-		Prefix:     prefix,
-		Retention:  idemtest.Retention,
-		Lease:      idemtest.Lease,
-		MaxPayload: maxPayload,
-		Now:        now,
+		Prefix:       prefix,
+		Retention:    idemtest.Retention,
+		Lease:        idemtest.Lease,
+		MaxPayload:   maxPayload,
+		Now:          now,
+		AutoPipeline: auto,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,24 +57,36 @@ func newStore(t testing.TB, client redis.UniversalClient, prefix string, now fun
 	return s
 }
 
+// autoModes names the two ways a store sends its calls: one round trip
+// each, or auto-pipelined (Config.AutoPipeline).
+var autoModes = []struct {
+	name string
+	auto bool
+}{{"RoundTrips", false}, {"AutoPipeline", true}}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	client := sharedClient(t)
-	idemtest.Exercise(t, idemtest.Harness{
-		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
-			return newStore(t, client, redistest.Prefix(t), now)
-		},
-		MaxPayload: maxPayload,
-		NewUnreachableStore: func(t *testing.T) idem.Store {
-			port, err := testserver.FreePort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: 2 * time.Second})
-			t.Cleanup(func() { _ = c.Close() })
-			return newStore(t, c, redistest.Prefix(t), time.Now)
-		},
-	})
+	for _, m := range autoModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			client := sharedClient(t)
+			idemtest.Exercise(t, idemtest.Harness{
+				NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+					return newStoreAuto(t, client, redistest.Prefix(t), now, m.auto)
+				},
+				MaxPayload: maxPayload,
+				NewUnreachableStore: func(t *testing.T) idem.Store {
+					port, err := testserver.FreePort()
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: 2 * time.Second})
+					t.Cleanup(func() { _ = c.Close() })
+					return newStoreAuto(t, c, redistest.Prefix(t), time.Now, m.auto)
+				},
+			})
+		})
+	}
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -76,12 +94,16 @@ func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 	t.Cleanup(func() { _ = client.Close() })
-	idemtest.Exercise(t, idemtest.Harness{
-		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
-			return newStore(t, client, redisstore.DefaultPrefix, now)
-		},
-		MaxPayload: maxPayload,
-	})
+	for _, m := range autoModes {
+		t.Run(m.name, func(t *testing.T) {
+			idemtest.Exercise(t, idemtest.Harness{
+				NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+					return newStoreAuto(t, client, redisstore.DefaultPrefix, now, m.auto)
+				},
+				MaxPayload: maxPayload,
+			})
+		})
+	}
 }
 
 // TestConformanceRing runs the suite on a go-redis Ring of two servers,
