@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -55,19 +56,16 @@ func (c *Config) validate() error {
 
 // Store is an in-memory idem.Store.
 type Store struct {
-	cfg  Config
-	mu   sync.Mutex
-	recs map[recKey]*entry
-}
-
-type recKey struct {
-	ns           idem.Namespace
-	scope, value string
+	cfg Config
+	mu  sync.Mutex
+	// recs holds the records of each namespace by mapKey, so that a purge
+	// walks one namespace only.
+	recs map[idem.Namespace]map[string]*entry
 }
 
 // entry is a record as the store keeps it: an idem.Record without the key
-// (the map's) and with the lease token. It holds fewer pointers than a
-// Record for the collector to follow in a large store.
+// (the map's) and with the lease token. Times are Unix nanoseconds, so that
+// a large store holds few pointers for the collector to follow.
 type entry struct {
 	status       idem.Status
 	fp           idem.Fingerprint
@@ -76,17 +74,48 @@ type entry struct {
 	err          *idem.StoredError
 	token        string
 	fence        int64
-	created      time.Time
-	expires      time.Time
-	leaseExpires time.Time // zero unless in progress
+	created      int64
+	expires      int64
+	leaseExpires int64 // zero unless in progress
 }
 
 // record returns e as the Record of key. It shares e's slices.
 func (e *entry) record(key idem.Key) idem.Record {
 	return idem.Record{
 		Key: key, Status: e.status, Fingerprint: e.fp, Request: e.request, Result: e.result, Error: e.err,
-		Fence: e.fence, CreatedAt: e.created, ExpiresAt: e.expires, LeaseExpiresAt: e.leaseExpires,
+		Fence: e.fence, CreatedAt: fromNanos(e.created), ExpiresAt: fromNanos(e.expires), LeaseExpiresAt: fromNanos(e.leaseExpires),
 	}
+}
+
+// lease returns the reservation e holds.
+func (e *entry) lease(ttl time.Duration) idem.Lease {
+	return idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: fromNanos(e.leaseExpires), TTL: ttl}
+}
+
+// toNanos is t in Unix nanoseconds, clamped to the range they cover
+// (years 1678 to 2262), so that a retention reaching past it means "for
+// good" rather than wrapping around.
+func toNanos(t time.Time) int64 {
+	switch {
+	case t.After(maxTime):
+		return math.MaxInt64
+	case t.Before(minTime):
+		return math.MinInt64 + 1
+	}
+	return t.UnixNano()
+}
+
+var (
+	maxTime = time.Unix(0, math.MaxInt64)
+	minTime = time.Unix(0, math.MinInt64+1)
+)
+
+// fromNanos is the time of Unix nanoseconds n; zero is the zero Time.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -96,18 +125,57 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, recs: make(map[recKey]*entry)}, nil
+	return &Store{cfg: cfg, recs: make(map[idem.Namespace]map[string]*entry)}, nil
 }
 
-func keyOf(k idem.Key) recKey { return recKey{k.Namespace(), k.Scope(), k.Value()} }
+// mapKey appends the key of k within its namespace to dst: the value, and
+// when k is scoped a NUL and the scope. Values and scopes hold no control
+// characters, so the encoding is unambiguous.
+func mapKey(dst []byte, k idem.Key) []byte {
+	dst = append(dst, k.Value()...)
+	if k.Scope() != "" {
+		dst = append(append(dst, 0), k.Scope()...)
+	}
+	return dst
+}
 
-// live returns the entry of k unless it is missing or expired at now.
-func (s *Store) live(k recKey, now time.Time) *entry {
-	e := s.recs[k]
-	if e == nil || now.Before(e.expires) {
+// find returns the entry of k, expired or not. The caller holds s.mu.
+func (s *Store) find(k idem.Key) *entry {
+	var buf [128]byte
+	return s.recs[k.Namespace()][string(mapKey(buf[:0], k))]
+}
+
+// live returns the entry of k unless it is missing or expired at now. The
+// caller holds s.mu.
+func (s *Store) live(k idem.Key, now int64) *entry {
+	e := s.find(k)
+	if e == nil || now < e.expires {
 		return e
 	}
 	return nil
+}
+
+// insert adds a new entry for k. The caller holds s.mu.
+func (s *Store) insert(k idem.Key) *entry {
+	m := s.recs[k.Namespace()]
+	if m == nil {
+		m = make(map[string]*entry)
+		s.recs[k.Namespace()] = m
+	}
+	e := &entry{}
+	if k.Scope() == "" {
+		m[k.Value()] = e
+	} else {
+		var buf [128]byte
+		m[string(mapKey(buf[:0], k))] = e
+	}
+	return e
+}
+
+// remove deletes the entry of k. The caller holds s.mu.
+func (s *Store) remove(k idem.Key) {
+	var buf [128]byte
+	delete(s.recs[k.Namespace()], string(mapKey(buf[:0], k)))
 }
 
 // Begin implements idem.Store.
@@ -119,18 +187,17 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		return idem.Outcome{}, err
 	}
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
-	k := keyOf(key)
 	now := s.cfg.Now()
+	nowNS := toNanos(now)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.recs[k]
+	e := s.find(key)
 	takenOver := false
 	switch {
 	case e == nil:
-		e = &entry{}
-		s.recs[k] = e
-	case !now.Before(e.expires):
+		e = s.insert(key)
+	case nowNS >= e.expires:
 		// Expired: counts as absent. The fence keeps counting up.
 	default:
 		rec := e.record(key)
@@ -146,12 +213,11 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		request:      bytes.Clone(req.RecordedPayload()),
 		token:        idem.NewToken(),
 		fence:        e.fence + 1,
-		created:      now,
-		expires:      now.Add(retention),
-		leaseExpires: now.Add(leaseTTL),
+		created:      nowNS,
+		expires:      toNanos(now.Add(retention)),
+		leaseExpires: toNanos(now.Add(leaseTTL)),
 	}
-	lease := idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: e.leaseExpires, TTL: leaseTTL}
-	return idem.Outcome{Kind: idem.Fresh, Lease: lease, TakenOver: takenOver}, nil
+	return idem.Outcome{Kind: idem.Fresh, Lease: e.lease(leaseTTL), TakenOver: takenOver}, nil
 }
 
 // copyOutcome detaches an outcome from the stored record.
@@ -166,13 +232,12 @@ func copyOutcome(o idem.Outcome) idem.Outcome {
 }
 
 // owned returns the entry of key if lease is its current reservation.
-func (s *Store) owned(key idem.Key, lease idem.Lease, now time.Time) (recKey, *entry, error) {
-	k := keyOf(key)
-	e := s.live(k, now)
+func (s *Store) owned(key idem.Key, lease idem.Lease, now time.Time) (*entry, error) {
+	e := s.live(key, toNanos(now))
 	if e == nil || e.status != idem.StatusInProgress || e.token != lease.Token || e.fence != lease.Fence {
-		return k, nil, idem.ErrStaleToken
+		return nil, idem.ErrStaleToken
 	}
-	return k, e, nil
+	return e, nil
 }
 
 // Commit implements idem.Store.
@@ -207,12 +272,12 @@ func (s *Store) settle(ctx context.Context, key idem.Key, lease idem.Lease, appl
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, e, err := s.owned(key, lease, now)
+	e, err := s.owned(key, lease, now)
 	if err != nil {
 		return err
 	}
 	apply(e)
-	e.leaseExpires = time.Time{}
+	e.leaseExpires = 0
 	return nil
 }
 
@@ -227,11 +292,10 @@ func (s *Store) FailTransient(ctx context.Context, key idem.Key, lease idem.Leas
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, _, err := s.owned(key, lease, now)
-	if err != nil {
+	if _, err := s.owned(key, lease, now); err != nil {
 		return err
 	}
-	delete(s.recs, k)
+	s.remove(key)
 	return nil
 }
 
@@ -249,12 +313,12 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, e, err := s.owned(key, lease, now)
+	e, err := s.owned(key, lease, now)
 	if err != nil {
 		return idem.Lease{}, err
 	}
-	e.leaseExpires = now.Add(extend)
-	return idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: e.leaseExpires, TTL: extend}, nil
+	e.leaseExpires = toNanos(now.Add(extend))
+	return e.lease(extend), nil
 }
 
 // PurgeExpired implements idem.Store.
@@ -267,12 +331,16 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for k, e := range s.recs {
-		if k.ns == ns && !e.expires.After(asOf) {
-			delete(s.recs, k)
+	n, asOfNS := 0, toNanos(asOf)
+	m := s.recs[ns]
+	for k, e := range m {
+		if e.expires <= asOfNS {
+			delete(m, k)
 			n++
 		}
+	}
+	if len(m) == 0 {
+		delete(s.recs, ns)
 	}
 	return n, nil
 }
@@ -288,7 +356,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.live(keyOf(key), now)
+	e := s.live(key, toNanos(now))
 	if e == nil {
 		return idem.Record{}, idem.ErrNotFound
 	}

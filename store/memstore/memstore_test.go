@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,5 +36,41 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := memstore.New(cfg); err == nil {
 			t.Errorf("%s: New succeeded", name)
 		}
+	}
+}
+
+// TestRetentionPastTheYear2262 pins the clamping of stored times: a
+// retention reaching past what Unix nanoseconds can hold keeps the record,
+// rather than wrapping around to a time in the past.
+func TestRetentionPastTheYear2262(t *testing.T) {
+	ctx := context.Background()
+	s, err := memstore.New(memstore.Config{Retention: 250 * 365 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := idem.ParseKey("ns", "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("x"))}
+	o, err := s.Begin(ctx, key, req, nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin = %v, %v", o.Kind, err)
+	}
+	if err := s.Commit(ctx, key, o.Lease, []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := s.Begin(ctx, key, req, nil); err != nil || o.Kind != idem.PriorResult {
+		t.Fatalf("second Begin = %v, %v; want PriorResult", o.Kind, err)
+	}
+	rec, err := s.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.ExpiresAt.After(time.Now().AddDate(200, 0, 0)) {
+		t.Errorf("ExpiresAt = %v, want after the year 2200", rec.ExpiresAt)
+	}
+	if n, err := s.PurgeExpired(ctx, "ns", time.Now().AddDate(100, 0, 0)); err != nil || n != 0 {
+		t.Errorf("PurgeExpired a century on = %d, %v; want 0", n, err)
 	}
 }
