@@ -182,14 +182,14 @@ func BenchmarkProxyRedis(b *testing.B) {
 	if u == "" {
 		b.Skip("TEST_REDIS_URL not set")
 	}
-	// The client as idem proxy opens it from a redis:// DSN.
+	// The client and store as idem proxy opens them from a redis:// DSN.
 	opts, err := redis.ParseURL(u)
 	if err != nil {
 		b.Fatal(err)
 	}
 	client := redis.NewClient(opts)
 	defer client.Close()
-	s, err := redisstore.New(client, redisstore.Config{Prefix: fmt.Sprintf("bench-proxy-%d:", time.Now().UnixNano())})
+	s, err := redisstore.New(client, redisstore.Config{Prefix: fmt.Sprintf("bench-proxy-%d:", time.Now().UnixNano()), AutoPipeline: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,17 +31,30 @@ const redisWorkers = 32
 // here), "throughput-ratio" (pairs/s over the baseline's pairs/s; the goal
 // is at least 0.9), both as the median over chunks of 1000 pairs, and the
 // store's "pairs/s".
-func BenchmarkRedisstoreBeginCommit(b *testing.B) { benchRedisstore(b, redisWorkers) }
+func BenchmarkRedisstoreBeginCommit(b *testing.B) { benchRedisstore(b, redisWorkers, false) }
 
 // BenchmarkRedisstoreBeginCommitSingle: the same with one worker, for the
 // latency of a pair beside the baseline's.
-func BenchmarkRedisstoreBeginCommitSingle(b *testing.B) { benchRedisstore(b, 1) }
+func BenchmarkRedisstoreBeginCommitSingle(b *testing.B) { benchRedisstore(b, 1, false) }
 
-func benchRedisstore(b *testing.B, workers int) {
+// BenchmarkRedisstoreBeginCommitAutoPipeline: the store with
+// Config.AutoPipeline, as idem proxy runs it, beside the same plain loop
+// sent through the same client's auto-pipeliner.
+func BenchmarkRedisstoreBeginCommitAutoPipeline(b *testing.B) {
+	benchRedisstore(b, redisWorkers, true)
+}
+
+func benchRedisstore(b *testing.B, workers int, auto bool) {
 	client := benchRedisClient(b)
-	s, err := redisstore.New(client, redisstore.Config{Prefix: benchRedisPrefix(b, client)})
+	s, err := redisstore.New(client, redisstore.Config{Prefix: benchRedisPrefix(b, client), AutoPipeline: auto})
 	if err != nil {
 		b.Fatal(err)
+	}
+	var baseClient redis.UniversalClient = client
+	if auto {
+		if baseClient, err = client.AutoPipeline(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ks, _ := keys(b, b.N)
 	ctx := context.Background()
@@ -55,7 +68,7 @@ func benchRedisstore(b *testing.B, workers int) {
 		}
 		return s.Commit(ctx, ks[i], o.Lease, benchResult)
 	}
-	baseline := baselineRedisBeginCommit(b, client)
+	baseline := baselineRedisBeginCommit(b, baseClient)
 	// The two take turns in chunks, in the order ABBA, so that both see the
 	// same load on a shared machine and the same state of the server. The
 	// ratio reported is the median of the chunks' ratios, which a burst of
