@@ -17,7 +17,8 @@ import (
 type capture struct {
 	w           http.ResponseWriter
 	max         int
-	allow       []string // the headers to record, canonical
+	allow       []string        // the headers to record, canonical
+	allowSet    map[string]bool // allow as a set
 	status      int
 	header      []headerField
 	hdr         [4]headerField // storage of header
@@ -28,9 +29,10 @@ type capture struct {
 	streaming   bool // Flush or Hijack was called
 }
 
-// init readies c to capture up to max body bytes of a response to w.
-func (c *capture) init(w http.ResponseWriter, max int, allow []string) {
-	c.w, c.max, c.allow = w, max, allow
+// init readies c to capture up to max body bytes of a response to w, and
+// the headers in allow (allowSet the same as a set).
+func (c *capture) init(w http.ResponseWriter, max int, allow []string, allowSet map[string]bool) {
+	c.w, c.max, c.allow, c.allowSet = w, max, allow, allowSet
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -45,7 +47,7 @@ func (c *capture) WriteHeader(code int) {
 	}
 	c.wroteHeader = true
 	c.status = code
-	c.header = replayable(c.hdr[:0], c.w.Header(), c.allow)
+	c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
 	c.w.WriteHeader(code)
 }
 
@@ -107,7 +109,7 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 func (c *capture) finish() {
 	if !c.wroteHeader {
 		c.status = http.StatusOK
-		c.header = replayable(c.hdr[:0], c.w.Header(), c.allow)
+		c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
 	}
 }
 

@@ -57,14 +57,16 @@ type middleware struct {
 // per request, with the capture writer and the body reader the handler
 // gets.
 type exchange struct {
-	m    *middleware
-	w    http.ResponseWriter
-	r    *http.Request
-	ctx  context.Context // r's context without its cancellation
-	ev   Event
-	cw   capture
-	body bodyReader
-	buf  *[]byte // a pooled buffer for encoding, nil until needed
+	m   *middleware
+	w   http.ResponseWriter
+	r   *http.Request
+	ctx context.Context // r's context without its cancellation: &detached
+	ev  Event
+	// detached is ctx, kept here to save an allocation.
+	detached detachedContext
+	cw    capture
+	body  bodyReader
+	buf   *[]byte // a pooled buffer for encoding, nil until needed
 	// values is the storage of replayed header values. They go into the
 	// response's header, so x is never reused.
 	values [4]string
@@ -83,7 +85,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	x := &exchange{m: m, w: w, r: r, ctx: context.WithoutCancel(r.Context()), ev: Event{Request: r}}
+	x := &exchange{m: m, w: w, r: r, ev: Event{Request: r}}
+	x.detached.parent = r.Context()
+	x.ctx = &x.detached
 	defer x.end()
 
 	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header[idem.HeaderName])
@@ -289,7 +293,7 @@ func (x *exchange) since(start time.Time) time.Duration {
 // key afterwards.
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	cw := &x.cw
-	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay)
+	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay, x.m.cfg.replaySet)
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
 	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
@@ -355,7 +359,7 @@ func (x *exchange) fail(o Outcome, p *Problem) {
 func (x *exchange) pass(next http.Handler) {
 	start := x.now()
 	cw := &x.cw
-	cw.init(x.w, 0, nil)
+	cw.init(x.w, 0, nil, nil)
 	defer func() {
 		x.ev.HandlerTime = x.since(start)
 		cw.finish()
@@ -416,3 +420,14 @@ func readAll(body io.Reader, length, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// detachedContext is its parent's values without its deadline and
+// cancellation, as context.WithoutCancel gives, in a struct the exchange
+// holds rather than an allocation of its own.
+type detachedContext struct{ parent context.Context }
+
+func (detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detachedContext) Done() <-chan struct{}       { return nil }
+func (detachedContext) Err() error                  { return nil }
+func (c *detachedContext) Value(key any) any        { return c.parent.Value(key) }
+func (c *detachedContext) String() string           { return "idemhttp.detachedContext" }

@@ -570,13 +570,15 @@ func TestPanicReleasesKey(t *testing.T) {
 // recorded and the retry replays.
 func TestH21ClientDisconnectDoesNotCancel(t *testing.T) {
 	b := setup(t, idemhttp.Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	var sawCancel atomic.Bool
+	type ctxKey struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	var sawCancel, sawValue atomic.Bool
 	mw, _ := idemhttp.New(idemhttp.Config{Store: b.store})
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cancel() // the client goes away mid-request
 		time.Sleep(10 * time.Millisecond)
-		sawCancel.Store(r.Context().Err() != nil)
+		sawCancel.Store(r.Context().Err() != nil || r.Context().Done() == nil)
+		sawValue.Store(r.Context().Value(ctxKey{}) == "v")
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, `{"done":true}`)
 	}))
@@ -584,7 +586,10 @@ func TestH21ClientDisconnectDoesNotCancel(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k21")
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	if sawCancel.Load() {
-		t.Fatal("the handler's context was cancelled with the client's")
+		t.Fatal("the handler's context was cancelled with the client's, or cannot be cancelled at all")
+	}
+	if !sawValue.Load() {
+		t.Error("the handler's context lost the request context's values")
 	}
 	r2 := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
 	r2.Header.Set("Idempotency-Key", "k21")

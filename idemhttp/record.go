@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -245,11 +246,31 @@ type headerField struct {
 }
 
 // replayable appends to out the fields of h that may be recorded: those
-// named in allow (which holds none of neverReplayed).
-func replayable(out []headerField, h http.Header, allow []string) []headerField {
-	for _, name := range allow {
-		if v, ok := h[name]; ok && len(v) > 0 {
+// named in allow (which holds none of neverReplayed; allowSet is the same
+// as a set), in the order of allow. It looks up whichever of the two is
+// shorter in the other: a response usually has a few headers, the allow
+// list a dozen names.
+func replayable(out []headerField, h http.Header, allow []string, allowSet map[string]bool) []headerField {
+	if len(h) >= len(allow) {
+		for _, name := range allow {
+			if v := h[name]; len(v) > 0 {
+				out = append(out, headerField{name: name, values: v})
+			}
+		}
+		return out
+	}
+	start := len(out)
+	for name, v := range h {
+		if len(v) > 0 && allowSet[name] {
 			out = append(out, headerField{name: name, values: v})
+		}
+	}
+	// Map order is random: sort by position in allow, so that a response
+	// is always recorded the same way. The fields are few.
+	fields := out[start:]
+	for i := 1; i < len(fields); i++ {
+		for j := i; j > 0 && slices.Index(allow, fields[j].name) < slices.Index(allow, fields[j-1].name); j-- {
+			fields[j], fields[j-1] = fields[j-1], fields[j]
 		}
 	}
 	return out
