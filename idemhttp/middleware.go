@@ -64,9 +64,9 @@ type exchange struct {
 	ev  Event
 	// detached is ctx, kept here to save an allocation.
 	detached detachedContext
-	cw    capture
-	body  bodyReader
-	buf   *[]byte // a pooled buffer for encoding, nil until needed
+	cw       capture
+	body     bodyReader
+	buf      *[]byte // a pooled buffer for encoding, nil until needed
 	// values is the storage of replayed header values. They go into the
 	// response's header, so x is never reused.
 	values [4]string
