@@ -58,9 +58,8 @@ func (c *Config) validate() error {
 type Store struct {
 	cfg Config
 	mu  sync.Mutex
-	// recs holds the records of each namespace by mapKey, so that a purge
-	// walks one namespace only.
-	recs map[idem.Namespace]map[string]*entry
+	// recs holds the records of each namespace by mapKey.
+	recs map[idem.Namespace]*records
 }
 
 // entry is a record as the store keeps it: an idem.Record without the key
@@ -125,7 +124,7 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, recs: make(map[idem.Namespace]map[string]*entry)}, nil
+	return &Store{cfg: cfg, recs: make(map[idem.Namespace]*records)}, nil
 }
 
 // mapKey appends the key of k within its namespace to dst: the value, and
@@ -141,8 +140,12 @@ func mapKey(dst []byte, k idem.Key) []byte {
 
 // find returns the entry of k, expired or not. The caller holds s.mu.
 func (s *Store) find(k idem.Key) *entry {
+	r := s.recs[k.Namespace()]
+	if r == nil {
+		return nil
+	}
 	var buf [128]byte
-	return s.recs[k.Namespace()][string(mapKey(buf[:0], k))]
+	return r.byKey[string(mapKey(buf[:0], k))]
 }
 
 // live returns the entry of k unless it is missing or expired at now. The
@@ -155,27 +158,29 @@ func (s *Store) live(k idem.Key, now int64) *entry {
 	return nil
 }
 
-// insert adds a new entry for k. The caller holds s.mu.
-func (s *Store) insert(k idem.Key) *entry {
-	m := s.recs[k.Namespace()]
-	if m == nil {
-		m = make(map[string]*entry)
-		s.recs[k.Namespace()] = m
+// write stores e, just written with retention, as the record of k, in
+// place of whatever k had. The caller holds s.mu.
+func (s *Store) write(k idem.Key, e *entry, retention time.Duration) {
+	r := s.recs[k.Namespace()]
+	if r == nil {
+		r = newRecords()
+		s.recs[k.Namespace()] = r
 	}
-	e := &entry{}
-	if k.Scope() == "" {
-		m[k.Value()] = e
-	} else {
+	key := k.Value()
+	if k.Scope() != "" {
 		var buf [128]byte
-		m[string(mapKey(buf[:0], k))] = e
+		key = string(mapKey(buf[:0], k))
 	}
-	return e
+	r.byKey[key] = e
+	r.written(key, int64(retention), e.expires)
 }
 
 // remove deletes the entry of k. The caller holds s.mu.
 func (s *Store) remove(k idem.Key) {
-	var buf [128]byte
-	delete(s.recs[k.Namespace()], string(mapKey(buf[:0], k)))
+	if r := s.recs[k.Namespace()]; r != nil {
+		var buf [128]byte
+		delete(r.byKey, string(mapKey(buf[:0], k)))
+	}
 }
 
 // Begin implements idem.Store.
@@ -196,7 +201,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	takenOver := false
 	switch {
 	case e == nil:
-		e = s.insert(key)
+		e = &entry{}
 	case nowNS >= e.expires:
 		// Expired: counts as absent. The fence keeps counting up.
 	default:
@@ -217,6 +222,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		expires:      toNanos(now.Add(retention)),
 		leaseExpires: toNanos(now.Add(leaseTTL)),
 	}
+	s.write(key, e, retention)
 	return idem.Outcome{Kind: idem.Fresh, Lease: e.lease(leaseTTL), TakenOver: takenOver}, nil
 }
 
@@ -331,15 +337,12 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, asOfNS := 0, toNanos(asOf)
-	m := s.recs[ns]
-	for k, e := range m {
-		if e.expires <= asOfNS {
-			delete(m, k)
-			n++
-		}
+	r := s.recs[ns]
+	if r == nil {
+		return 0, nil
 	}
-	if len(m) == 0 {
+	n := r.purge(toNanos(asOf))
+	if r.empty() {
 		delete(s.recs, ns)
 	}
 	return n, nil

@@ -1,0 +1,102 @@
+package memstore
+
+import "slices"
+
+// records are the records of one namespace, and the order they expire in.
+type records struct {
+	byKey map[string]*entry
+	// expiry holds, for each retention in use, the keys in the order of
+	// their records' expiry, so that PurgeExpired takes the expired ones
+	// from the fronts instead of walking byKey: its cost is the number of
+	// records it deletes, not the number it keeps. Records written with
+	// one retention expire in the order they are written; a clock that
+	// goes back is the exception, and is put in order on the way in. A
+	// store sees few retentions (one per configuration), so few queues.
+	expiry map[int64]*expiryQueue
+}
+
+func newRecords() *records {
+	return &records{byKey: make(map[string]*entry), expiry: make(map[int64]*expiryQueue)}
+}
+
+// written notes that the record under key was written with retention,
+// to expire at expires.
+func (r *records) written(key string, retention, expires int64) {
+	q := r.expiry[retention]
+	if q == nil {
+		q = &expiryQueue{}
+		r.expiry[retention] = q
+	}
+	q.push(expiryItem{key: key, expires: expires})
+}
+
+// purge deletes the records expired at asOf and returns how many.
+func (r *records) purge(asOf int64) int {
+	n := 0
+	for retention, q := range r.expiry {
+		for it := range q.popExpired(asOf) {
+			// A key written again since has another item, later in
+			// some queue; one deleted since has none to delete.
+			if e := r.byKey[it.key]; e != nil && e.expires == it.expires {
+				delete(r.byKey, it.key)
+				n++
+			}
+		}
+		if q.empty() {
+			delete(r.expiry, retention)
+		}
+	}
+	return n
+}
+
+// empty reports whether r holds nothing at all.
+func (r *records) empty() bool { return len(r.byKey) == 0 && len(r.expiry) == 0 }
+
+type expiryItem struct {
+	key     string
+	expires int64
+}
+
+// expiryQueue is a queue of items in the order of expires.
+type expiryQueue struct {
+	items []expiryItem // items[head:] are queued
+	head  int
+}
+
+func (q *expiryQueue) empty() bool { return q.head == len(q.items) }
+
+// push adds it, in order: at the back unless the clock went back.
+func (q *expiryQueue) push(it expiryItem) {
+	if q.empty() || q.items[len(q.items)-1].expires <= it.expires {
+		q.items = append(q.items, it)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(q.items[q.head:], it.expires, func(a expiryItem, t int64) int {
+		if a.expires <= t {
+			return -1
+		}
+		return 1
+	})
+	q.items = slices.Insert(q.items, q.head+i, it)
+}
+
+// popExpired yields and removes the items expiring at or before asOf.
+func (q *expiryQueue) popExpired(asOf int64) func(yield func(expiryItem) bool) {
+	return func(yield func(expiryItem) bool) {
+		for !q.empty() && q.items[q.head].expires <= asOf {
+			it := q.items[q.head]
+			q.items[q.head] = expiryItem{}
+			q.head++
+			if !yield(it) {
+				break
+			}
+		}
+		// Reclaim the front once it is at least half the slice: each item
+		// is moved at most once per halving, so pushes stay O(1) amortized.
+		if q.head > 0 && 2*q.head >= len(q.items) {
+			n := copy(q.items, q.items[q.head:])
+			clear(q.items[n:])
+			q.items, q.head = q.items[:n], 0
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// TestPurgeMatchesAScan runs random Begins (with two retentions, so two
+// expiry queues), commits, releases, clock moves (some backwards) and
+// purges against a model that scans every record, and checks that each
+// purge deletes exactly the records the scan finds expired, and that the
+// records it keeps still answer.
+func TestPurgeMatchesAScan(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		now := time.Unix(1_700_000_000, 0)
+		s, err := memstore.New(memstore.Config{Now: func() time.Time { return now }, Lease: time.Hour})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ns := idem.MustNamespace("purge")
+		req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
+		type rec struct {
+			expires time.Time
+			lease   idem.Lease
+			done    bool
+		}
+		model := map[string]*rec{} // by key value, with scope "s" or none
+		keyOf := func(name string) idem.Key {
+			k, err := idem.ParseKey(ns, name[1:])
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if name[0] == 's' {
+				k, _ = k.WithScope("scope")
+			}
+			return k
+		}
+		names := rapid.SampledFrom([]string{"-a", "-b", "-c", "sa", "sb", "-d", "-e", "sf"})
+		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1: // Begin
+				name := names.Draw(rt, "key")
+				retention := rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second}).Draw(rt, "retention")
+				o, err := s.Begin(ctx, keyOf(name), req, &idem.BeginOpts{Retention: retention})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if o.Kind == idem.Fresh {
+					model[name] = &rec{expires: now.Add(retention), lease: o.Lease}
+				}
+			case 2: // Commit
+				name := names.Draw(rt, "key")
+				if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
+					if err := s.Commit(ctx, keyOf(name), r.lease, []byte(`1`)); err != nil {
+						rt.Fatalf("Commit %s: %v", name, err)
+					}
+					r.done = true
+				}
+			case 3: // FailTransient: the record goes
+				name := names.Draw(rt, "key")
+				if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
+					if err := s.FailTransient(ctx, keyOf(name), r.lease); err != nil {
+						rt.Fatalf("FailTransient %s: %v", name, err)
+					}
+					delete(model, name)
+				}
+			case 4: // the clock moves, now and then backwards
+				now = now.Add(time.Duration(rapid.IntRange(-1000, 3000).Draw(rt, "ms")) * time.Millisecond)
+			case 5: // purge
+				want := 0
+				for name, r := range model {
+					if !r.expires.After(now) {
+						want++
+						delete(model, name)
+					}
+				}
+				got, err := s.PurgeExpired(ctx, ns, now)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if got != want {
+					rt.Fatalf("PurgeExpired at %v deleted %d, a scan finds %d expired", now, got, want)
+				}
+				for name := range model {
+					if _, err := s.Get(ctx, keyOf(name)); err != nil {
+						rt.Fatalf("Get %s after the purge: %v", name, err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkPurge: one purge of a store holding n records of which a tenth
+// have expired, as a periodic purge finds it. It costs about the expired
+// records, not the store.
+func BenchmarkPurge(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ctx := context.Background()
+			ns := idem.MustNamespace("purge")
+			req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
+			now := time.Unix(1_700_000_000, 0)
+			s, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }, Retention: time.Duration(n) * time.Millisecond})
+			i := 0
+			begin := func() {
+				k, _ := idem.ParseKey(ns, fmt.Sprint("k", i))
+				i++
+				now = now.Add(time.Millisecond)
+				if _, err := s.Begin(ctx, k, req, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range n {
+				begin()
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for range n / 10 {
+					begin()
+				}
+				b.StartTimer()
+				if _, err := s.PurgeExpired(ctx, ns, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
