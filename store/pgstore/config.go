@@ -44,6 +44,24 @@ type Config struct {
 	// that no statement holds many row locks or runs long. Defaults to 1000.
 	PurgeBatch int
 
+	// Pipeline makes the lease-mode calls of concurrent goroutines share
+	// connections: calls waiting for a connection are sent together, each
+	// still its own autocommitted statement, in PostgreSQL's pipeline mode,
+	// so that a batch costs one write and one read on each side instead of
+	// one round trip per call. Under concurrency this raises the pairs per
+	// second a server and client pair can do (on a two-core machine, about
+	// 1.5× plain statements on 32 connections); a lone caller sees the same
+	// latency. Transactional mode (WithTx, WithSQLTx) is unaffected.
+	Pipeline bool
+
+	// PipelineLanes is how many batches run at once, each on a connection
+	// of the pool, with Pipeline. Defaults to 4.
+	PipelineLanes int
+
+	// PipelineDepth is the most calls one batch carries, with Pipeline.
+	// Defaults to 16.
+	PipelineDepth int
+
 	// Now is the clock every timestamp is computed from, in Go, truncated to
 	// the microsecond PostgreSQL keeps: the store never reads the server's
 	// clock (no now() in its SQL), so that every process and every test
@@ -51,8 +69,12 @@ type Config struct {
 	Now func() time.Time
 }
 
-// defaultPurgeBatch is the default of Config.PurgeBatch.
-const defaultPurgeBatch = 1000
+// Defaults of Config fields.
+const (
+	defaultPurgeBatch    = 1000
+	defaultPipelineLanes = 4
+	defaultPipelineDepth = 16
+)
 
 // validate checks c, fills in the defaults and returns the parsed table
 // name. Its messages name the field.
@@ -73,6 +95,16 @@ func (c *Config) validate() (table, error) {
 		return table{}, fmt.Errorf("pgstore: Config.MaxPayload must not be negative, got %d", c.MaxPayload)
 	case c.PurgeBatch < 0:
 		return table{}, fmt.Errorf("pgstore: Config.PurgeBatch must not be negative, got %d", c.PurgeBatch)
+	case c.PipelineLanes < 0:
+		return table{}, fmt.Errorf("pgstore: Config.PipelineLanes must not be negative, got %d", c.PipelineLanes)
+	case c.PipelineDepth < 0:
+		return table{}, fmt.Errorf("pgstore: Config.PipelineDepth must not be negative, got %d", c.PipelineDepth)
+	}
+	if c.PipelineLanes == 0 {
+		c.PipelineLanes = defaultPipelineLanes
+	}
+	if c.PipelineDepth == 0 {
+		c.PipelineDepth = defaultPipelineDepth
 	}
 	if c.Retention == 0 {
 		c.Retention = idem.DefaultRetention

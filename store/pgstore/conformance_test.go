@@ -52,9 +52,40 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformancePipeline runs the lease-mode cases on a Store with
+// Config.Pipeline, with batches small enough that the suite's 32
+// concurrent Begins span several batches and lanes.
+func TestConformancePipeline(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	pipelined := func(now func() time.Time) pgstore.Config {
+		c := conformanceConfig(now)
+		c.Pipeline, c.PipelineLanes, c.PipelineDepth = true, 2, 4
+		return c
+	}
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+			s, err := pgstore.New(tb.pool, pipelined(now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		MaxPayload: maxPayload,
+		NewUnreachableStore: func(t *testing.T) idem.Store {
+			return storeOnClosedPort(t, pipelined(time.Now))
+		},
+	})
+}
+
 // unreachableStore is a store on a pool whose server address is a closed
 // loopback port.
 func unreachableStore(t *testing.T) idem.Store {
+	return storeOnClosedPort(t, conformanceConfig(time.Now))
+}
+
+// storeOnClosedPort is a store configured by cfg on a pool whose server
+// address is a closed loopback port.
+func storeOnClosedPort(t *testing.T, cfg pgstore.Config) idem.Store {
 	port, err := testserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +95,7 @@ func unreachableStore(t *testing.T) idem.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := pgstore.New(pool, conformanceConfig(time.Now))
+	s, err := pgstore.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,17 +42,20 @@ type faultResult struct {
 // the key was live; and no two workers had a commit accepted for one key.
 func TestFaultServerRestart(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		down func(*pgtest.Server) error
+		name     string
+		down     func(*pgtest.Server) error
+		pipeline bool
 	}{
-		{"Stop", (*pgtest.Server).Stop},
-		{"Kill", (*pgtest.Server).Kill},
+		{"Stop", (*pgtest.Server).Stop, false},
+		{"Kill", (*pgtest.Server).Kill, false},
+		{"Stop/Pipeline", (*pgtest.Server).Stop, true},
+		{"Kill/Pipeline", (*pgtest.Server).Kill, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { faultRun(t, tc.down) })
+		t.Run(tc.name, func(t *testing.T) { faultRun(t, tc.down, tc.pipeline) })
 	}
 }
 
-func faultRun(t *testing.T, down func(*pgtest.Server) error) {
+func faultRun(t *testing.T, down func(*pgtest.Server) error, pipeline bool) {
 	const (
 		workers = 8
 		nkeys   = 600
@@ -69,7 +72,7 @@ func faultRun(t *testing.T, down func(*pgtest.Server) error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := pgstore.New(pool, pgstore.Config{Lease: lease})
+	s, err := pgstore.New(pool, pgstore.Config{Lease: lease, Pipeline: pipeline, PipelineLanes: 2, PipelineDepth: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: cfg, table: t, sql: newQueries(t)}
 	s.lease = binding{s: s}
-	if pool != nil {
+	switch {
+	case pool != nil && cfg.Pipeline:
+		s.lease.q = newPipeline(pool, cfg.PipelineLanes, cfg.PipelineDepth)
+	case pool != nil:
 		s.lease.q = pgxQuerier{pool}
 	}
 	return s, nil

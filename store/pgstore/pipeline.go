@@ -1,0 +1,401 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pipeline is the querier of a lease-mode Store with Config.Pipeline: it
+// queues the calls of concurrent goroutines and sends those waiting
+// together on one pooled connection in PostgreSQL's pipeline mode, each
+// statement followed by its own Sync, so that each is still its own
+// autocommitted transaction and an error in one leaves the others alone.
+//
+// No goroutine runs while nothing is queued. A call that finds a lane free
+// and nothing waiting runs directly, as a plain statement; a call that
+// queues and finds a lane free starts a runner on it, which sends batch
+// after batch until the queue is empty, and ends; a direct call that ends
+// with calls queued hands its lane to a runner for them.
+type pipeline struct {
+	pool  *pgxpool.Pool
+	lanes int // runners at most
+	depth int // calls per batch at most
+
+	mu      sync.Mutex
+	queue   []*pipeCall
+	running int
+}
+
+// batchBytes bounds the parameter bytes of one batch, so that a few large
+// payloads go out in several batches rather than one long write.
+const batchBytes = 1 << 20
+
+func newPipeline(pool *pgxpool.Pool, lanes, depth int) *pipeline {
+	return &pipeline{pool: pool, lanes: lanes, depth: depth}
+}
+
+// States of a pipeCall. The runner reads a call's arguments only in
+// sending; a caller whose context ends returns at once from queued
+// (nothing was sent) and otherwise after sending, so that it never returns
+// while the runner still reads its arguments.
+const (
+	callQueued int32 = iota
+	callSending
+	callSent
+	callAbandoned
+)
+
+// pipeCall is one statement in the queue and, once done is closed, its
+// result: the first row's values, copied, and how to decode them.
+type pipeCall struct {
+	ctx   context.Context
+	query string
+	args  []any
+	state atomic.Int32
+	done  chan struct{}
+
+	fields  []pgconn.FieldDescription
+	formats []int16
+	row     [][]byte // nil when the statement returned no row
+	tag     pgconn.CommandTag
+	err     error
+}
+
+// finish records err (nil for success) and wakes the caller.
+func (c *pipeCall) finish(err error) {
+	c.err = err
+	close(c.done)
+}
+
+func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	if p.enterDirect() {
+		defer p.leaveDirect()
+		return pgxQuerier{p.pool}.queryRow(ctx, query, args, dest...)
+	}
+	c, err := p.do(ctx, query, args)
+	if err != nil {
+		return err
+	}
+	if c.row == nil {
+		return errNoRows
+	}
+	if len(dest) != len(c.row) {
+		return fmt.Errorf("pgstore: %d values in a row of %d", len(dest), len(c.row))
+	}
+	m := typeMaps.Get().(*pgtype.Map)
+	defer typeMaps.Put(m)
+	for i, d := range dest {
+		if err := m.Scan(c.fields[i].DataTypeOID, c.formats[i], c.row[i], d); err != nil {
+			return fmt.Errorf("pgstore: scanning column %q: %w", c.fields[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func (p *pipeline) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if p.enterDirect() {
+		defer p.leaveDirect()
+		return pgxQuerier{p.pool}.exec(ctx, query, args...)
+	}
+	c, err := p.do(ctx, query, args)
+	if err != nil {
+		return 0, err
+	}
+	return c.tag.RowsAffected(), nil
+}
+
+// enterDirect reports whether a call may skip the queue: when a lane is
+// free and nothing waits, it is sent at once, as a plain statement, from
+// the caller's goroutine, so that a lone caller pays nothing for the
+// pipeline. It then holds the lane until leaveDirect.
+func (p *pipeline) enterDirect() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running < p.lanes && len(p.queue) == 0 {
+		p.running++
+		return true
+	}
+	return false
+}
+
+// leaveDirect gives back the lane of a direct call, to a runner for the
+// calls that queued meanwhile if there are any.
+func (p *pipeline) leaveDirect() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) > 0 {
+		go p.run()
+		return
+	}
+	p.running--
+}
+
+// typeMaps decode results in the callers' goroutines: a pgtype.Map caches
+// scan plans and is not safe for concurrent use.
+var typeMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
+
+// do queues a call and waits for its result or the end of ctx.
+func (p *pipeline) do(ctx context.Context, query string, args []any) (*pipeCall, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &pipeCall{ctx: ctx, query: query, args: args, done: make(chan struct{})}
+	p.mu.Lock()
+	p.queue = append(p.queue, c)
+	if p.running < p.lanes {
+		p.running++
+		go p.run()
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.done:
+		return c, c.err
+	case <-ctx.Done():
+	}
+	if c.state.CompareAndSwap(callQueued, callAbandoned) {
+		return nil, ctx.Err() // never sent; the runner drops it
+	}
+	for c.state.Load() == callSending {
+		runtime.Gosched() // the runner is encoding the arguments: microseconds
+	}
+	select {
+	case <-c.done:
+		return c, c.err
+	default:
+		// Sent, so it may still take effect, as a statement whose
+		// context ends in flight may.
+		return nil, ctx.Err()
+	}
+}
+
+// run sends batches until the queue is empty.
+func (p *pipeline) run() {
+	for {
+		batch := p.take()
+		if batch == nil {
+			return
+		}
+		p.send(batch)
+	}
+}
+
+// take removes the next batch from the queue, skipping abandoned calls,
+// or ends the runner (nil) when there is none.
+func (p *pipeline) take() []*pipeCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var batch []*pipeCall
+	n, bytes := 0, 0
+	for ; n < len(p.queue) && len(batch) < p.depth && bytes < batchBytes; n++ {
+		c := p.queue[n]
+		if c.state.Load() == callAbandoned {
+			continue
+		}
+		batch = append(batch, c)
+		bytes += argBytes(c.args)
+	}
+	clear(p.queue[:n])
+	p.queue = p.queue[n:]
+	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+	}
+	if len(batch) == 0 {
+		p.running--
+		return nil
+	}
+	return batch
+}
+
+// argBytes estimates the size of a call's parameters.
+func argBytes(args []any) int {
+	n := 0
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
+// send runs a batch on one connection and finishes every call in it.
+func (p *pipeline) send(batch []*pipeCall) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		failAll(batch, err)
+		return
+	}
+	defer conn.Release()
+	pc := conn.Conn()
+
+	// Prepare what this connection has not prepared yet (pgx remembers
+	// the statements a connection has, by their SQL).
+	sds := make([]*pgconn.StatementDescription, len(batch))
+	for i, c := range batch {
+		if sds[i], err = pc.Prepare(ctx, c.query, c.query); err != nil {
+			if isConnError(err) {
+				failAll(batch[i:], err)
+				return
+			}
+			batch[i].state.Store(callSent)
+			batch[i].finish(err)
+			batch[i] = nil
+		}
+	}
+
+	pl := pc.PgConn().StartPipeline(ctx)
+	var eqb pgx.ExtendedQueryBuilder
+	sent := batch[:0]
+	for i, c := range batch {
+		if c == nil || !c.state.CompareAndSwap(callQueued, callSending) {
+			continue // failed to prepare, or abandoned
+		}
+		err := eqb.Build(pc.TypeMap(), sds[i], c.args)
+		c.fields, c.formats = sds[i].Fields, append([]int16(nil), eqb.ResultFormats...)
+		if err != nil {
+			c.state.Store(callSent)
+			c.finish(fmt.Errorf("pgstore: encoding the arguments: %w", err))
+			continue
+		}
+		pl.SendQueryStatement(sds[i], eqb.ParamValues, eqb.ParamFormats, c.formats)
+		pl.SendPipelineSync()
+		c.state.Store(callSent)
+		sent = append(sent, c)
+	}
+	if len(sent) == 0 {
+		_ = pl.Close()
+		return
+	}
+	if err := pl.Flush(); err != nil {
+		failAll(sent, err)
+		return
+	}
+	var failed []string // statements that failed on this connection
+	for i, c := range sent {
+		if err := c.read(pl); err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				// The connection is gone: nothing more comes.
+				c.finish(err)
+				failAll(sent[i+1:], err)
+				_ = pl.Close()
+				return
+			}
+			failed = append(failed, c.query)
+			c.finish(err)
+			// The server skipped to the Sync that follows.
+			if _, err := pl.GetResults(); err != nil && !errors.As(err, &pe) {
+				failAll(sent[i+1:], err)
+				_ = pl.Close()
+				return
+			}
+			continue
+		}
+		if _, err := pl.GetResults(); err != nil { // the statement's Sync
+			c.finish(err)
+			failAll(sent[i+1:], err)
+			_ = pl.Close()
+			return
+		}
+		c.finish(nil)
+	}
+	if err := pl.Close(); err != nil {
+		return
+	}
+	// A statement that failed may have failed because the server no
+	// longer holds it as prepared (the table changed under it): prepare
+	// it again next time.
+	for _, q := range failed {
+		_ = pc.Deallocate(ctx, q)
+	}
+}
+
+// read reads c's result from pl: its first row, copied, and its command
+// tag.
+func (c *pipeCall) read(pl *pgconn.Pipeline) error {
+	res, err := pl.GetResults()
+	if err != nil {
+		return err
+	}
+	rr, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return fmt.Errorf("pgstore: pipeline: got %T, want a result", res)
+	}
+	if rr.NextRow() {
+		c.row = copyRow(rr.Values())
+		for rr.NextRow() {
+		}
+	}
+	c.tag, err = rr.Close()
+	return err
+}
+
+// copyRow copies a row's values, which the connection reuses, in one
+// allocation; a NULL stays nil.
+func copyRow(vals [][]byte) [][]byte {
+	n := 0
+	for _, v := range vals {
+		n += len(v)
+	}
+	buf := make([]byte, 0, n)
+	row := make([][]byte, len(vals))
+	for i, v := range vals {
+		if v != nil {
+			start := len(buf)
+			buf = append(buf, v...)
+			row[i] = buf[start:len(buf):len(buf)]
+		}
+	}
+	return row
+}
+
+// failAll finishes every call with err.
+func failAll(calls []*pipeCall, err error) {
+	for _, c := range calls {
+		if c != nil {
+			c.state.Store(callSent)
+			c.finish(err)
+		}
+	}
+}
+
+// isConnError reports whether err is not the server's answer to one
+// statement but a failure of the connection.
+func isConnError(err error) bool {
+	var pe *pgconn.PgError
+	return !errors.As(err, &pe)
+}
+
+// batchContext is the context a batch runs with: no cancellation, since
+// each caller may give up on its own, and the latest deadline of its
+// calls when every one has a deadline, so that a server that stops
+// answering does not hold the runner for good.
+func batchContext(batch []*pipeCall) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}

@@ -1,0 +1,128 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/internal/pgtest"
+)
+
+// pipelineOnOneLane is a pipeline of one lane on a fresh schema, and a
+// call that keeps that lane busy for d: the calls made meanwhile queue up
+// and go out together in the next batch.
+func pipelineOnOneLane(t *testing.T) (*pipeline, *pgxpool.Pool, func(d time.Duration) <-chan error) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	p := newPipeline(pool, 1, 16)
+	busy := func(d time.Duration) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.exec(context.Background(), "SELECT pg_sleep($1::float8)", d.Seconds())
+			done <- err
+		}()
+		// Until the lane has taken the sleep.
+		waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+		return done
+	}
+	return p, pool, busy
+}
+
+// TestPipelineErrorStaysInItsStatement sends three statements in one
+// batch, the second failing: the other two still succeed, each in its own
+// transaction.
+func TestPipelineErrorStaysInItsStatement(t *testing.T) {
+	p, _, busy := pipelineOnOneLane(t)
+	done := busy(200 * time.Millisecond)
+	ctx := context.Background()
+	divisors := []int{1, 0, 2}
+	got := make([]int64, len(divisors))
+	errs := make([]error, len(divisors))
+	var wg sync.WaitGroup
+	for i, d := range divisors {
+		wg.Go(func() { errs[i] = p.queryRow(ctx, "SELECT 10 / $1::int8", []any{d}, &got[i]) })
+	}
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var pe *pgconn.PgError
+	if errs[0] != nil || got[0] != 10 || errs[2] != nil || got[2] != 5 {
+		t.Errorf("10/1 = %d, %v; 10/2 = %d, %v; want 10 and 5", got[0], errs[0], got[2], errs[2])
+	}
+	if !errors.As(errs[1], &pe) || pe.Code != "22012" {
+		t.Errorf("10/0: %v, want division_by_zero (22012)", errs[1])
+	}
+	// The runner ends once the queue is empty.
+	waitFor(t, p, func() bool { return p.running == 0 })
+}
+
+// waitFor waits until cond, called with p.mu held, holds, or fails t
+// after five seconds.
+func waitFor(t *testing.T, p *pipeline, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		ok := cond()
+		p.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pipeline did not get there in 5s")
+		}
+	}
+}
+
+// TestPipelineAbandonedCallIsNotSent: a call whose context ends while it
+// waits in the queue returns at once, and its statement never runs.
+func TestPipelineAbandonedCallIsNotSent(t *testing.T) {
+	p, pool, busy := pipelineOnOneLane(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE TABLE probe (k int)"); err != nil {
+		t.Fatal(err)
+	}
+	done := busy(300 * time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := p.exec(cctx, "INSERT INTO probe VALUES (1)")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec = %v, want the context's deadline", err)
+	}
+	if waited := time.Since(start); waited > 200*time.Millisecond {
+		t.Errorf("the abandoned call returned after %v, not when its context ended", waited)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := p.queryRow(ctx, "SELECT count(*) FROM probe", nil, &n); err != nil || n != 0 {
+		t.Errorf("probe has %d rows (%v): the abandoned INSERT ran", n, err)
+	}
+}
+
+// TestPipelineEndedContext: a call with a context already ended is
+// refused without queueing.
+func TestPipelineEndedContext(t *testing.T) {
+	p, _, _ := pipelineOnOneLane(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.exec(ctx, "SELECT 1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("exec = %v, want context.Canceled", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) != 0 || p.running != 0 {
+		t.Errorf("queue %d, runners %d: the call was queued", len(p.queue), p.running)
+	}
+}
