@@ -491,6 +491,34 @@ func BenchmarkPgstoreBeginCommitSingle(b *testing.B) {
 	benchPgstore(b, e, false)
 }
 
+// BenchmarkPgstoreBeginCommitPipeline: the same pairs through a store with
+// Config.Pipeline on the same pool and table, beside the same pgx loop and
+// pgbench.
+func BenchmarkPgstoreBeginCommitPipeline(b *testing.B) {
+	e := newPgsEnv(b)
+	e.pipelined(b)
+	benchPgstore(b, e, true)
+}
+
+// BenchmarkPgstoreBeginCommitPipelineSingle: the pipelined store with one
+// worker: a batch of one, for the latency beside the pgx loop's.
+func BenchmarkPgstoreBeginCommitPipelineSingle(b *testing.B) {
+	e := newPgsEnv(b)
+	e.pipelined(b)
+	e.workers = 1
+	benchPgstore(b, e, false)
+}
+
+// pipelined makes e's store one with Config.Pipeline, on the same pool and
+// table.
+func (e *pgsEnv) pipelined(b *testing.B) {
+	s, err := pgstore.New(e.pool, pgstore.Config{Table: e.table, Pipeline: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.store = s
+}
+
 func benchPgstore(b *testing.B, e *pgsEnv, pgbench bool) {
 	e.storePairs(b, 2*pgsWorkers) // warm every connection's statement cache
 	e.pgxPairs(b, 2*pgsWorkers)
