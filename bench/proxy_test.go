@@ -225,7 +225,8 @@ func BenchmarkProxyPostgres(b *testing.B) {
 	}
 	defer pool.Close()
 	table := fmt.Sprintf("bench_proxy_%d", time.Now().UnixNano())
-	s, err := pgstore.New(pool, pgstore.Config{Table: table})
+	// The store as idem proxy opens it from a postgres:// DSN.
+	s, err := pgstore.New(pool, pgstore.Config{Table: table, Pipeline: true})
 	if err != nil {
 		b.Fatal(err)
 	}

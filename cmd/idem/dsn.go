@@ -118,7 +118,9 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease})
+	// Pipelined: a proxy serves many requests at once, and batching the
+	// statements of those waiting for a connection saves round trips.
+	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: true})
 	if err != nil {
 		pool.Close()
 		return nil, err

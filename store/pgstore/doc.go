@@ -69,6 +69,25 @@
 // other answer comes from the record as read, decided exactly as
 // idem.Decide decides.
 //
+// # Pipelining
+//
+// With Config.Pipeline, lease-mode calls made at the same time from many
+// goroutines share connections. A call that finds one of PipelineLanes
+// lanes free and nothing queued runs at once, as above. The calls that
+// arrive while every lane is busy queue up, and each freed lane takes up
+// to PipelineDepth of them to one pooled connection in PostgreSQL's
+// pipeline mode: all their statements in one write, all the answers in
+// one read, each statement followed by its own Sync, so each is still its
+// own autocommitted transaction and an error stays in its statement. Under
+// concurrency this costs both sides far fewer system calls and context
+// switches per call; on a two-core machine with 32 workers it did 1.2–1.4×
+// the Begin+Commit pairs per second pgbench did with the same statements
+// on 32 connections, where the plain store did 0.8×. A call whose context
+// ends while it waits in the queue returns at once and is never sent; once
+// sent, like any statement whose context ends in flight, it may still take
+// effect. Statements sent in a pipeline are not reported to a pgx
+// QueryTracer. idem proxy runs its Postgres store pipelined.
+//
 // # Transactional mode
 //
 // (*Store).WithTx(tx) and (*Store).WithSQLTx(tx) return an idem.Store bound
