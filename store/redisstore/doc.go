@@ -75,6 +75,19 @@
 // records are not: while the shard is away its keys may run again. Prefer
 // Redis Cluster when records must outlive a node's failure.
 //
+// # Auto-pipelining
+//
+// With Config.AutoPipeline the store sends its record calls through the
+// client's blocking auto-pipeliner (go-redis's AutoPipeline): calls made
+// at the same time from many goroutines go out in one write and come back
+// in one read. Each script still runs atomically on its own. Under
+// concurrency this about halves the CPU time a call costs on both sides
+// (32 workers on a two-core machine: 10.7k → 15–21k Begin+Commit pairs
+// per second); a lone caller sees the same latency. It works on a
+// *redis.Client, a *redis.ClusterClient and a *redis.Ring; PurgeExpired
+// still scans through the client itself. go-redis marks the API
+// experimental, so it is off by default; idem proxy turns it on.
+//
 // # Durability
 //
 // A record is as durable as the Redis deployment that holds it. Redis
