@@ -38,7 +38,8 @@ type Config struct {
 	// of paying a round trip of system calls each. Under concurrency it
 	// about halves the CPU time per call, on the client and on the server;
 	// a lone caller sees the same latency. PurgeExpired still uses the
-	// client itself. go-redis marks AutoPipeline experimental, so it is off
+	// client itself. Not for a *redis.Ring, which has no auto-pipeliner:
+	// New then fails. go-redis marks AutoPipeline experimental, so it is off
 	// by default; idem proxy turns it on.
 	AutoPipeline bool
 	// Now is the clock every decision is taken by: lease and record expiry

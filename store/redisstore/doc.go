@@ -84,8 +84,9 @@
 // concurrency this about halves the CPU time a call costs on both sides
 // (32 workers on a two-core machine: 10.7k → 15–21k Begin+Commit pairs
 // per second); a lone caller sees the same latency. It works on a
-// *redis.Client, a *redis.ClusterClient and a *redis.Ring; PurgeExpired
-// still scans through the client itself. go-redis marks the API
+// *redis.Client and a *redis.ClusterClient; go-redis has none for a
+// *redis.Ring, and New reports that. PurgeExpired still scans through the
+// client itself. go-redis marks the API
 // experimental, so it is off by default; idem proxy turns it on.
 //
 // # Durability
