@@ -250,7 +250,7 @@ func (p *pipeline) send(batch []*pipeCall) {
 	for i, c := range batch {
 		if sds[i], err = pc.Prepare(ctx, c.query, c.query); err != nil {
 			if isConnError(err) {
-				failAll(batch[i:], err)
+				failAll(batch, err)
 				return
 			}
 			batch[i].state.Store(callSent)
@@ -288,32 +288,26 @@ func (p *pipeline) send(batch []*pipeCall) {
 	}
 	var failed []string // statements that failed on this connection
 	for i, c := range sent {
-		if err := c.read(pl); err != nil {
-			var pe *pgconn.PgError
-			if !errors.As(err, &pe) {
-				// The connection is gone: nothing more comes.
-				c.finish(err)
-				failAll(sent[i+1:], err)
-				_ = pl.Close()
-				return
+		// After an error the server skips to the statement's Sync, and
+		// answers it; an error at the Sync is the statement's
+		// transaction failing to commit.
+		err := c.read(pl)
+		if err == nil || !isConnError(err) {
+			if serr := readSync(pl); serr != nil && (err == nil || isConnError(serr)) {
+				err = serr
 			}
-			failed = append(failed, c.query)
-			c.finish(err)
-			// The server skipped to the Sync that follows.
-			if _, err := pl.GetResults(); err != nil && !errors.As(err, &pe) {
-				failAll(sent[i+1:], err)
-				_ = pl.Close()
-				return
-			}
-			continue
 		}
-		if _, err := pl.GetResults(); err != nil { // the statement's Sync
+		if err != nil && isConnError(err) {
+			// The connection is gone, or out of step: nothing more comes.
 			c.finish(err)
 			failAll(sent[i+1:], err)
 			_ = pl.Close()
 			return
 		}
-		c.finish(nil)
+		if err != nil {
+			failed = append(failed, c.query)
+		}
+		c.finish(err)
 	}
 	if err := pl.Close(); err != nil {
 		return
@@ -344,6 +338,26 @@ func (c *pipeCall) read(pl *pgconn.Pipeline) error {
 	}
 	c.tag, err = rr.Close()
 	return err
+}
+
+// readSync reads the answer to a statement's Sync: nil, the server's
+// error (a *pgconn.PgError) or a failure of the connection.
+func readSync(pl *pgconn.Pipeline) error {
+	res, err := pl.GetResults()
+	if err != nil {
+		if isConnError(err) {
+			return err
+		}
+		// The error took the Sync's place; the Sync is still to come.
+		if _, serr := pl.GetResults(); serr != nil {
+			return serr
+		}
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("pgstore: pipeline: got %T, want the end of a statement", res)
+	}
+	return nil
 }
 
 // copyRow copies a row's values, which the connection reuses, in one
