@@ -126,3 +126,29 @@ func TestPipelineEndedContext(t *testing.T) {
 		t.Errorf("queue %d, runners %d: the call was queued", len(p.queue), p.running)
 	}
 }
+
+// TestPipelineBadStatementFailsAlone: a statement the server cannot
+// prepare fails on its own; the others of its batch run.
+func TestPipelineBadStatementFailsAlone(t *testing.T) {
+	p, _, busy := pipelineOnOneLane(t)
+	done := busy(200 * time.Millisecond)
+	ctx := context.Background()
+	queries := []string{"SELECT 1::int8", "SELEC 2", "SELECT 3::int8"}
+	got := make([]int64, len(queries))
+	errs := make([]error, len(queries))
+	var wg sync.WaitGroup
+	for i, q := range queries {
+		wg.Go(func() { errs[i] = p.queryRow(ctx, q, nil, &got[i]) })
+	}
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var pe *pgconn.PgError
+	if errs[0] != nil || got[0] != 1 || errs[2] != nil || got[2] != 3 {
+		t.Errorf("good statements: %d %v, %d %v; want 1 and 3", got[0], errs[0], got[2], errs[2])
+	}
+	if !errors.As(errs[1], &pe) || pe.Code != "42601" {
+		t.Errorf("bad statement: %v, want syntax_error (42601)", errs[1])
+	}
+}
