@@ -149,3 +149,23 @@ func ExampleMigrationSQL() {
 	// -- 001 now creates the (expires_at, namespace) index that replaces it.
 	// DROP INDEX IF EXISTS "idem"."records_expires_idx";
 }
+
+// A store for a server with many concurrent requests: the calls that wait
+// for a connection go out together in pipeline mode. (Compiled, not run.)
+func ExampleConfig_pipeline() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.New(pool, pgstore.Config{
+		Pipeline:      true,
+		PipelineLanes: 4,  // batches on the wire at once (the default)
+		PipelineDepth: 16, // calls per batch at most (the default)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store // use it like any lease-mode store
+}

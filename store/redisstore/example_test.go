@@ -48,3 +48,15 @@ func Example() {
 	}
 	fmt.Println(r.ID)
 }
+
+// A store whose calls from concurrent goroutines share round trips,
+// through go-redis's auto-pipeliner. (Compiled, not run.)
+func ExampleConfig_autoPipeline() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.Config{AutoPipeline: true})
+	if err != nil {
+		log.Fatal(err) // a *redis.Ring has no auto-pipeliner
+	}
+	_ = store // use it like any store
+}
