@@ -28,6 +28,9 @@ const DefaultDSN = "sqlite:idem.db"
 type storeOpts struct {
 	retention, lease time.Duration
 	table            string // SQL stores; empty = default
+	// batch sends the calls of concurrent requests together: pgstore's
+	// Pipeline, redisstore's AutoPipeline.
+	batch bool
 }
 
 // openedStore is a store with what the commands need around it.
@@ -118,9 +121,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	// Pipelined: a proxy serves many requests at once, and batching the
-	// statements of those waiting for a connection saves round trips.
-	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: true})
+	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch})
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -149,9 +150,7 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		_ = client.Close()
 		return nil, fmt.Errorf("redis at %s is unreachable: %w", redact(dsn), err)
 	}
-	// Auto-pipelined: a proxy serves many requests at once, and sharing
-	// round trips halves the CPU each store call costs on both ends.
-	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: true})
+	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
 	if err != nil {
 		_ = client.Close()
 		return nil, err

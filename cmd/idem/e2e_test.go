@@ -285,8 +285,10 @@ func testSharedStore(t *testing.T, dsn string) {
 	up := newCounting(t)
 	ns := randomNamespace(t)
 	var proxies []*proxy
-	for range 3 {
-		proxies = append(proxies, startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--namespace", ns))
+	// One proxy sends each store call on its own, the others batch them:
+	// both share the store.
+	for _, batch := range []string{"false", "true", "true"} {
+		proxies = append(proxies, startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--namespace", ns, "--batch-store-calls="+batch))
 	}
 	var wg sync.WaitGroup
 	for k := range 5 {
