@@ -85,8 +85,11 @@
 // on 32 connections, where the plain store did 0.8×. A call whose context
 // ends while it waits in the queue returns at once and is never sent; once
 // sent, like any statement whose context ends in flight, it may still take
-// effect. Statements sent in a pipeline are not reported to a pgx
-// QueryTracer. idem proxy runs its Postgres store pipelined.
+// effect. A pool tracer that traces batches (pgx.BatchTracer, as
+// OpenTelemetry tracers for pgx do) hears of each batch sent, and of each
+// statement in it without its arguments; a plain QueryTracer hears only of
+// the calls that ran directly. idem proxy runs its Postgres store
+// pipelined.
 //
 // # Transactional mode
 //

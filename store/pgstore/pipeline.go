@@ -30,6 +30,10 @@ type pipeline struct {
 	pool  *pgxpool.Pool
 	lanes int // runners at most
 	depth int // calls per batch at most
+	// tracer is the pool's tracer when it traces batches: each batch is
+	// reported as one, its calls as its queries (without their arguments,
+	// which belong to the callers again once sent).
+	tracer pgx.BatchTracer
 
 	mu      sync.Mutex
 	queue   []*pipeCall
@@ -41,7 +45,18 @@ type pipeline struct {
 const batchBytes = 1 << 20
 
 func newPipeline(pool *pgxpool.Pool, lanes, depth int) *pipeline {
-	return &pipeline{pool: pool, lanes: lanes, depth: depth}
+	p := &pipeline{pool: pool, lanes: lanes, depth: depth}
+	p.tracer, _ = pool.Config().ConnConfig.Tracer.(pgx.BatchTracer)
+	return p
+}
+
+// traceStart reports the start of a batch of calls to the tracer.
+func (p *pipeline) traceStart(ctx context.Context, conn *pgx.Conn, calls []*pipeCall) context.Context {
+	b := &pgx.Batch{}
+	for _, c := range calls {
+		b.Queue(c.query, c.args...)
+	}
+	return p.tracer.TraceBatchStart(ctx, conn, pgx.TraceBatchStartData{Batch: b})
 }
 
 // States of a pipeCall. The runner reads a call's arguments only in
@@ -275,12 +290,27 @@ func (p *pipeline) send(batch []*pipeCall) {
 		}
 		pl.SendQueryStatement(sds[i], eqb.ParamValues, eqb.ParamFormats, c.formats)
 		pl.SendPipelineSync()
-		c.state.Store(callSent)
 		sent = append(sent, c)
+	}
+	if len(sent) > 0 && p.tracer != nil {
+		// While the calls are still sending, so their arguments are
+		// still the callers'.
+		ctx = p.traceStart(ctx, pc, sent)
+	}
+	for _, c := range sent {
+		c.state.Store(callSent)
 	}
 	if len(sent) == 0 {
 		_ = pl.Close()
 		return
+	}
+	if p.tracer != nil {
+		defer func() {
+			for _, c := range sent {
+				p.tracer.TraceBatchQuery(ctx, pc, pgx.TraceBatchQueryData{SQL: c.query, CommandTag: c.tag, Err: c.err})
+			}
+			p.tracer.TraceBatchEnd(ctx, pc, pgx.TraceBatchEndData{})
+		}()
 	}
 	if err := pl.Flush(); err != nil {
 		failAll(sent, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -150,5 +151,82 @@ func TestPipelineBadStatementFailsAlone(t *testing.T) {
 	}
 	if !errors.As(errs[1], &pe) || pe.Code != "42601" {
 		t.Errorf("bad statement: %v, want syntax_error (42601)", errs[1])
+	}
+}
+
+// batchRecorder is a pgx tracer that records the batches it is told of.
+type batchRecorder struct {
+	mu      sync.Mutex
+	started [][]string // the SQL of each batch
+	queries []string
+	ended   int
+}
+
+func (r *batchRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (r *batchRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *batchRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var sqls []string
+	for _, q := range d.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	r.started = append(r.started, sqls)
+	return ctx
+}
+
+func (r *batchRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, d.SQL)
+}
+
+func (r *batchRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended++
+}
+
+// TestPipelineTracesBatches: a pool's tracer that traces batches hears of
+// each pipelined batch and of each of its statements.
+func TestPipelineTracesBatches(t *testing.T) {
+	pc, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &batchRecorder{}
+	pc.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	p := newPipeline(pool, 1, 16)
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := p.exec(context.Background(), "SELECT pg_sleep(0.2)")
+		blocked <- err
+	}()
+	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			var n int64
+			if err := p.queryRow(context.Background(), "SELECT $1::int8", []any{i}, &n); err != nil || n != int64(i) {
+				t.Errorf("SELECT %d = %d, %v", i, n, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.started) != 1 || len(rec.started[0]) != 3 || len(rec.queries) != 3 || rec.ended != 1 {
+		t.Errorf("traced batches %q, queries %q, %d ended; want one batch of the three SELECTs", rec.started, rec.queries, rec.ended)
 	}
 }
