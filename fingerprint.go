@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"strings"
 	"sync"
 
@@ -96,56 +95,90 @@ func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 	if p.Limits != nil {
 		lim = *p.Limits
 	}
-	bp := canonicalPool.Get().(*[]byte)
-	c, err := canonjson.AppendCanonical((*bp)[:0], p.Body, lim)
+	// The canonical body goes straight after the encoding of the other
+	// fields, and its length, unknown until then, is filled in after.
+	bp := encodingPool.Get().(*[]byte)
+	enc := appendFields((*bp)[:0], "request/json", method, p.Target)
+	at := len(enc)
+	enc = append(enc, make([]byte, 8)...)
+	enc, err := canonjson.AppendCanonical(enc, p.Body, lim)
 	if err != nil {
-		canonicalPool.Put(bp)
+		putEncoding(bp, enc)
 		return Fingerprint{}, err
 	}
-	f := fingerprint("request/json", method, p.Target, c)
-	if cap(c) <= 64<<10 {
-		*bp = c
-		canonicalPool.Put(bp)
-	}
+	binary.BigEndian.PutUint64(enc[at:], uint64(len(enc)-at-8))
+	f := sum(enc)
+	putEncoding(bp, enc)
 	return f, nil
 }
 
-// fingerprint hashes the length-prefixed encoding of its fields. The body,
-// which may be large, goes into the hash as it is, without a copy.
+// inlineBody is the largest body fingerprint copies into its encoding to
+// hash it in one call; larger ones are hashed where they are.
+const inlineBody = 16 << 10
+
+// fingerprint hashes the length-prefixed encoding of its fields, the body
+// last.
 func fingerprint(kind, method, target string, body []byte) Fingerprint {
-	d := digestPool.Get().(*digest)
-	enc := d.enc[:0]
-	field := func(s string) {
-		enc = binary.BigEndian.AppendUint64(enc, uint64(len(s)))
-		enc = append(enc, s...)
+	if len(body) > inlineBody {
+		return fingerprintLarge(kind, method, target, body)
 	}
-	field("idem/fingerprint/v1")
-	field(kind)
-	field(method)
-	field(target)
+	bp := encodingPool.Get().(*[]byte)
+	enc := appendFields((*bp)[:0], kind, method, target)
 	enc = binary.BigEndian.AppendUint64(enc, uint64(len(body)))
-	d.h.Reset()
-	d.h.Write(enc)
-	d.h.Write(body)
+	enc = append(enc, body...)
+	f := sum(enc)
+	putEncoding(bp, enc)
+	return f
+}
+
+// fingerprintLarge is fingerprint for a large body, which goes into the
+// hash as it is, without a copy.
+func fingerprintLarge(kind, method, target string, body []byte) Fingerprint {
+	var buf [128]byte
+	enc := appendFields(buf[:0], kind, method, target)
+	enc = binary.BigEndian.AppendUint64(enc, uint64(len(body)))
+	h := sha256.New()
+	h.Write(enc)
+	h.Write(body)
 	var out [1 + sha256.Size]byte
 	out[0] = fingerprintV1
-	copy(out[1:], d.h.Sum(d.sum[:0]))
-	if cap(enc) <= 64<<10 {
-		d.enc = enc
-		digestPool.Put(d)
-	}
+	h.Sum(out[1:1])
 	return Fingerprint{b: string(out[:])}
 }
 
-// canonicalPool recycles the buffers request bodies are canonicalised into.
-var canonicalPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// digest is a SHA-256 hash with the buffers fingerprint needs around it.
-type digest struct {
-	h   hash.Hash
-	enc []byte // the encoding of the fields before the body
-	sum [sha256.Size]byte
+// appendFields appends the encoding of the fields before the body: the
+// domain string, kind, method and target, each preceded by its length as a
+// big-endian uint64.
+func appendFields(dst []byte, kind, method, target string) []byte {
+	dst = appendField(dst, "idem/fingerprint/v1")
+	dst = appendField(dst, kind)
+	dst = appendField(dst, method)
+	return appendField(dst, target)
 }
 
-// digestPool recycles digests.
-var digestPool = sync.Pool{New: func() any { return &digest{h: sha256.New(), enc: make([]byte, 0, 256)} }}
+// appendField appends the length of s as a big-endian uint64, then s.
+func appendField(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// sum returns the fingerprint of a complete encoding.
+func sum(enc []byte) Fingerprint {
+	var out [1 + sha256.Size]byte
+	out[0] = fingerprintV1
+	d := sha256.Sum256(enc)
+	copy(out[1:], d[:])
+	return Fingerprint{b: string(out[:])}
+}
+
+// encodingPool recycles the buffers fingerprints are encoded in.
+var encodingPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// putEncoding returns bp to encodingPool, with enc as its storage unless
+// enc grew large.
+func putEncoding(bp *[]byte, enc []byte) {
+	if cap(enc) <= 64<<10 {
+		*bp = enc[:0]
+		encodingPool.Put(bp)
+	}
+}
