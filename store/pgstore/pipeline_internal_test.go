@@ -224,6 +224,8 @@ func TestPipelineTracesBatches(t *testing.T) {
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
 	}
+	// The runner reports the batch's end after it finished the calls.
+	waitFor(t, p, func() bool { return p.running == 0 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.started) != 1 || len(rec.started[0]) != 3 || len(rec.queries) != 3 || rec.ended != 1 {

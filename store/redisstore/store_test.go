@@ -95,16 +95,15 @@ func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 	t.Cleanup(func() { _ = client.Close() })
-	idemtest.Exercise(t, idemtest.Harness{
-		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
-			return newStore(t, client, redisstore.DefaultPrefix, now)
-		},
-		MaxPayload: maxPayload,
-	})
-	// go-redis has no auto-pipeliner for a Ring: New says so.
-	_, err := redisstore.New(client, redisstore.Config{AutoPipeline: true})
-	if err == nil || !strings.Contains(err.Error(), "Config.AutoPipeline") {
-		t.Errorf("New on a Ring with AutoPipeline: %v, want an error naming Config.AutoPipeline", err)
+	for _, m := range autoModes {
+		t.Run(m.name, func(t *testing.T) {
+			idemtest.Exercise(t, idemtest.Harness{
+				NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+					return newStoreAuto(t, client, redisstore.DefaultPrefix, now, m.auto)
+				},
+				MaxPayload: maxPayload,
+			})
+		})
 	}
 }
 
