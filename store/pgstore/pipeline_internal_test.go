@@ -38,24 +38,33 @@ func pipelineOnOneLane(t *testing.T) (*pipeline, *pgxpool.Pool, func(d time.Dura
 	return p, pool, busy
 }
 
-// TestPipelineErrorStaysInItsStatement sends three statements in one
-// batch, the second failing: the other two still succeed, each in its own
-// transaction.
-func TestPipelineErrorStaysInItsStatement(t *testing.T) {
-	p, _, busy := pipelineOnOneLane(t)
+// inOneBatch keeps the lane busy while n goroutines each make call(i),
+// so that the n calls queue and go out as one batch, and returns when
+// they and the busy call are done.
+func inOneBatch(t *testing.T, busy func(time.Duration) <-chan error, n int, call func(i int)) {
+	t.Helper()
 	done := busy(200 * time.Millisecond)
-	ctx := context.Background()
-	divisors := []int{1, 0, 2}
-	got := make([]int64, len(divisors))
-	errs := make([]error, len(divisors))
 	var wg sync.WaitGroup
-	for i, d := range divisors {
-		wg.Go(func() { errs[i] = p.queryRow(ctx, "SELECT 10 / $1::int8", []any{d}, &got[i]) })
+	for i := range n {
+		wg.Go(func() { call(i) })
 	}
 	wg.Wait()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPipelineErrorStaysInItsStatement sends three statements in one
+// batch, the second failing: the other two still succeed, each in its own
+// transaction.
+func TestPipelineErrorStaysInItsStatement(t *testing.T) {
+	p, _, busy := pipelineOnOneLane(t)
+	divisors := []int{1, 0, 2}
+	got := make([]int64, len(divisors))
+	errs := make([]error, len(divisors))
+	inOneBatch(t, busy, len(divisors), func(i int) {
+		errs[i] = p.queryRow(context.Background(), "SELECT 10 / $1::int8", []any{divisors[i]}, &got[i])
+	})
 	var pe *pgconn.PgError
 	if errs[0] != nil || got[0] != 10 || errs[2] != nil || got[2] != 5 {
 		t.Errorf("10/1 = %d, %v; 10/2 = %d, %v; want 10 and 5", got[0], errs[0], got[2], errs[2])
@@ -132,19 +141,12 @@ func TestPipelineEndedContext(t *testing.T) {
 // prepare fails on its own; the others of its batch run.
 func TestPipelineBadStatementFailsAlone(t *testing.T) {
 	p, _, busy := pipelineOnOneLane(t)
-	done := busy(200 * time.Millisecond)
-	ctx := context.Background()
 	queries := []string{"SELECT 1::int8", "SELEC 2", "SELECT 3::int8"}
 	got := make([]int64, len(queries))
 	errs := make([]error, len(queries))
-	var wg sync.WaitGroup
-	for i, q := range queries {
-		wg.Go(func() { errs[i] = p.queryRow(ctx, q, nil, &got[i]) })
-	}
-	wg.Wait()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	inOneBatch(t, busy, len(queries), func(i int) {
+		errs[i] = p.queryRow(context.Background(), queries[i], nil, &got[i])
+	})
 	var pe *pgconn.PgError
 	if errs[0] != nil || got[0] != 1 || errs[2] != nil || got[2] != 3 {
 		t.Errorf("good statements: %d %v, %d %v; want 1 and 3", got[0], errs[0], got[2], errs[2])
