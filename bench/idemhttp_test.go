@@ -107,18 +107,27 @@ func BenchmarkMiddlewareFirstRequest(b *testing.B) {
 		clock.Add(int64(time.Millisecond))
 		h.ServeHTTP(w, u.next("fill-"+strconv.Itoa(i)))
 	}
-	ns := idemhttp.DefaultNamespace
+	serveNewKeys(b, h, u, func(i int) {
+		if clock.Add(int64(time.Millisecond)); i%4096 == 0 {
+			if _, err := s.PurgeExpired(context.Background(), idemhttp.DefaultNamespace, now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// serveNewKeys times b.N requests through h, each with a new key, calling
+// before(i) ahead of the i-th, and reports the overhead over the bare
+// handler.
+func serveNewKeys(b *testing.B, h http.Handler, u *reusable, before func(i int)) {
 	ks := benchKeys(b.N)
+	w := httptest.NewRecorder()
 	b.ReportAllocs()
 	var ms runtimeMem
 	ms.read()
 	b.ResetTimer()
 	for i := range b.N {
-		if clock.Add(int64(time.Millisecond)); i%4096 == 0 {
-			if _, err := s.PurgeExpired(context.Background(), ns, now()); err != nil {
-				b.Fatal(err)
-			}
-		}
+		before(i)
 		w.Body.Reset()
 		clear(w.Header())
 		h.ServeHTTP(w, u.next(ks[i]))
@@ -132,21 +141,7 @@ func BenchmarkMiddlewareFirstRequest(b *testing.B) {
 // growing the heap costs (fresh pages, map growth), which a server pays
 // only until its records start to expire.
 func BenchmarkMiddlewareFirstRequestGrowingStore(b *testing.B) {
-	h := newMiddleware(b)
-	ks := benchKeys(b.N)
-	u := newReusable()
-	w := httptest.NewRecorder()
-	b.ReportAllocs()
-	var ms runtimeMem
-	ms.read()
-	b.ResetTimer()
-	for i := range b.N {
-		w.Body.Reset()
-		clear(w.Header())
-		h.ServeHTTP(w, u.next(ks[i]))
-	}
-	b.StopTimer()
-	reportOverhead(b, u, func(i int) string { return ks[i] }, ms)
+	serveNewKeys(b, newMiddleware(b), newReusable(), func(int) {})
 }
 
 // BenchmarkMiddlewareReplay: a retried POST answered from the record.
