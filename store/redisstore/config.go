@@ -39,7 +39,9 @@ type Config struct {
 	// about halves the CPU time per call, on the client and on the server;
 	// a lone caller sees the same latency. PurgeExpired still uses the
 	// client itself. Not for a *redis.Ring, which has no auto-pipeliner:
-	// New then fails. go-redis marks AutoPipeline experimental, so it is off
+	// New then fails. A call waits for its batch even when its context
+	// ends meanwhile; the client's ReadTimeout and WriteTimeout bound the
+	// wait. go-redis marks AutoPipeline experimental, so it is off
 	// by default; idem proxy turns it on.
 	AutoPipeline bool
 	// Now is the clock every decision is taken by: lease and record expiry

@@ -86,7 +86,9 @@
 // per second); a lone caller sees the same latency. It works on a
 // *redis.Client and a *redis.ClusterClient; go-redis has none for a
 // *redis.Ring, and New reports that. PurgeExpired still scans through the
-// client itself. go-redis marks the API
+// client itself. A call waits for its batch even when its context ends
+// meanwhile (go-redis's blocking auto-pipeliner does not watch it); the
+// client's ReadTimeout and WriteTimeout bound the wait. go-redis marks the API
 // experimental, so it is off by default; idem proxy turns it on.
 //
 // # Durability
