@@ -57,20 +57,25 @@ type middleware struct {
 // per request, with the capture writer and the body reader the handler
 // gets.
 type exchange struct {
-	m   *middleware
-	w   http.ResponseWriter
-	r   *http.Request
-	ctx context.Context // r's context without its cancellation: &detached
-	ev  Event
-	// detached is ctx, kept here to save an allocation.
+	m  *middleware
+	w  http.ResponseWriter
+	r  *http.Request
+	ev Event
+	// detached is r's context without its cancellation (see ctx), kept
+	// here to save an allocation.
 	detached detachedContext
 	cw       capture
 	body     bodyReader
 	buf      *[]byte // a pooled buffer for encoding, nil until needed
-	// values is the storage of replayed header values. They go into the
-	// response's header, so x is never reused.
+	// values is the storage of replayed header values, the first the
+	// value of ReplayedHeader. They go into the response's header, so x is
+	// never reused.
 	values [4]string
 }
+
+// ctx is r's context without its cancellation, for the store calls and
+// the handler: finished work is recorded even when the client has gone.
+func (x *exchange) ctx() context.Context { return &x.detached }
 
 // protects reports whether requests with method are protected.
 func (m *middleware) protects(method string) bool {
@@ -87,7 +92,6 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	x := &exchange{m: m, w: w, r: r, ev: Event{Request: r}}
 	x.detached.parent = r.Context()
-	x.ctx = &x.detached
 	defer x.end()
 
 	key, err := idem.ParseHeader(m.cfg.Namespace, r.Header[idem.HeaderName])
@@ -253,7 +257,7 @@ type storeCall struct {
 }
 
 func (x *exchange) storeCtx() storeCall {
-	c := storeCall{ctx: x.ctx}
+	c := storeCall{ctx: x.ctx()}
 	if x.m.timed {
 		c.start = time.Now()
 	}
@@ -303,7 +307,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 			x.ev.Err = o.Err
 		}
 	}()
-	o.Run(x.ctx, func(ctx context.Context) ([]byte, bool) {
+	o.Run(x.ctx(), func(ctx context.Context) ([]byte, bool) {
 		start := x.now()
 		served := false
 		defer func() {
@@ -330,7 +334,9 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 
 // replay writes a recorded response.
 func (x *exchange) replay(b []byte) {
-	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[:0])
+	x.values[0] = "true"
+	replayed := x.values[0:1:1]
+	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[1:1])
 	if err != nil {
 		x.ev.Err = err
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded response unreadable", Status: http.StatusInternalServerError})
@@ -343,7 +349,7 @@ func (x *exchange) replay(b []byte) {
 			h[f.name] = f.values
 		}
 	}
-	h[ReplayedHeader] = []string{"true"}
+	h[ReplayedHeader] = replayed
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
 	x.w.WriteHeader(rec.status)
 	_, _ = x.w.Write(rec.body)

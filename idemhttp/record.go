@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -147,9 +148,72 @@ func decodeResponse(b []byte) (*recordedResponse, error) {
 // appendResponse writes, with strings free of escapes, and reports false
 // for anything else. Each header's values are a slice of values' storage
 // with no spare capacity, so that appending to one never overwrites
-// another.
+// another. Only the text before the body becomes a string (the header
+// names and values are substrings of it); the body, usually the bulk of
+// the record, is decoded where it is.
 func parseResponse(b, body []byte, fields []headerField, values []string) (response, bool) {
-	s := string(b)
+	at, ok := headLen(b)
+	if !ok || !bytes.HasPrefix(b[at:], bodyMember) {
+		return response{}, false
+	}
+	enc, ok := bytes.CutSuffix(b[at+len(bodyMember):], []byte(`"}`))
+	if !ok || bytes.IndexByte(enc, '"') >= 0 || bytes.IndexByte(enc, '\\') >= 0 {
+		return response{}, false
+	}
+	r, ok := parseHead(string(b[:at]), fields, values)
+	if !ok {
+		return response{}, false
+	}
+	n := base64.StdEncoding.DecodedLen(len(enc))
+	if cap(body) < n {
+		body = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(body[:n], enc)
+	if err != nil {
+		return response{}, false
+	}
+	r.body = body[:n]
+	return r, true
+}
+
+// bodyMember is what follows the head of a record.
+var bodyMember = []byte(`,"body":"`)
+
+// headLen returns the length of the head of a record as appendResponse
+// writes it, the text before the body member: the version and status, and
+// the header object if there is one, found by its first closing brace
+// outside a string (the fast path reads only strings without escapes). It
+// reports false when there is no such head; parseHead checks the rest.
+func headLen(b []byte) (int, bool) {
+	const version, header = `{"v":1,"status":`, `,"header":{`
+	if !bytes.HasPrefix(b, []byte(version)) {
+		return 0, false
+	}
+	i := len(version)
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	if !bytes.HasPrefix(b[i:], []byte(header)) {
+		return i, true
+	}
+	inString := false
+	for i += len(header); i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			inString = !inString
+		case '}':
+			if !inString {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// parseHead reads the text of a record before its body member: the
+// version, the status and the header, all of s. It reports false for
+// anything appendResponse does not write.
+func parseHead(s string, fields []headerField, values []string) (response, bool) {
 	p := scanner{s: s}
 	if !p.lit(`{"v":1,"status":`) {
 		return response{}, false
@@ -182,24 +246,7 @@ func parseResponse(b, body []byte, fields []headerField, values []string) (respo
 			r.header = append(r.header, headerField{name: name, values: values[start:len(values):len(values)]})
 		}
 	}
-	if !p.lit(`,"body":`) {
-		return response{}, false
-	}
-	start := p.i + 1
-	enc, ok := p.str()
-	if !ok || !p.lit("}") || p.i != len(s) {
-		return response{}, false
-	}
-	n := base64.StdEncoding.DecodedLen(len(enc))
-	if cap(body) < n {
-		body = make([]byte, n)
-	}
-	n, err := base64.StdEncoding.Decode(body[:n], b[start:start+len(enc)])
-	if err != nil {
-		return response{}, false
-	}
-	r.body = body[:n]
-	return r, true
+	return r, p.i == len(s)
 }
 
 type scanner struct {
