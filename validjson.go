@@ -1,6 +1,10 @@
 package idem
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
 
 // fastDepth is the deepest nesting validJSON follows; deeper documents are
 // left to encoding/json.
@@ -160,6 +164,18 @@ func scanString(b []byte, i int) (int, bool) {
 		c := b[i]
 		if plainString[c] {
 			i++
+			if i == len(b) || !plainString[b[i]] {
+				continue
+			}
+			// A run of plain bytes: go on eight at a time. (Not after a
+			// single one: in text dense with escapes or non-ASCII
+			// characters, most runs are that short.)
+			for i++; i+8 <= len(b); i += 8 {
+				if m := notPlain(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+					i += bits.TrailingZeros64(m) / 8
+					break
+				}
+			}
 			continue
 		}
 		switch {
@@ -191,6 +207,22 @@ func scanString(b []byte, i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+// notPlain looks at eight bytes at once, the first in the low byte of x,
+// and returns a mask whose lowest set bit is the top bit of the first byte
+// that is not plain (see plainString), or 0 if all are. (Bits above the
+// lowest may be set for plain bytes: a byte that is not plain borrows from
+// the next one in the subtractions.)
+func notPlain(x uint64) uint64 {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	// A byte b below 0x80 has its top bit set in b-n exactly when b < n;
+	// bytes from 0x80 up have theirs set in x. The quote and backslash
+	// become zero bytes under the xors, which then are below 1.
+	control := x - ones*0x20
+	quote := (x ^ ones*'"') - ones
+	backslash := (x ^ ones*'\\') - ones
+	return (control | quote | backslash | x) & tops
 }
 
 func isHex(c byte) bool {
