@@ -196,18 +196,18 @@ func headLen(b []byte) (int, bool) {
 	if !bytes.HasPrefix(b[i:], []byte(header)) {
 		return i, true
 	}
-	inString := false
-	for i += len(header); i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			inString = !inString
-		case '}':
-			if !inString {
-				return i + 1, true
-			}
+	// A brace after an even number of quotes is outside the strings.
+	quotes := 0
+	for i += len(header); ; {
+		j := bytes.IndexByte(b[i:], '}')
+		if j < 0 {
+			return 0, false
 		}
+		if quotes += bytes.Count(b[i:i+j], []byte{'"'}); quotes%2 == 0 {
+			return i + j + 1, true
+		}
+		i += j + 1
 	}
-	return 0, false
 }
 
 // parseHead reads the text of a record before its body member: the

@@ -16,6 +16,8 @@ func TestParseResponseFastPath(t *testing.T) {
 		"empty body": {header: []headerField{{name: "Location", values: []string{"/x/1"}}}},
 		"body text in a value": {header: []headerField{{name: "Link", values: []string{`<a>; rel=body`, `,body:`}}},
 			body: `,"body":"`},
+		"braces in values": {header: []headerField{{name: "Etag", values: []string{`}`, `{}}`}}, {name: "X-Request-Id", values: []string{"]},{"}}},
+			body: `}`},
 		"several": {header: []headerField{{name: "Content-Type", values: []string{"application/json"}}, {name: "Etag", values: []string{"W/1", "x"}}},
 			body: "\x00\xffbinary"},
 	} {
