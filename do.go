@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -66,7 +65,7 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k := keepAlive(runCtx, t.store, key, lease, opts.HeartbeatEvery, nil, cancel)
+	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancel)
 	settle := func() (context.Context, context.CancelFunc) {
 		d := opts.SettleTimeout
 		if d <= 0 {
@@ -122,98 +121,4 @@ func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 		return func() {}
 	}
 	return k.stop
-}
-
-// keepAlive is KeepAlive returning its keeper (nil when it does not keep),
-// for callers that stop it without a func value. When the lease is lost it
-// calls lost, or else cancel(ErrLeaseLost).
-func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) *keeper {
-	if tb, ok := s.(TxBound); ok && tb.TxBound() {
-		return nil
-	}
-	if every < 0 || lease.TTL <= 0 && every == 0 {
-		return nil
-	}
-	if every == 0 {
-		every = lease.TTL / 3
-	}
-	k := &keeper{ctx: ctx, s: s, key: key, lease: lease, every: every, lost: lost, cancel: cancel}
-	k.mu.Lock()
-	k.timer = time.AfterFunc(every, k.beat)
-	k.mu.Unlock()
-	return k
-}
-
-// keeper extends a lease from a timer, so that a short run costs no
-// goroutine and no ticker: nothing happens unless the timer fires.
-type keeper struct {
-	ctx    context.Context
-	s      Store
-	key    Key
-	every  time.Duration
-	lost   func()                  // called when the lease is lost, or else
-	cancel context.CancelCauseFunc // called with ErrLeaseLost
-
-	mu      sync.Mutex
-	timer   *time.Timer
-	lease   Lease
-	beating bool
-	stopped bool
-	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
-}
-
-func (k *keeper) beat() {
-	k.mu.Lock()
-	if k.stopped || k.ctx.Err() != nil {
-		k.mu.Unlock()
-		return
-	}
-	k.beating = true
-	lease := k.lease
-	k.mu.Unlock()
-
-	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
-	lost := errors.Is(err, ErrStaleToken)
-	if lost {
-		if k.lost != nil {
-			k.lost()
-		} else {
-			k.cancel(ErrLeaseLost)
-		}
-	}
-
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.beating = false
-	if k.idle != nil {
-		close(k.idle)
-		k.idle = nil
-	}
-	if err == nil {
-		k.lease = l
-	}
-	if !lost && !k.stopped {
-		k.timer.Reset(k.every)
-	}
-}
-
-// stop ends the keeping and waits for a heartbeat under way. A nil k
-// has nothing to stop.
-func (k *keeper) stop() {
-	if k == nil {
-		return
-	}
-	k.mu.Lock()
-	k.stopped = true
-	k.timer.Stop()
-	if !k.beating {
-		k.mu.Unlock()
-		return
-	}
-	if k.idle == nil {
-		k.idle = make(chan struct{})
-	}
-	idle := k.idle
-	k.mu.Unlock()
-	<-idle
 }

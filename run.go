@@ -53,7 +53,7 @@ type Owner struct {
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k := keepAlive(runCtx, o.Store, o.Key, o.Lease, 0, nil, cancel)
+	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, cancel)
 	defer func() {
 		if p := recover(); p != nil {
 			k.stop()

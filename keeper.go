@@ -1,0 +1,145 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// keepAlive is KeepAlive returning its keeper (nil when it does not keep),
+// for callers that stop it without a func value. When the lease is lost it
+// calls lost, or else cancel(ErrLeaseLost).
+func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) *keeper {
+	k := new(keeper)
+	if !k.start(ctx, s, key, lease, every, lost, cancel) {
+		return nil
+	}
+	return k
+}
+
+// keepAlivePooled is keepAlive with a keeper, and its timer, taken from a
+// pool and given back by stop when nothing of it can still run: a run
+// shorter than the heartbeat interval, the common case, then allocates
+// nothing. The caller must call stop exactly once and never use the
+// keeper after.
+func keepAlivePooled(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, cancel context.CancelCauseFunc) *keeper {
+	k := keeperPool.Get().(*keeper)
+	if !k.start(ctx, s, key, lease, every, nil, cancel) {
+		keeperPool.Put(k)
+		return nil
+	}
+	k.pooled = true
+	return k
+}
+
+var keeperPool = sync.Pool{New: func() any { return new(keeper) }}
+
+// keeper extends a lease from a timer, so that a short run costs no
+// goroutine and no ticker: nothing happens unless the timer fires.
+type keeper struct {
+	ctx    context.Context
+	s      Store
+	key    Key
+	every  time.Duration
+	lost   func()                  // called when the lease is lost, or else
+	cancel context.CancelCauseFunc // called with ErrLeaseLost
+	pooled bool                    // stop gives k back to keeperPool
+
+	mu      sync.Mutex
+	timer   *time.Timer // kept across uses of a pooled keeper
+	lease   Lease
+	beating bool
+	stopped bool
+	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
+}
+
+// start makes k, new or from the pool, keep lease, as keepAlive
+// describes, and reports whether it does: not for a store bound to a
+// transaction, a negative every, or a lease without TTL and no every.
+func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) bool {
+	if tb, ok := s.(TxBound); ok && tb.TxBound() {
+		return false
+	}
+	if every < 0 || lease.TTL <= 0 && every == 0 {
+		return false
+	}
+	if every == 0 {
+		every = lease.TTL / 3
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ctx, k.s, k.key, k.lease, k.every, k.lost, k.cancel = ctx, s, key, lease, every, lost, cancel
+	k.beating, k.stopped, k.idle = false, false, nil
+	if k.timer == nil {
+		k.timer = time.AfterFunc(every, k.beat)
+	} else {
+		k.timer.Reset(every)
+	}
+	return true
+}
+
+func (k *keeper) beat() {
+	k.mu.Lock()
+	if k.stopped || k.ctx.Err() != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.beating = true
+	lease := k.lease
+	k.mu.Unlock()
+
+	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
+	lost := errors.Is(err, ErrStaleToken)
+	if lost {
+		if k.lost != nil {
+			k.lost()
+		} else {
+			k.cancel(ErrLeaseLost)
+		}
+	}
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.beating = false
+	if k.idle != nil {
+		close(k.idle)
+		k.idle = nil
+	}
+	if err == nil {
+		k.lease = l
+	}
+	if !lost && !k.stopped {
+		k.timer.Reset(k.every)
+	}
+}
+
+// stop ends the keeping and waits for a heartbeat under way. A nil k
+// has nothing to stop. A pooled keeper goes back to the pool only when
+// its timer was stopped before firing, so that no beat of this use can
+// run once another use has it.
+func (k *keeper) stop() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.stopped = true
+	unfired := k.timer.Stop()
+	if !k.beating {
+		pool := k.pooled && unfired
+		if pool {
+			k.ctx, k.s, k.key, k.lost, k.cancel, k.lease, k.pooled = nil, nil, Key{}, nil, nil, Lease{}, false
+		}
+		k.mu.Unlock()
+		if pool {
+			keeperPool.Put(k)
+		}
+		return
+	}
+	if k.idle == nil {
+		k.idle = make(chan struct{})
+	}
+	idle := k.idle
+	k.mu.Unlock()
+	<-idle
+}
