@@ -204,7 +204,8 @@ func BenchmarkProxySQLite(b *testing.B) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	s, err := sqlitestore.New(db, sqlitestore.Config{})
+	// The store as idem proxy opens it from a sqlite: DSN.
+	s, err := sqlitestore.New(db, sqlitestore.Config{Batch: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -72,10 +72,10 @@ func sqliteDB(b *testing.B, dir, name, sync string, conns int) *sql.DB {
 }
 
 // sqlitePair is a store and a baseline on two new databases side by side.
-func sqlitePair(b *testing.B, sync string, conns int) (*sqlitestore.Store, *sqlitePlain) {
+func sqlitePair(b *testing.B, sync string, conns int, batch bool) (*sqlitestore.Store, *sqlitePlain) {
 	b.Helper()
 	dir := b.TempDir()
-	s, err := sqlitestore.New(sqliteDB(b, dir, "store.db", sync, conns), sqlitestore.Config{})
+	s, err := sqlitestore.New(sqliteDB(b, dir, "store.db", sync, conns), sqlitestore.Config{Batch: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func sqliteInterleave(b *testing.B, block int, own, base func(from, to int)) {
 func BenchmarkSQLiteStoreBeginCommit(b *testing.B) {
 	for _, sync := range sqliteSync {
 		b.Run("sync="+sync, func(b *testing.B) {
-			s, p := sqlitePair(b, sync, 1)
+			s, p := sqlitePair(b, sync, 1, false)
 			ks := sqliteKeys(b, b.N)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -217,7 +217,7 @@ func BenchmarkSQLiteStoreBeginCommit(b *testing.B) {
 // BenchmarkSQLiteStoreReplay: Begin on a committed key, per op.
 func BenchmarkSQLiteStoreReplay(b *testing.B) {
 	const committed = 1024
-	s, p := sqlitePair(b, "FULL", 1)
+	s, p := sqlitePair(b, "FULL", 1, false)
 	ks := sqliteKeys(b, committed)
 	ctx := context.Background()
 	for i, k := range ks {
@@ -251,13 +251,23 @@ func BenchmarkSQLiteStoreReplay(b *testing.B) {
 
 // BenchmarkSQLiteStoreBeginCommitParallel: Begin+Commit of fresh keys from
 // 16 goroutines, on one connection (the lease-mode advice) and on a pool of
-// four, each against the baseline on the same pool size. Compare ns/op
-// across the two pool sizes for the advice, x-baseline for the overhead.
+// four, each against the baseline on the same pool size, and with
+// Config.Batch on one connection. Compare ns/op across the variants for
+// the advice, x-baseline for the overhead (with Batch, the store's gain
+// over statements each in their own transaction).
 func BenchmarkSQLiteStoreBeginCommitParallel(b *testing.B) {
 	const goroutines = 16
-	for _, conns := range []int{1, 4} {
-		b.Run("conns="+strconv.Itoa(conns), func(b *testing.B) {
-			s, p := sqlitePair(b, "FULL", conns)
+	for _, v := range []struct {
+		conns int
+		batch bool
+	}{{1, false}, {4, false}, {1, true}} {
+		name := "conns=" + strconv.Itoa(v.conns)
+		if v.batch {
+			name += "/batch"
+		}
+		b.Run(name, func(b *testing.B) {
+			conns := v.conns
+			s, p := sqlitePair(b, "FULL", conns, v.batch)
 			ks := sqliteKeys(b, b.N)
 			ctx := context.Background()
 			var failed atomic.Value

@@ -29,7 +29,7 @@ type storeOpts struct {
 	retention, lease time.Duration
 	table            string // SQL stores; empty = default
 	// batch sends the calls of concurrent requests together: pgstore's
-	// Pipeline, redisstore's AutoPipeline.
+	// Pipeline, redisstore's AutoPipeline, sqlitestore's Batch.
 	batch bool
 }
 
@@ -98,7 +98,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		_ = db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
 	}
-	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease})
+	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Batch: o.batch})
 	if err != nil {
 		_ = db.Close()
 		return nil, err

@@ -39,7 +39,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (default: 503)")
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
-	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (Postgres pipeline mode, Redis auto-pipelining)")
+	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "upstream timeout")

@@ -47,4 +47,20 @@ func TestConformance(t *testing.T) {
 			MaxPayload: 1 << 16,
 		})
 	})
+	// Config.Batch: the 32 concurrent Begins of the suite and its other
+	// concurrent calls go through shared transactions.
+	t.Run("Batch", func(t *testing.T) {
+		db, _ := newDB(t, 4)
+		idemtest.Exercise(t, idemtest.Harness{
+			NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+				return newStoreBatch(t, db, now, true)
+			},
+			MaxPayload:   1 << 16,
+			SingleWriter: true,
+			NewUnreachableStore: func(t *testing.T) idem.Store {
+				path := filepath.Join(t.TempDir(), "missing", "idem.db")
+				return newStoreBatch(t, openDB(t, path, dsnParams, 1), time.Now, true)
+			},
+		})
+	})
 }

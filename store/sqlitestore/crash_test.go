@@ -26,6 +26,8 @@ import (
 const (
 	crashChildEnv = "SQLITESTORE_CRASH_CHILD" // the database path
 	crashNowEnv   = "SQLITESTORE_CRASH_NOW"   // the clock, Unix milliseconds
+	crashBatchEnv = "SQLITESTORE_CRASH_BATCH" // "1": the child's store batches
+	crashBurst    = 32                        // records committed at once
 	crashNS       = "crash"
 	crashWrote    = "crash child: records written"
 )
@@ -70,8 +72,28 @@ func crashWrite(s idem.Store, r idem.Request) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.Heartbeat(ctx, key("heartbeated"), l, time.Minute)
-	return err
+	if _, err = s.Heartbeat(ctx, key("heartbeated"), l, time.Minute); err != nil {
+		return err
+	}
+	// A burst of concurrent pairs, which a batching store commits
+	// together.
+	errs := make(chan error, crashBurst)
+	for i := range crashBurst {
+		go func() {
+			v := "burst-" + strconv.Itoa(i)
+			l, err := begin(v)
+			if err == nil {
+				err = s.Commit(ctx, key(v), l, []byte(strconv.Itoa(i)))
+			}
+			errs <- err
+		}()
+	}
+	for range crashBurst {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // crashCheck checks, on the reopened database, what crashWrite wrote at
@@ -107,6 +129,12 @@ func crashCheck(t *testing.T, db *sql.DB, start time.Time, r idem.Request) {
 			t.Errorf("open-%d record = %+v, %v; want in_progress, fence 1, lease until %v", i, rec, err, start.Add(idemtest.Lease))
 		}
 	}
+	for i := range crashBurst {
+		o := mustBegin(t, s, mustKey(t, ns, "burst-"+strconv.Itoa(i)), r, idem.PriorResult)
+		if string(o.Result) != strconv.Itoa(i) {
+			t.Errorf("burst-%d replays %q", i, o.Result)
+		}
+	}
 	hb := mustKey(t, ns, "heartbeated")
 	clock.Advance(idemtest.Lease)
 	mustBegin(t, s, hb, r, idem.InFlight) // the heartbeat was kept
@@ -136,21 +164,28 @@ func TestCrashSafety(t *testing.T) {
 		crashCheck(t, openDB(t, path, dsnParams, 4), start, r)
 	})
 
-	t.Run("ProcessKilled", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "idem.db")
-		migrate(t, openDB(t, path, dsnParams, 1))
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashNowEnv+"="+strconv.FormatInt(start.UnixMilli(), 10))
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || !strings.Contains(string(out), crashWrote) {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		if _, err := os.Stat(path + "-wal"); err != nil {
-			t.Errorf("no WAL file after the kill (%v): the test would not exercise recovery", err)
-		}
-		crashCheck(t, openDB(t, path, dsnParams, 4), start, r)
-	})
+	for name, batch := range map[string]string{"ProcessKilled": "", "ProcessKilledBatch": "1"} {
+		t.Run(name, func(t *testing.T) { crashKill(t, start, r, batch) })
+	}
+}
+
+// crashKill runs crashChild, with a batching store when batch is "1", and
+// checks what it left.
+func crashKill(t *testing.T, start time.Time, r idem.Request, batch string) {
+	path := filepath.Join(t.TempDir(), "idem.db")
+	migrate(t, openDB(t, path, dsnParams, 1))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashNowEnv+"="+strconv.FormatInt(start.UnixMilli(), 10),
+		crashBatchEnv+"="+batch)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), crashWrote) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Errorf("no WAL file after the kill (%v): the test would not exercise recovery", err)
+	}
+	crashCheck(t, openDB(t, path, dsnParams, 4), start, r)
 }
 
 // crashChild is the child process of ProcessKilled: it writes the records
@@ -170,7 +205,8 @@ func crashChild() {
 	}
 	s, err := sqlitestore.New(db, sqlitestore.Config{
 		Retention: idemtest.Retention, Lease: idemtest.Lease,
-		Now: func() time.Time { return time.UnixMilli(ms) },
+		Now:   func() time.Time { return time.UnixMilli(ms) },
+		Batch: os.Getenv(crashBatchEnv) == "1",
 	})
 	if err != nil {
 		fail(err)

@@ -81,6 +81,17 @@
 //     the busy timeout, and keep transactions short: each one blocks every
 //     other writer for as long as it is open.
 //
+// With Config.Batch, the lease-mode writes of concurrent callers share
+// transactions: the calls that arrive while a write is under way queue,
+// then run together in one transaction, each in a savepoint (a failing
+// call is rolled back alone), and one commit, one sync of the log, makes
+// them all durable before any returns. A call whose context ends while it
+// waits in the queue returns at once and never runs; once running, it
+// finishes first. With synchronous(FULL) and 16 concurrent callers on one
+// connection it did 3.9× the Begin+Commit pairs per second of plain
+// statements (bench/sqlitestore_test.go). A lone caller runs at once, as
+// without Batch.
+//
 // # Schema
 //
 // Migrate creates it; MigrationSQL prints it (Table defaults to

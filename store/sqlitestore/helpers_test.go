@@ -51,9 +51,14 @@ func migrate(t testing.TB, db *sql.DB) {
 // newStore returns a store on db with the suite's settings and clock now
 // (time.Now when nil).
 func newStore(t testing.TB, db *sql.DB, now func() time.Time) *sqlitestore.Store {
+	return newStoreBatch(t, db, now, false)
+}
+
+// newStoreBatch is newStore, with Config.Batch when batch.
+func newStoreBatch(t testing.TB, db *sql.DB, now func() time.Time, batch bool) *sqlitestore.Store {
 	t.Helper()
 	s, err := sqlitestore.New(db, sqlitestore.Config{
-		Retention: idemtest.Retention, Lease: idemtest.Lease, MaxPayload: 1 << 16, Now: now,
+		Retention: idemtest.Retention, Lease: idemtest.Lease, MaxPayload: 1 << 16, Now: now, Batch: batch,
 	})
 	if err != nil {
 		t.Fatal(err)

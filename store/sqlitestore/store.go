@@ -15,9 +15,10 @@ import (
 //
 // A Store is safe for concurrent use. It never closes the *sql.DB.
 type Store struct {
-	db  *sql.DB
-	cfg Config
-	sql queries
+	db    *sql.DB
+	cfg   Config
+	sql   queries
+	batch *batcher // nil without Config.Batch
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -40,7 +41,11 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{db: db, cfg: cfg, sql: queryTemplates.forTable(cfg.Table)}, nil
+	s := &Store{db: db, cfg: cfg, sql: queryTemplates.forTable(cfg.Table)}
+	if cfg.Batch {
+		s.batch = &batcher{db: db, max: maxBatch}
+	}
+	return s, nil
 }
 
 // WithTx returns the store bound to the caller's transaction tx
@@ -67,27 +72,54 @@ func (s *Store) WithTx(tx *sql.Tx) idem.Store {
 // Begin implements idem.Store. See the package documentation for how it
 // decides atomically.
 func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
-	return s.begin(ctx, s.db, key, req, opts)
+	if s.batch == nil {
+		return s.begin(ctx, s.db, key, req, opts)
+	}
+	var o idem.Outcome
+	err := s.batch.do(ctx, func(ctx context.Context, q querier) (err error) {
+		o, err = s.begin(ctx, q, key, req, opts)
+		return err
+	})
+	if err != nil {
+		return idem.Outcome{}, err
+	}
+	return o, nil
+}
+
+// write runs a settle call or Heartbeat on the database, or in a batch.
+func (s *Store) write(ctx context.Context, run func(ctx context.Context, q querier) error) error {
+	if s.batch == nil {
+		return run(ctx, s.db)
+	}
+	return s.batch.do(ctx, run)
 }
 
 // Commit implements idem.Store.
 func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
-	return s.commit(ctx, s.db, key, lease, result)
+	return s.write(ctx, func(ctx context.Context, q querier) error { return s.commit(ctx, q, key, lease, result) })
 }
 
 // FailPermanent implements idem.Store.
 func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
-	return s.failPermanent(ctx, s.db, key, lease, e)
+	return s.write(ctx, func(ctx context.Context, q querier) error { return s.failPermanent(ctx, q, key, lease, e) })
 }
 
 // FailTransient implements idem.Store.
 func (s *Store) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
-	return s.failTransient(ctx, s.db, key, lease)
+	return s.write(ctx, func(ctx context.Context, q querier) error { return s.failTransient(ctx, q, key, lease) })
 }
 
 // Heartbeat implements idem.Store.
 func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
-	return s.heartbeat(ctx, s.db, key, lease, extend)
+	var l idem.Lease
+	err := s.write(ctx, func(ctx context.Context, q querier) (err error) {
+		l, err = s.heartbeat(ctx, q, key, lease, extend)
+		return err
+	})
+	if err != nil {
+		return idem.Lease{}, err
+	}
+	return l, nil
 }
 
 // PurgeExpired implements idem.Store. It deletes in batches of purgeBatch

@@ -1,0 +1,122 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// TestBatchCallsShareATransaction holds the batcher busy while three calls
+// queue, then checks that they ran in one transaction, and that the one
+// that failed after writing was rolled back alone.
+func TestBatchCallsShareATransaction(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	b := &batcher{db: db, max: maxBatch}
+
+	release := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- b.do(ctx, func(context.Context, querier) error { <-release; return nil })
+	}()
+	waitBatcher(t, b, func() bool { return b.busy })
+
+	failed := errors.New("failed after writing")
+	var mu sync.Mutex
+	seen := map[querier]int{}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Go(func() {
+			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error {
+				mu.Lock()
+				seen[q]++
+				mu.Unlock()
+				if _, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?)", i); err != nil {
+					return err
+				}
+				if i == 1 {
+					return failed
+				}
+				return nil
+			})
+		})
+	}
+	waitBatcher(t, b, func() bool { return len(b.queue) == 3 })
+	close(release)
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], failed) || errs[2] != nil {
+		t.Errorf("errors %v, want nil, the call's own, nil", errs)
+	}
+	if len(seen) != 1 {
+		t.Errorf("the three calls ran on %d queriers, want one transaction", len(seen))
+	}
+	var sum, n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(k), 0) FROM t").Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 2 {
+		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
+	}
+	waitBatcher(t, b, func() bool { return !b.busy })
+}
+
+// TestBatchAbandonedCallNeverRuns: a call whose context ends while it waits
+// returns at once, and never runs.
+func TestBatchAbandonedCallNeverRuns(t *testing.T) {
+	b := &batcher{max: maxBatch} // no database: nothing may reach it
+	release := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- b.do(context.Background(), func(context.Context, querier) error { <-release; return nil })
+	}()
+	waitBatcher(t, b, func() bool { return b.busy })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := b.do(ctx, func(context.Context, querier) error {
+		t.Error("the abandoned call ran")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("do = %v, want the context's deadline", err)
+	}
+	close(release)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	waitBatcher(t, b, func() bool { return !b.busy && len(b.queue) == 0 })
+}
+
+// waitBatcher waits until cond, called with b.mu held, holds, or fails t
+// after five seconds.
+func waitBatcher(t *testing.T, b *batcher, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		ok := cond()
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batcher did not get there in 5s")
+		}
+	}
+}
