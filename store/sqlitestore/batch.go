@@ -54,15 +54,8 @@ func (b *batcher) do(ctx context.Context, run func(ctx context.Context, q querie
 	if !b.busy && len(b.queue) == 0 {
 		b.busy = true
 		b.mu.Unlock()
-		err := run(ctx, b.db)
-		b.mu.Lock()
-		if len(b.queue) > 0 {
-			go b.runQueue()
-		} else {
-			b.busy = false
-		}
-		b.mu.Unlock()
-		return err
+		defer b.doneDirect()
+		return run(ctx, b.db)
 	}
 	c := &batchCall{ctx: ctx, run: run, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
@@ -81,6 +74,18 @@ func (b *batcher) do(ctx context.Context, run func(ctx context.Context, q querie
 		<-c.done
 		return c.err
 	}
+}
+
+// doneDirect ends a call that ran on its own: the calls that queued
+// meanwhile get a batch.
+func (b *batcher) doneDirect() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		go b.runQueue()
+		return
+	}
+	b.busy = false
 }
 
 // runQueue runs batches until the queue is empty.
