@@ -132,6 +132,9 @@ func newKey(ns Namespace, value string) (Key, error) {
 
 // checkText rejects invalid UTF-8 and control characters.
 func checkText(s, what string) error {
+	if printableASCII(s) {
+		return nil
+	}
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
@@ -143,6 +146,17 @@ func checkText(s, what string) error {
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether s is all printable ASCII (0x20 to 0x7E),
+// as keys and scopes almost always are: such text needs no decoding.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Errors about keys. Every invalid-key error is a *KeyError that also

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/idemgo/idem"
 )
@@ -75,5 +77,37 @@ func TestKeyScope(t *testing.T) {
 	}
 	if (idem.Key{}).IsZero() != true || k.IsZero() {
 		t.Error("IsZero wrong")
+	}
+}
+
+// TestWithScopeCharacters: the printable-ASCII fast path of the text check
+// accepts and rejects exactly what the rune-by-rune check does, for every
+// byte value and for multi-byte text.
+func TestWithScopeCharacters(t *testing.T) {
+	k, err := idem.ParseHeader("ns", []string{"key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(scope string) {
+		t.Helper()
+		_, err := k.WithScope(scope)
+		want := utf8.ValidString(scope)
+		for _, r := range scope {
+			if unicode.IsControl(r) {
+				want = false
+			}
+		}
+		if (err == nil) != want {
+			t.Errorf("WithScope(%q): err = %v, want accepted = %v", scope, err, want)
+		}
+		if err != nil && !errors.Is(err, idem.ErrInvalidKey) {
+			t.Errorf("WithScope(%q): err = %v, not ErrInvalidKey", scope, err)
+		}
+	}
+	for b := range 256 {
+		check("scope-" + string([]byte{byte(b)}) + "-x")
+	}
+	for _, s := range []string{"", "0123456789abcdef0123456789abcdef", "tenant/é", "日本", "a\u0085b", "a\u200bb", "\xff\xfe", "ok\xc3"} {
+		check(s)
 	}
 }
