@@ -65,7 +65,7 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancel)
+	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
 	settle := func() (context.Context, context.CancelFunc) {
 		d := opts.SettleTimeout
 		if d <= 0 {

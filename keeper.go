@@ -7,10 +7,19 @@ import (
 	"time"
 )
 
+// canceler is what a keeper cancels with cause ErrLeaseLost when the lease
+// is lost: a run's context.
+type canceler interface{ cancelCause(cause error) }
+
+// cancelFunc is a context.CancelCauseFunc as a canceler.
+type cancelFunc context.CancelCauseFunc
+
+func (f cancelFunc) cancelCause(cause error) { f(cause) }
+
 // keepAlive is KeepAlive returning its keeper (nil when it does not keep),
 // for callers that stop it without a func value. When the lease is lost it
-// calls lost, or else cancel(ErrLeaseLost).
-func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) *keeper {
+// calls lost, or else cancels cancel with cause ErrLeaseLost.
+func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel canceler) *keeper {
 	k := new(keeper)
 	if !k.start(ctx, s, key, lease, every, lost, cancel) {
 		return nil
@@ -23,7 +32,7 @@ func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 // shorter than the heartbeat interval, the common case, then allocates
 // nothing. The caller must call stop exactly once and never use the
 // keeper after.
-func keepAlivePooled(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, cancel context.CancelCauseFunc) *keeper {
+func keepAlivePooled(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, cancel canceler) *keeper {
 	k := keeperPool.Get().(*keeper)
 	if !k.start(ctx, s, key, lease, every, nil, cancel) {
 		keeperPool.Put(k)
@@ -42,9 +51,9 @@ type keeper struct {
 	s      Store
 	key    Key
 	every  time.Duration
-	lost   func()                  // called when the lease is lost, or else
-	cancel context.CancelCauseFunc // called with ErrLeaseLost
-	pooled bool                    // stop gives k back to keeperPool
+	lost   func()   // called when the lease is lost, or else
+	cancel canceler // cancelled with cause ErrLeaseLost
+	pooled bool     // stop gives k back to keeperPool
 
 	mu      sync.Mutex
 	timer   *time.Timer // kept across uses of a pooled keeper
@@ -57,7 +66,7 @@ type keeper struct {
 // start makes k, new or from the pool, keep lease, as keepAlive
 // describes, and reports whether it does: not for a store bound to a
 // transaction, a negative every, or a lease without TTL and no every.
-func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel context.CancelCauseFunc) bool {
+func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func(), cancel canceler) bool {
 	if tb, ok := s.(TxBound); ok && tb.TxBound() {
 		return false
 	}
@@ -92,10 +101,11 @@ func (k *keeper) beat() {
 	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
 	lost := errors.Is(err, ErrStaleToken)
 	if lost {
-		if k.lost != nil {
+		switch {
+		case k.lost != nil:
 			k.lost()
-		} else {
-			k.cancel(ErrLeaseLost)
+		case k.cancel != nil:
+			k.cancel.cancelCause(ErrLeaseLost)
 		}
 	}
 

@@ -51,9 +51,9 @@ type Owner struct {
 // without the client's cancellation (context.WithoutCancel), so that
 // finished work is recorded.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, cancel)
+	runCtx := newRunContext(ctx)
+	defer runCtx.end()
+	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, runCtx)
 	defer func() {
 		if p := recover(); p != nil {
 			k.stop()
