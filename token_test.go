@@ -28,3 +28,20 @@ func TestNewTokenUnique(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestAppendTokenAppendsANewToken(t *testing.T) {
+	a := idem.NewToken()
+	b := idem.AppendToken([]byte("prefix:"))
+	if string(b[:7]) != "prefix:" || len(b) != 7+idem.TokenLen {
+		t.Fatalf("AppendToken = %q, want prefix: and %d characters", b, idem.TokenLen)
+	}
+	tok := string(b[7:])
+	if tok == a || tok[:24] != a[:24] {
+		t.Errorf("tokens %q then %q: want the process prefix and a new counter", a, tok)
+	}
+	for _, c := range tok {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			t.Fatalf("token %q is not lower-case hex", tok)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,29 +63,50 @@ type Store struct {
 	recs map[idem.Namespace]*records
 }
 
-// entry is a record as the store keeps it: an idem.Record without the key
-// (the map's) and with the lease token. Times are Unix nanoseconds, so that
-// a large store holds few pointers for the collector to follow.
+// entry is a record as the store keeps it: an idem.Record with its map key
+// and lease token. The map key, the token and the request payload are
+// parts of one string, made by Begin in one allocation, so that a record
+// costs the collector few objects; times are Unix nanoseconds for the same
+// reason.
 type entry struct {
 	status       idem.Status
 	fp           idem.Fingerprint
-	request      []byte
+	key          string // the key in records.byKey (mapKey)
+	token        string
+	request      string
 	result       []byte
 	err          *idem.StoredError
-	token        string
 	fence        int64
 	created      int64
 	expires      int64
 	leaseExpires int64 // zero unless in progress
 }
 
-// record returns e as the Record of key. It shares e's slices.
+// newEntry returns the in-progress entry of k for payload: its map key,
+// a new token and a copy of payload in one allocation.
+func newEntry(k idem.Key, payload []byte) entry {
+	var sb strings.Builder
+	sb.Grow(len(k.Value()) + 1 + len(k.Scope()) + idem.TokenLen + len(payload))
+	var buf [128 + idem.TokenLen]byte
+	key := mapKey(buf[:0], k)
+	sb.Write(idem.AppendToken(key))
+	sb.Write(payload)
+	all := sb.String()
+	return entry{status: idem.StatusInProgress, key: all[:len(key)], token: all[len(key) : len(key)+idem.TokenLen],
+		request: all[len(key)+idem.TokenLen:]}
+}
+
+// record returns e as the Record of key, without the request payload (see
+// requestPayload). It shares e's slices.
 func (e *entry) record(key idem.Key) idem.Record {
 	return idem.Record{
-		Key: key, Status: e.status, Fingerprint: e.fp, Request: e.request, Result: e.result, Error: e.err,
+		Key: key, Status: e.status, Fingerprint: e.fp, Result: e.result, Error: e.err,
 		Fence: e.fence, CreatedAt: fromNanos(e.created), ExpiresAt: fromNanos(e.expires), LeaseExpiresAt: fromNanos(e.leaseExpires),
 	}
 }
+
+// requestPayload returns a copy of e's request payload.
+func (e *entry) requestPayload() []byte { return []byte(e.request) }
 
 // lease returns the reservation e holds.
 func (e *entry) lease(ttl time.Duration) idem.Lease {
@@ -158,21 +180,16 @@ func (s *Store) live(k idem.Key, now int64) *entry {
 	return nil
 }
 
-// write stores e, just written with retention, as the record of k, in
-// place of whatever k had. The caller holds s.mu.
-func (s *Store) write(k idem.Key, e *entry, retention time.Duration) {
-	r := s.recs[k.Namespace()]
+// write stores e, just written with retention, as the record under e.key
+// in ns, in place of whatever was there. The caller holds s.mu.
+func (s *Store) write(ns idem.Namespace, e *entry, retention time.Duration) {
+	r := s.recs[ns]
 	if r == nil {
 		r = newRecords()
-		s.recs[k.Namespace()] = r
+		s.recs[ns] = r
 	}
-	key := k.Value()
-	if k.Scope() != "" {
-		var buf [128]byte
-		key = string(mapKey(buf[:0], k))
-	}
-	r.byKey[key] = e
-	r.written(key, int64(retention), e.expires)
+	r.byKey[e.key] = e
+	r.written(e.key, int64(retention), e.expires)
 }
 
 // remove deletes the entry of k. The caller holds s.mu.
@@ -208,28 +225,25 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		rec := e.record(key)
 		o, takeover := idem.Decide(&rec, req.Fingerprint, now)
 		if !takeover {
+			if o.Kind == idem.Mismatch {
+				o.RecordedRequest = e.requestPayload()
+			}
 			return copyOutcome(o), nil
 		}
 		takenOver = true
 	}
-	*e = entry{
-		status:       idem.StatusInProgress,
-		fp:           req.Fingerprint,
-		request:      bytes.Clone(req.RecordedPayload()),
-		token:        idem.NewToken(),
-		fence:        e.fence + 1,
-		created:      nowNS,
-		expires:      toNanos(now.Add(retention)),
-		leaseExpires: toNanos(now.Add(leaseTTL)),
-	}
-	s.write(key, e, retention)
+	fence := e.fence + 1
+	*e = newEntry(key, req.RecordedPayload())
+	e.fp, e.fence, e.created = req.Fingerprint, fence, nowNS
+	e.expires, e.leaseExpires = toNanos(now.Add(retention)), toNanos(now.Add(leaseTTL))
+	s.write(key.Namespace(), e, retention)
 	return idem.Outcome{Kind: idem.Fresh, Lease: e.lease(leaseTTL), TakenOver: takenOver}, nil
 }
 
-// copyOutcome detaches an outcome from the stored record.
+// copyOutcome detaches an outcome's result and error from the stored
+// record.
 func copyOutcome(o idem.Outcome) idem.Outcome {
 	o.Result = bytes.Clone(o.Result)
-	o.RecordedRequest = bytes.Clone(o.RecordedRequest)
 	if o.Error != nil {
 		e := *o.Error
 		o.Error = &e
@@ -364,7 +378,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 		return idem.Record{}, idem.ErrNotFound
 	}
 	r := e.record(key)
-	r.Request = bytes.Clone(r.Request)
+	r.Request = e.requestPayload()
 	r.Result = bytes.Clone(r.Result)
 	if r.Error != nil {
 		se := *r.Error
