@@ -28,10 +28,10 @@ func keepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 }
 
 // keepAlivePooled is keepAlive with a keeper, and its timer, taken from a
-// pool and given back by stop when nothing of it can still run: a run
-// shorter than the heartbeat interval, the common case, then allocates
-// nothing. The caller must call stop exactly once and never use the
-// keeper after.
+// pool and given back by stop: a run shorter than the heartbeat interval,
+// the common case, then allocates nothing and, most of the time, does not
+// touch the timer either (see keeper.start). The caller must call stop
+// exactly once and never use the keeper after.
 func keepAlivePooled(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, cancel canceler) *keeper {
 	k := keeperPool.Get().(*keeper)
 	if !k.start(ctx, s, key, lease, every, nil, cancel) {
@@ -46,6 +46,15 @@ var keeperPool = sync.Pool{New: func() any { return new(keeper) }}
 
 // keeper extends a lease from a timer, so that a short run costs no
 // goroutine and no ticker: nothing happens unless the timer fires.
+//
+// A pooled keeper goes back to the pool with its timer still armed, and a
+// later run on it keeps that timer when it is due no later than the run
+// needs its first beat: arming and stopping a timer for every run costs
+// more than the rest of the keeping. A beat that fires while the keeper is
+// idle does nothing and leaves it unarmed; one that fires during a later
+// run extends that run's lease, read under mu, a little early. No beat
+// reaches a run that has ended: stop waits for a beat under way, and beat
+// reads the run it extends under mu.
 type keeper struct {
 	ctx    context.Context
 	s      Store
@@ -57,6 +66,8 @@ type keeper struct {
 
 	mu      sync.Mutex
 	timer   *time.Timer // kept across uses of a pooled keeper
+	armed   bool          // timer is pending, or fired and its beat not yet run
+	armedAt time.Duration // the interval timer was armed with
 	lease   Lease
 	beating bool
 	stopped bool
@@ -80,17 +91,24 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 	defer k.mu.Unlock()
 	k.ctx, k.s, k.key, k.lease, k.every, k.lost, k.cancel = ctx, s, key, lease, every, lost, cancel
 	k.beating, k.stopped, k.idle = false, false, nil
-	if k.timer == nil {
+	switch {
+	case k.timer == nil:
 		k.timer = time.AfterFunc(every, k.beat)
-	} else {
+	case k.armed && k.armedAt <= every:
+		// Armed by an earlier run with an interval no longer than this
+		// one's, so due before this run needs its first beat.
+		return true
+	default:
 		k.timer.Reset(every)
 	}
+	k.armed, k.armedAt = true, every
 	return true
 }
 
 func (k *keeper) beat() {
 	k.mu.Lock()
 	if k.stopped || k.ctx.Err() != nil {
+		k.armed = false
 		k.mu.Unlock()
 		return
 	}
@@ -121,35 +139,40 @@ func (k *keeper) beat() {
 	}
 	if !lost && !k.stopped {
 		k.timer.Reset(k.every)
+		k.armed, k.armedAt = true, k.every
+	} else {
+		k.armed = false
 	}
 }
 
 // stop ends the keeping and waits for a heartbeat under way. A nil k
-// has nothing to stop. A pooled keeper goes back to the pool only when
-// its timer was stopped before firing, so that no beat of this use can
-// run once another use has it.
+// has nothing to stop. A pooled keeper goes back to the pool, its timer
+// left as it is for the next run (see keeper); another keeper's timer is
+// stopped.
 func (k *keeper) stop() {
 	if k == nil {
 		return
 	}
 	k.mu.Lock()
 	k.stopped = true
-	unfired := k.timer.Stop()
-	if !k.beating {
-		pool := k.pooled && unfired
-		if pool {
-			k.ctx, k.s, k.key, k.lost, k.cancel, k.lease, k.pooled = nil, nil, Key{}, nil, nil, Lease{}, false
+	pooled := k.pooled
+	if !pooled && k.timer.Stop() {
+		k.armed = false
+	}
+	for k.beating {
+		if k.idle == nil {
+			k.idle = make(chan struct{})
 		}
+		idle := k.idle
 		k.mu.Unlock()
-		if pool {
-			keeperPool.Put(k)
-		}
-		return
+		<-idle
+		k.mu.Lock()
 	}
-	if k.idle == nil {
-		k.idle = make(chan struct{})
+	if pooled {
+		k.ctx, k.s, k.key, k.lost, k.cancel, k.lease, k.pooled = nil, nil, Key{}, nil, nil, Lease{}, false
 	}
-	idle := k.idle
 	k.mu.Unlock()
-	<-idle
+	if pooled {
+		keeperPool.Put(k)
+	}
 }

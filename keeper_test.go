@@ -86,3 +86,62 @@ func TestKeepersAreReusedSafely(t *testing.T) {
 		t.Error("no heartbeat at all: the test did not exercise beats")
 	}
 }
+
+// TestReusedKeeperKeepsTheNextRun runs owners one after another on one
+// goroutine, so that the pool hands each the keeper of the one before,
+// its timer still armed or, after an idle pause, fired with nothing to
+// keep: quick runs, then runs that last longer than their lease. A long run must be kept alive by the timer it inherited
+// (no other caller can take its key over), and no beat may reach a run
+// that has ended.
+func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
+	clockless, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &heartbeatWatch{Store: clockless, t: t, active: map[string]bool{}}
+	ns := idem.MustNamespace("reuse")
+	req := mustRequest(t, `"req"`)
+	const lease = 30 * time.Millisecond // a heartbeat every 10 ms
+	for i := range 40 {
+		key, err := idem.ParseKey(ns, fmt.Sprintf("k-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := clockless.Begin(context.Background(), key, req, &idem.BeginOpts{Lease: lease})
+		if err != nil || o.Kind != idem.Fresh {
+			t.Fatalf("Begin = %v, %v", o.Kind, err)
+		}
+		w.set(key, true)
+		own := idem.Owner{Store: w, Key: key, Lease: o.Lease}
+		long := i%4 == 3
+		own.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
+			if !long {
+				return []byte(`1`), true
+			}
+			// Outlive the lease three times over; then another caller
+			// must still find the run in progress.
+			time.Sleep(3 * lease)
+			if b, err := clockless.Begin(context.Background(), key, req, nil); err != nil || b.Kind != idem.InFlight {
+				t.Errorf("run %d: another Begin got %v, %v; want InFlight (the lease was not kept)", i, b.Kind, err)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("run %d: context cancelled: %v", i, context.Cause(ctx))
+			}
+			return []byte(`1`), true
+		})
+		w.set(key, false)
+		if !own.Recorded {
+			t.Errorf("run %d not recorded: %v", i, own.Err)
+		}
+		if i%8 == 1 {
+			// Idle long enough for the inherited timer to fire with no
+			// run to keep: the next runs must arm it again.
+			time.Sleep(2 * lease)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.beats == 0 {
+		t.Error("no heartbeat at all: the test did not exercise beats")
+	}
+}
