@@ -65,7 +65,7 @@ type keeper struct {
 	pooled bool     // stop gives k back to keeperPool
 
 	mu      sync.Mutex
-	timer   *time.Timer // kept across uses of a pooled keeper
+	timer   *time.Timer   // kept across uses of a pooled keeper
 	armed   bool          // timer is pending, or fired and its beat not yet run
 	armedAt time.Duration // the interval timer was armed with
 	lease   Lease
