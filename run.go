@@ -49,7 +49,9 @@ type Owner struct {
 //
 // The settle calls run with ctx, bounded by SettleTimeout: pass a context
 // without the client's cancellation (context.WithoutCancel), so that
-// finished work is recorded.
+// finished work is recorded. With such a ctx, work's context costs nothing
+// until work watches it (Done, or a context derived from it): a short
+// handler that never looks pays for no cancellation machinery.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
 	runCtx := newRunContext(ctx)
 	defer runCtx.end()
