@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -27,6 +28,25 @@ const benchRequest = `{
   "description": "Order #1234 \u2014 thanks! \ud83d\ude00"
 }`
 
+// Small API bodies, the common case for the idempotency middleware: the
+// same data already canonical, with members in struct order, and indented.
+const (
+	benchSmallSorted    = `{"amount":100,"currency":"EUR","customer":"cus_123","metadata":{"order":"1001"}}`
+	benchSmallUnsorted  = `{"customer":"cus_123","amount":100,"currency":"EUR","metadata":{"order":"1001"}}`
+	benchMediumSorted   = `{"amount":249900,"capture":true,"confirm":false,"currency":"EUR","customer":"cus_9fK2mQ7xLp","description":"Annual plan, 3 seats","metadata":{"cart_id":"c-88123","order":"1001","source":"web"},"payment_method":"pm_1Nv8Qz2eZvKYlo2C","receipt_email":"billing@example.com","statement_descriptor":"EXAMPLE*PLAN"}`
+	benchMediumUnsorted = `{"customer":"cus_9fK2mQ7xLp","amount":249900,"currency":"EUR","payment_method":"pm_1Nv8Qz2eZvKYlo2C","description":"Annual plan, 3 seats","receipt_email":"billing@example.com","statement_descriptor":"EXAMPLE*PLAN","capture":true,"confirm":false,"metadata":{"order":"1001","cart_id":"c-88123","source":"web"}}`
+)
+
+// indent returns src indented by encoding/json, as MarshalIndent writes it.
+func indent(b *testing.B, src string) []byte {
+	b.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(src), "", "  "); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func benchInputs(b *testing.B) map[string][]byte {
 	b.Helper()
 	canonical, err := Canonicalize([]byte(benchRequest), Limits{})
@@ -52,6 +72,13 @@ func benchInputs(b *testing.B) map[string][]byte {
 		"escaped-strings":  []byte("[" + strings.Repeat(`"\u0041\n\t\u00e9\ud83d\ude00\\\"",`, 200) + `""]`),
 		"many-members":     manyMembers(5000),
 		"many-members-rev": manyMembersReversed(5000),
+
+		"small-sorted":    []byte(benchSmallSorted),
+		"small-unsorted":  []byte(benchSmallUnsorted),
+		"small-pretty":    indent(b, benchSmallUnsorted),
+		"medium-sorted":   []byte(benchMediumSorted),
+		"medium-unsorted": []byte(benchMediumUnsorted),
+		"medium-pretty":   indent(b, benchMediumUnsorted),
 	}
 }
 
@@ -86,7 +113,8 @@ func manyMembersReversed(n int) []byte {
 // encoding/json only validating the same input.
 func BenchmarkAppendCanonical(b *testing.B) {
 	inputs := benchInputs(b)
-	for _, name := range []string{"request", "canonical", "large", "deep-unsorted", "numbers", "escaped-strings", "many-members", "many-members-rev"} {
+	for _, name := range []string{"request", "canonical", "large", "deep-unsorted", "numbers", "escaped-strings", "many-members", "many-members-rev",
+		"small-sorted", "small-unsorted", "small-pretty", "medium-sorted", "medium-unsorted", "medium-pretty"} {
 		src := inputs[name]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(src)))

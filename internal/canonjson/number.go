@@ -5,15 +5,14 @@ import (
 	"strconv"
 )
 
-// number parses the number at p.pos, checks the RFC 8259 grammar
+// number parses the number at src[start], checks the RFC 8259 grammar
 //
 //	-? ( 0 | [1-9][0-9]* ) ( . [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
 //
-// converts it to the nearest IEEE-754 binary64 value and writes that value
-// in ECMAScript form.
-func (p *parser) number() error {
+// converts it to the nearest IEEE-754 binary64 value, produces that value
+// in ECMAScript form and returns the position after the number.
+func (p *parser) number(start int) (int, error) {
 	src := p.src
-	start := p.pos
 	i := start
 	neg := 0
 	if src[i] == '-' {
@@ -22,23 +21,23 @@ func (p *parser) number() error {
 	}
 	switch {
 	case i >= len(src):
-		return p.eof()
+		return i, p.eof()
 	case src[i] == '0':
 		i++
 	case isDigit(src[i]):
 		i = digitsEnd(src, i)
 	default:
-		return p.unexpected(i, "in number")
+		return i, p.unexpected(i, "in number")
 	}
 	fraction, exponent := false, false
 	if i < len(src) && src[i] == '.' {
 		fraction = true
 		i++
 		if i >= len(src) {
-			return p.eof()
+			return i, p.eof()
 		}
 		if !isDigit(src[i]) {
-			return p.unexpected(i, "after decimal point")
+			return i, p.unexpected(i, "after decimal point")
 		}
 		i = digitsEnd(src, i)
 	}
@@ -49,33 +48,47 @@ func (p *parser) number() error {
 			i++
 		}
 		if i >= len(src) {
-			return p.eof()
+			return i, p.eof()
 		}
 		if !isDigit(src[i]) {
-			return p.unexpected(i, "in exponent")
+			return i, p.unexpected(i, "in exponent")
 		}
 		i = digitsEnd(src, i)
 	}
 	// Integers of up to 15 digits are exact doubles whose ECMAScript form
-	// is the literal itself, except that -0 is written as 0.
+	// is the literal itself, so they stay in the pending input; only -0
+	// must be written as 0.
 	if !fraction && !exponent && i-start-neg <= 15 {
-		if src[start+neg] == '0' {
+		if neg == 1 && src[start+1] == '0' {
+			p.flush(start, i)
 			p.dst = append(p.dst, '0')
-		} else {
-			p.dst = append(p.dst, src[start:i]...)
 		}
-		p.pos = i
-		return nil
+		return i, nil
 	}
 	// The grammar above is stricter than ParseFloat's, so the only error
 	// left is overflow; underflow quietly yields ±0, as in ECMAScript.
 	f, err := strconv.ParseFloat(string(src[start:i]), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return &Error{Offset: start, Err: ErrNumberRange, detail: quoteInput(src[start:i])}
+		return i, &Error{Offset: start, Err: ErrNumberRange, detail: quoteInput(src[start:i])}
 	}
-	p.pos = i
+	p.flush(start, i)
 	p.dst = appendNumber(p.dst, f)
-	return nil
+	return i, nil
+}
+
+// shortIntegerEnd returns the end of the number at src[i] if it is a
+// positive integer of up to 15 digits without a leading zero, which is
+// canonical as written (see number), and i otherwise. It spares the
+// commonest numbers a call to number.
+func shortIntegerEnd(src []byte, i int) int {
+	if src[i]-'1' > 8 { // not 1 to 9
+		return i
+	}
+	j := digitsEnd(src, i+1)
+	if j-i > 15 || j < len(src) && (src[j] == '.' || src[j] == 'e' || src[j] == 'E') {
+		return i
+	}
+	return j
 }
 
 // digitsEnd returns the index of the first non-digit at or after i.

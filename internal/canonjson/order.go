@@ -24,20 +24,47 @@ type visit struct {
 	resume, hi  int
 }
 
-// reorder rewrites p.dst[base:] so that the members of every object in
-// p.orders come out in their canonical order. The text is copied aside once
-// and written back once, descending into the recorded objects with an
-// explicit stack: the recorded objects nest properly, each one lying inside
-// a single member of any recorded object around it.
-func (p *parser) reorder(base int) {
-	if len(p.orders) == 0 {
+// finish completes the output once the top-level value, which ends in
+// the input at end, has been parsed: it appends the pending input and
+// moves the members of every object in p.orders into their canonical
+// order.
+//
+// The text from the first recorded object on is read once and written
+// once. Usually, for compact input, it is all still pending, and is read
+// straight from the input; otherwise it is copied aside first.
+func (p *parser) finish(end int) {
+	orders := p.orders
+	if len(orders) > 1 {
+		slices.SortFunc(orders, func(a, b order) int { return cmp.Compare(a.start, b.start) })
+	}
+	if len(orders) > 0 && orders[0].start > len(p.dst) {
+		// The first recorded object's opening brace is pending too.
+		base := len(p.dst)
+		p.reorder(p.src[p.run:end], base)
 		return
 	}
-	orders := p.orders
-	slices.SortFunc(orders, func(a, b order) int { return cmp.Compare(a.start, b.start) })
+	p.flush(end, end)
+	if len(orders) == 0 {
+		return
+	}
+	// The text before the first recorded object stays where it is. That
+	// object's members start after its opening brace, which is the first
+	// byte rewritten.
+	base := orders[0].start - 1
 	p.scratch = append(p.scratch[:0], p.dst[base:]...)
-	text := p.scratch // text[i] is the byte at p.dst[base+i]
-	out := p.dst[:base]
+	p.dst = p.dst[:base]
+	p.reorder(p.scratch, base)
+}
+
+// reorder appends text, which is the output from offset base on, to p.dst,
+// which is base bytes long, with the members of every object in p.orders
+// in their canonical order. It descends into the recorded objects with an
+// explicit stack: the recorded objects, sorted by start, nest properly,
+// each one lying inside a single member of any recorded object around it.
+// The text must start before the first recorded object's first member.
+func (p *parser) reorder(text []byte, base int) {
+	orders := p.orders
+	out := p.dst
 	stack := p.visits[:0]
 
 	pos, hi := 0, len(text) // the text still to be written at this level

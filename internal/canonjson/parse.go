@@ -7,14 +7,22 @@ import (
 )
 
 // parser holds the state of one canonicalisation. It walks the input once,
-// left to right, writing canonical output as it goes. Objects whose members
-// come in the wrong order are noted when they close (object.go), and their
-// members are moved into place in one final pass (order.go). Nesting is
-// tracked on explicit stacks, so nothing recurses.
+// left to right, producing canonical output as it goes. Objects whose
+// members come in the wrong order are noted when they close (object.go),
+// and their members are moved into place in one final pass (order.go).
+// Nesting is tracked on explicit stacks, so nothing recurses.
+//
+// Most of a JSON text is already canonical: names and strings without
+// escapes, integers, literals and punctuation are copied unchanged. So the
+// parser does not copy token by token. The output is dst followed by the
+// pending input src[run:i], where i is the parser's position; the pending
+// input is appended to dst in one piece only when something that is not
+// copied verbatim comes up (whitespace, escapes, numbers to rewrite) and
+// at the end. Compact canonical input is thus copied with a single append.
 type parser struct {
 	src []byte // input
-	pos int    // next unread byte of src
-	dst []byte // output being built
+	dst []byte // output, not counting the pending input
+	run int    // start of the pending input, copied verbatim so far
 	lim Limits // limits with defaults applied
 
 	stack   []frame  // open arrays and objects, innermost last
@@ -29,6 +37,8 @@ type parser struct {
 // frame is an open array or object.
 type frame struct {
 	object     bool // object rather than array
+	unsorted   bool // objects: a member name is not above the one before it
+	moved      bool // members of an object inside, or of this one, are reordered
 	memberBase int  // objects: index of the first member in parser.members
 	nameBase   int  // objects: length of parser.names when the object opened
 }
@@ -44,13 +54,23 @@ const (
 // parser goes back to the pool.
 func (p *parser) release() {
 	p.src, p.dst = nil, nil
-	p.stack = keep(p.stack[:0], maxPooledElems)
-	p.members = keep(p.members[:0], maxPooledElems)
-	p.names = keep(p.names[:0], maxPooledBytes)
-	p.orders = keep(p.orders[:0], maxPooledElems)
-	p.spans = keep(p.spans[:0], maxPooledElems)
-	p.visits = keep(p.visits[:0], maxPooledElems)
-	p.scratch = keep(p.scratch[:0], maxPooledBytes)
+	p.stack = p.stack[:0]
+	p.members = p.members[:0]
+	p.names = p.names[:0]
+	p.orders = p.orders[:0]
+	p.spans = p.spans[:0]
+	p.visits = p.visits[:0]
+	p.scratch = p.scratch[:0]
+	if cap(p.names) > maxPooledBytes || cap(p.scratch) > maxPooledBytes ||
+		max(cap(p.stack), cap(p.members), cap(p.orders), cap(p.spans), cap(p.visits)) > maxPooledElems {
+		p.stack = keep(p.stack, maxPooledElems)
+		p.members = keep(p.members, maxPooledElems)
+		p.names = keep(p.names, maxPooledBytes)
+		p.orders = keep(p.orders, maxPooledElems)
+		p.spans = keep(p.spans, maxPooledElems)
+		p.visits = keep(p.visits, maxPooledElems)
+		p.scratch = keep(p.scratch, maxPooledBytes)
+	}
 }
 
 // keep returns s, or nil if its capacity exceeds limit elements.
@@ -62,19 +82,26 @@ func keep[T any](s []T, limit int) []T {
 }
 
 // canonicalize appends the canonical form of src to dst.
+//
+// UTF-8 is validated as the parser goes (see validPlainEnd): outside
+// strings the grammar admits only ASCII, so checking the text of strings
+// covers the whole input once it parses. To report invalid UTF-8 before
+// any other fault, as the package promises, a failed parse checks the
+// whole input before returning its own error.
 func (p *parser) canonicalize(dst, src []byte, lim Limits) ([]byte, error) {
 	if len(src) > lim.MaxBytes {
 		return nil, &Error{Offset: lim.MaxBytes, Err: ErrTooLarge,
 			detail: "(limit " + strconv.Itoa(lim.MaxBytes) + " bytes)"}
 	}
-	if !utf8.Valid(src) {
-		return nil, &Error{Offset: firstInvalidUTF8(src), Err: ErrInvalidUTF8}
-	}
-	p.src, p.pos, p.dst, p.lim = src, 0, dst, lim
-	if err := p.run(); err != nil {
+	p.src, p.dst, p.run, p.lim = src, dst, 0, lim
+	end, err := p.parse()
+	if err != nil {
+		if !utf8.Valid(src) {
+			return nil, &Error{Offset: firstInvalidUTF8(src), Err: ErrInvalidUTF8}
+		}
 		return nil, err
 	}
-	p.reorder(len(dst))
+	p.finish(end)
 	return p.dst, nil
 }
 
@@ -95,210 +122,192 @@ func firstInvalidUTF8(src []byte) int {
 	return len(src)
 }
 
-// run parses the whole input. It alternates between two states: expecting a
-// value, and having just finished one.
-func (p *parser) run() error {
-	want := true // expecting a value rather than having just finished one
+// parse parses the whole input and returns the end of the top-level value.
+// The canonical form, members not yet reordered, is then p.dst followed by
+// the pending input src[run:end]. It alternates between two states:
+// expecting a value, and having just finished one, where commas and closing
+// brackets are read until the next value is due.
+func (p *parser) parse() (int, error) {
+	src := p.src
+	i := 0
 	for {
+		// A value is due at i.
+		i = p.space(i)
+		if i >= len(src) {
+			return i, p.eof()
+		}
 		var err error
-		switch {
-		case want:
-			want, err = p.value()
-		case len(p.stack) == 0:
-			return p.end()
+		switch c := src[i]; c {
+		case '"':
+			// Strings without escapes are canonical as written; the scan
+			// is inlined, being the most frequent.
+			end := asciiEnd(src, i+1)
+			if end < len(src) && src[end] >= utf8.RuneSelf {
+				end = validPlainEnd(src, end)
+			}
+			if end < len(src) && src[end] == '"' {
+				i = end + 1
+			} else {
+				i, err = p.escapedString(i)
+			}
+		case '{', '[':
+			var more bool
+			if i, more, err = p.open(i); more && err == nil {
+				continue // the first element or member value is due
+			}
+		case 't':
+			i, err = p.literal(i, "true")
+		case 'f':
+			i, err = p.literal(i, "false")
+		case 'n':
+			i, err = p.literal(i, "null")
 		default:
-			want, err = p.next()
+			if c == '-' || isDigit(c) {
+				if j := shortIntegerEnd(src, i); j > i {
+					i = j // canonical as written
+				} else {
+					i, err = p.number(i)
+				}
+			} else {
+				err = p.unexpected(i, "looking for a value")
+			}
 		}
 		if err != nil {
-			return err
+			return i, err
 		}
-	}
-}
 
-// value parses the start of a value. For scalars and empty containers it
-// writes the whole value and returns false. For a non-empty array it writes
-// the opening bracket and returns true, as the first element follows; for a
-// non-empty object it also handles the first member name and colon.
-func (p *parser) value() (bool, error) {
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return false, p.eof()
-	}
-	switch c := p.src[p.pos]; {
-	case c == '{':
-		if err := p.push(true); err != nil {
-			return false, err
-		}
-		p.pos++
-		p.dst = append(p.dst, '{')
-		p.skipSpace()
-		if p.pos < len(p.src) && p.src[p.pos] == '}' {
-			p.pos++
-			p.dst = append(p.dst, '}')
+		// A value ended at i.
+		for {
+			if len(p.stack) == 0 {
+				return i, p.end(i)
+			}
+			i = p.space(i)
+			if i >= len(src) {
+				return i, p.eof()
+			}
+			top := &p.stack[len(p.stack)-1]
+			c := src[i]
+			if c == ',' {
+				if i++; top.object {
+					if i, err = p.memberName(i); err != nil {
+						return i, err
+					}
+				}
+				break // the next element or member value is due
+			}
+			switch {
+			case c == ']' && !top.object:
+			case c == '}' && top.object:
+				if err := p.closeObject(top, i); err != nil {
+					return i, err
+				}
+			case top.object:
+				return i, p.unexpected(i, "after object member value")
+			default:
+				return i, p.unexpected(i, "after array element")
+			}
+			i++
+			moved := top.moved
 			p.stack = p.stack[:len(p.stack)-1]
-			return false, nil
+			if moved && len(p.stack) > 0 {
+				p.stack[len(p.stack)-1].moved = true
+			}
 		}
-		return true, p.memberName()
-	case c == '[':
-		if err := p.push(false); err != nil {
-			return false, err
-		}
-		p.pos++
-		p.dst = append(p.dst, '[')
-		p.skipSpace()
-		if p.pos < len(p.src) && p.src[p.pos] == ']' {
-			p.pos++
-			p.dst = append(p.dst, ']')
-			p.stack = p.stack[:len(p.stack)-1]
-			return false, nil
-		}
-		return true, nil
-	case c == '"':
-		return false, p.stringValue()
-	case c == 't':
-		return false, p.literal("true")
-	case c == 'f':
-		return false, p.literal("false")
-	case c == 'n':
-		return false, p.literal("null")
-	case c == '-' || isDigit(c):
-		return false, p.number()
-	default:
-		return false, p.unexpected(p.pos, "looking for a value")
 	}
 }
 
-// next handles what follows a value inside an array or object: a comma,
-// after which it returns true (in objects, after the next member name and
-// colon), or the closing bracket, after which it returns false.
-func (p *parser) next() (bool, error) {
-	top := p.stack[len(p.stack)-1]
-	if top.object {
-		p.members[len(p.members)-1].end = len(p.dst)
-	}
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return false, p.eof()
-	}
-	switch c := p.src[p.pos]; {
-	case c == ',':
-		p.pos++
-		p.dst = append(p.dst, ',')
-		if top.object {
-			return true, p.memberName()
-		}
-		return true, nil
-	case c == ']' && !top.object:
-		p.pos++
-		p.dst = append(p.dst, ']')
-	case c == '}' && top.object:
-		p.pos++
-		if err := p.sortMembers(top); err != nil {
-			return false, err
-		}
-		p.dst = append(p.dst, '}')
-		p.members = p.members[:top.memberBase]
-		p.names = p.names[:top.nameBase]
-	default:
-		if top.object {
-			return false, p.unexpected(p.pos, "after object member value")
-		}
-		return false, p.unexpected(p.pos, "after array element")
-	}
-	p.stack = p.stack[:len(p.stack)-1]
-	return false, nil
-}
-
-// end checks that only whitespace follows the top-level value.
-func (p *parser) end() error {
-	p.skipSpace()
-	if p.pos < len(p.src) {
-		return p.unexpected(p.pos, "after top-level value")
-	}
-	return nil
-}
-
-// push opens an array or object, enforcing the depth limit before the
-// parser descends.
-func (p *parser) push(object bool) error {
+// open handles the opening bracket at src[i]. It returns the position after
+// the container if it is empty, and more = false. Otherwise it returns with
+// more = true the position where the first element is due, or, for an
+// object, the first member's value after its name and colon.
+func (p *parser) open(i int) (next int, more bool, err error) {
+	src := p.src
+	object := src[i] == '{'
 	if len(p.stack) >= p.lim.MaxDepth {
-		return &Error{Offset: p.pos, Err: ErrTooDeep,
+		return i, false, &Error{Offset: i, Err: ErrTooDeep,
 			detail: "(limit " + strconv.Itoa(p.lim.MaxDepth) + ")"}
+	}
+	closing := byte(']')
+	if object {
+		closing = '}'
+	}
+	i = p.space(i + 1)
+	if i < len(src) && src[i] == closing {
+		return i + 1, false, nil
 	}
 	p.stack = append(p.stack, frame{
 		object:     object,
 		memberBase: len(p.members),
 		nameBase:   len(p.names),
 	})
+	if object {
+		i, err = p.memberName(i)
+	}
+	return i, true, err
+}
+
+// end checks that only whitespace follows the top-level value, which ends
+// at i.
+func (p *parser) end(i int) error {
+	if i = skipSpace(p.src, i); i < len(p.src) {
+		return p.unexpected(i, "after top-level value")
+	}
 	return nil
 }
 
-// memberName parses an object member name and the colon after it, starts a
-// new member and writes its canonical name and colon.
-func (p *parser) memberName() error {
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return p.eof()
-	}
-	if p.src[p.pos] != '"' {
-		return p.unexpected(p.pos, "looking for an object member name")
-	}
-	m := member{offset: p.pos, start: len(p.dst)}
-	if end := plainEnd(p.src, p.pos+1); end < len(p.src) && p.src[end] == '"' {
-		// Without escapes the name is its own unescaped form, and is
-		// canonical as written.
-		m.nameStart, m.nameEnd = p.pos+1, end
-		p.pos = end + 1
-		p.dst = append(p.dst, p.src[m.offset:p.pos]...)
-	} else {
-		m.unescaped = true
-		m.nameStart = len(p.names)
-		var err error
-		if p.names, err = p.unquote(p.names); err != nil {
-			return err
-		}
-		m.nameEnd = len(p.names)
-		p.dst = appendString(p.dst, p.names[m.nameStart:])
-	}
-	p.members = append(p.members, m)
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return p.eof()
-	}
-	if p.src[p.pos] != ':' {
-		return p.unexpected(p.pos, "after object member name")
-	}
-	p.pos++
-	p.dst = append(p.dst, ':')
-	return nil
+// flush appends the pending input src[run:i] to the output and starts the
+// next run of verbatim input at next; src[i:next] is left out.
+func (p *parser) flush(i, next int) {
+	p.dst = append(p.dst, p.src[p.run:i]...)
+	p.run = next
 }
 
-// literal parses one of the literals true, false and null.
-func (p *parser) literal(lit string) error {
-	rest := p.src[p.pos:]
-	for i := 0; i < len(lit); i++ {
-		if i >= len(rest) {
-			return p.eof()
-		}
-		if rest[i] != lit[i] {
-			return p.unexpected(p.pos+i, "in literal "+lit)
-		}
+// outLen returns the length the output has once the input before i is in.
+func (p *parser) outLen(i int) int { return len(p.dst) + i - p.run }
+
+// space skips whitespace at i, leaving it out of the output, and returns
+// the position of the next token.
+func (p *parser) space(i int) int {
+	if i < len(p.src) && p.src[i] > ' ' {
+		return i // the common case: no whitespace
 	}
-	p.pos += len(lit)
-	p.dst = append(p.dst, lit...)
-	return nil
+	j := skipSpace(p.src, i)
+	if j > i {
+		p.flush(i, j)
+	}
+	return j
 }
 
-// skipSpace skips the four JSON whitespace characters.
-func (p *parser) skipSpace() {
-	for p.pos < len(p.src) {
-		switch p.src[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
+// literal parses one of the literals true, false and null at i and returns
+// the position after it. Literals are copied verbatim.
+func (p *parser) literal(i int, lit string) (int, error) {
+	rest := p.src[i:]
+	if len(rest) < len(lit) || string(rest[:len(lit)]) != lit {
+		for k := 0; k < len(lit); k++ {
+			if k >= len(rest) {
+				return i, p.eof()
+			}
+			if rest[k] != lit[k] {
+				return i, p.unexpected(i+k, "in literal "+lit)
+			}
 		}
 	}
+	return i + len(lit), nil
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// one of the four JSON whitespace characters, or len(src).
+func skipSpace(src []byte, i int) int {
+	for i < len(src) && isSpace(src[i]) {
+		i++
+	}
+	return i
+}
+
+// isSpace reports whether c is JSON whitespace: space, tab, LF or CR.
+func isSpace(c byte) bool {
+	const mask = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+	return c <= ' ' && mask>>c&1 != 0
 }
 
 // syntax returns an ErrSyntax error at off.
@@ -311,7 +320,9 @@ func (p *parser) unexpected(off int, where string) error {
 	if off == 0 && bytes.HasPrefix(p.src, byteOrderMark) {
 		return p.syntax(off, "(leading byte order mark)")
 	}
-	r, _ := utf8.DecodeRune(p.src[off:]) // the input is valid UTF-8
+	// Invalid UTF-8 here is reported instead of this error, so the
+	// replacement character never shows.
+	r, _ := utf8.DecodeRune(p.src[off:])
 	return p.syntax(off, "(unexpected "+strconv.QuoteRune(r)+" "+where+")")
 }
 

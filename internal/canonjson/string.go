@@ -5,14 +5,73 @@ import (
 	"unicode/utf8"
 )
 
-// plainEnd returns the index of the first byte at or after i that cannot be
-// copied verbatim from a JSON string to its canonical form: a quote, a
-// backslash or a control character. It returns len(src) if there is none.
-// The input is known to be valid UTF-8, so multi-byte sequences (all bytes
-// >= 0x80) are plain.
-func plainEnd(src []byte, i int) int {
+// verbatim[c] reports whether the ASCII byte c stands for itself both in a
+// JSON string and in its canonical form: it is not a quote, a backslash or
+// a control character. Bytes from 0x80 up are false, as they may start
+// invalid UTF-8.
+var verbatim = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// validPlainEnd returns the index of the first byte at or after i that
+// cannot be copied verbatim from a JSON string in src to its canonical
+// form: a quote, a backslash, a control character, or a byte that does not
+// start a valid UTF-8 sequence. It returns len(src) if there is none.
+//
+// This is where the input's UTF-8 is checked: every string byte passes
+// through here, and no other part of a valid JSON text may hold non-ASCII
+// bytes. Runes are decoded from the same boundaries as firstInvalidUTF8
+// uses, so the first invalid byte found is the one it would report.
+func validPlainEnd(src []byte, i int) int {
+	for i < len(src) && verbatim[src[i]] {
+		i++
+	}
+	if i == len(src) || src[i] < utf8.RuneSelf {
+		return i
+	}
+	return validUTF8PlainEnd(src, i)
+}
+
+// validUTF8PlainEnd is validPlainEnd for text that does not start with
+// ASCII, kept apart so that the ASCII loop above can be inlined.
+func validUTF8PlainEnd(src []byte, i int) int {
 	for i < len(src) {
-		if c := src[i]; c < 0x20 || c == '"' || c == '\\' {
+		c := src[i]
+		if verbatim[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			return i
+		}
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return i
+}
+
+// asciiEnd returns the index of the first byte at or after i that is not
+// verbatim, or len(src). Callers that scan every name and string run it
+// first, inlined, and call validPlainEnd only if it stops at non-ASCII.
+func asciiEnd(src []byte, i int) int {
+	for i < len(src) && verbatim[src[i]] {
+		i++
+	}
+	return i
+}
+
+// plainEnd is validPlainEnd for text known to be valid UTF-8: it returns
+// the index of the first quote, backslash or control character at or after
+// i, or len(s) if there is none.
+func plainEnd(s []byte, i int) int {
+	for i < len(s) {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
 			return i
 		}
 		i++
@@ -20,49 +79,45 @@ func plainEnd(src []byte, i int) int {
 	return i
 }
 
-// stringValue parses the string starting at p.pos and writes its canonical
-// form. A string without escapes is already canonical and is copied as is.
-func (p *parser) stringValue() error {
-	start := p.pos
-	end := plainEnd(p.src, start+1)
-	if end < len(p.src) && p.src[end] == '"' {
-		p.pos = end + 1
-		p.dst = append(p.dst, p.src[start:p.pos]...)
-		return nil
-	}
+// escapedString parses the string starting at src[i], which is not
+// canonical as written, produces its canonical form and returns the
+// position after it. Strings without escapes are handled by parse.
+func (p *parser) escapedString(i int) (int, error) {
 	mark := len(p.names)
-	var err error
-	if p.names, err = p.unquote(p.names); err != nil {
-		return err
+	names, next, err := p.unquote(p.names, i)
+	if err != nil {
+		return i, err
 	}
-	p.dst = appendString(p.dst, p.names[mark:])
-	p.names = p.names[:mark]
-	return nil
+	p.flush(i, next)
+	p.dst = appendString(p.dst, names[mark:])
+	p.names = names[:mark]
+	return next, nil
 }
 
-// unquote parses the string starting at p.pos (an opening quote), appends
-// its unescaped content to buf as UTF-8 and moves p.pos past the closing
-// quote.
-func (p *parser) unquote(buf []byte) ([]byte, error) {
+// unquote parses the string starting at src[i] (an opening quote), appends
+// its unescaped content to buf as UTF-8 and returns the position after the
+// closing quote.
+func (p *parser) unquote(buf []byte, i int) ([]byte, int, error) {
 	src := p.src
-	i := p.pos + 1
+	i++
 	for {
-		end := plainEnd(src, i)
+		end := validPlainEnd(src, i)
 		buf = append(buf, src[i:end]...)
 		i = end
 		if i >= len(src) {
-			return buf, p.eof()
+			return buf, i, p.eof()
 		}
 		switch c := src[i]; {
 		case c == '"':
-			p.pos = i + 1
-			return buf, nil
+			return buf, i + 1, nil
 		case c < 0x20:
-			return buf, p.syntax(i, "(unescaped control character "+strconv.QuoteRune(rune(c))+" in string)")
+			return buf, i, p.syntax(i, "(unescaped control character "+strconv.QuoteRune(rune(c))+" in string)")
+		case c >= utf8.RuneSelf:
+			return buf, i, &Error{Offset: i, Err: ErrInvalidUTF8}
 		}
 		// A backslash.
 		if i+1 >= len(src) {
-			return buf, p.eof()
+			return buf, i, p.eof()
 		}
 		switch e := src[i+1]; e {
 		case '"', '\\', '/':
@@ -80,13 +135,13 @@ func (p *parser) unquote(buf []byte) ([]byte, error) {
 		case 'u':
 			r, n, err := p.unicodeEscape(i)
 			if err != nil {
-				return buf, err
+				return buf, i, err
 			}
 			buf = utf8.AppendRune(buf, r)
 			i += n
 			continue
 		default:
-			return buf, p.syntax(i, "(invalid escape "+quoteInput(src[i:i+2])+" in string)")
+			return buf, i, p.syntax(i, "(invalid escape "+quoteInput(src[i:i+2])+" in string)")
 		}
 		i += 2
 	}
