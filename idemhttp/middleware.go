@@ -184,10 +184,23 @@ func (x *exchange) readBody() ([]byte, bool) {
 	}
 	x.body.Reset(body)
 	r.Body = &x.body
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.GetBody = nil // set by lendBody, only for a handler that runs
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return body, true
+}
+
+// lendBody readies x.r for the handler after readBody: its GetBody, which
+// net/http's client and ReverseProxy use to send the body again, reads the
+// bytes already read. It is made only for a handler that runs, sparing
+// replays an allocation.
+func (x *exchange) lendBody() {
+	if x.r.Body != io.ReadCloser(&x.body) {
+		return // not read: the request goes on as it came
+	}
+	x.r.GetBody = func() (io.ReadCloser, error) {
+		return io.NopCloser(io.NewSectionReader(&x.body.Reader, 0, x.body.Size())), nil
+	}
 }
 
 func (x *exchange) tooLarge() {
@@ -296,6 +309,7 @@ func (x *exchange) since(start time.Time) time.Duration {
 // run executes the handler as the owner of key and records or releases the
 // key afterwards.
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
+	x.lendBody()
 	cw := &x.cw
 	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay, x.m.cfg.replaySet)
 	// What a panic in the handler leaves: the key released.
@@ -363,6 +377,7 @@ func (x *exchange) fail(o Outcome, p *Problem) {
 
 // pass hands the request to the handler unprotected.
 func (x *exchange) pass(next http.Handler) {
+	x.lendBody()
 	start := x.now()
 	cw := &x.cw
 	cw.init(x.w, 0, nil, nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -639,4 +640,53 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%s: New = %v, want an error naming the field", name, err)
 		}
 	}
+}
+
+// TestHandlerCanReadTheBodyAgain: the body the middleware read is the
+// handler's to read, and GetBody, which net/http's client and
+// ReverseProxy use to resend it, gives it again from the start, whether the
+// handler runs protected or, with FailOpen and the store down, unprotected.
+func TestHandlerCanReadTheBodyAgain(t *testing.T) {
+	const body = `{"amount":100}`
+	for name, cfg := range map[string]idemhttp.Config{
+		"protected": {},
+		"fail-open": {Store: failingStore{}, FailOpen: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, cfg)
+			var reads []string
+			b.h = idemhttp.Middleware(withStore(cfg, b))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				first, _ := io.ReadAll(r.Body)
+				reads = append(reads, string(first))
+				if r.GetBody == nil {
+					t.Error("GetBody is nil")
+					return
+				}
+				for range 2 {
+					rc, err := r.GetBody()
+					if err != nil {
+						t.Fatal(err)
+					}
+					again, _ := io.ReadAll(rc)
+					_ = rc.Close()
+					reads = append(reads, string(again))
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			if w := b.do(t, "POST", "/x", body, key("again")); w.Code != http.StatusCreated {
+				t.Fatalf("status %d", w.Code)
+			}
+			if want := []string{body, body, body}; !slices.Equal(reads, want) {
+				t.Errorf("reads %q, want %q", reads, want)
+			}
+		})
+	}
+}
+
+// withStore is cfg on b's store unless cfg names its own.
+func withStore(cfg idemhttp.Config, b *bundle) idemhttp.Config {
+	if cfg.Store == nil {
+		cfg.Store = b.store
+	}
+	return cfg
 }
