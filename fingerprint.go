@@ -18,8 +18,11 @@ const fingerprintV1 = 1
 // digest of a versioned, length-prefixed encoding of what identifies the
 // request. Fingerprints are comparable with ==; the zero Fingerprint is
 // invalid. Stores keep Bytes() and rebuild it with ParseFingerprint.
+//
+// A Fingerprint is a value of fixed size: making, copying and comparing one
+// allocates nothing, and a record holding one holds no pointer for it.
 type Fingerprint struct {
-	b string
+	b [1 + sha256.Size]byte
 }
 
 // ParseFingerprint rebuilds a fingerprint from its Bytes.
@@ -27,7 +30,9 @@ func ParseFingerprint(b []byte) (Fingerprint, error) {
 	if len(b) != 1+sha256.Size || b[0] != fingerprintV1 {
 		return Fingerprint{}, fmt.Errorf("%w: %d bytes, version %d", ErrInvalidFingerprint, len(b), firstByte(b))
 	}
-	return Fingerprint{b: string(b)}, nil
+	var f Fingerprint
+	copy(f.b[:], b)
+	return f, nil
 }
 
 func firstByte(b []byte) int {
@@ -38,17 +43,22 @@ func firstByte(b []byte) int {
 }
 
 // Bytes returns the binary form: version byte, then digest.
-func (f Fingerprint) Bytes() []byte { return []byte(f.b) }
+func (f Fingerprint) Bytes() []byte {
+	if f.IsZero() {
+		return []byte{}
+	}
+	return f.b[:]
+}
 
 // IsZero reports whether f is the zero Fingerprint.
-func (f Fingerprint) IsZero() bool { return f.b == "" }
+func (f Fingerprint) IsZero() bool { return f.b[0] == 0 }
 
 // String returns "v1:" followed by the hex digest.
 func (f Fingerprint) String() string {
-	if f.b == "" {
+	if f.IsZero() {
 		return "v0:"
 	}
-	return fmt.Sprintf("v%d:%s", f.b[0], hex.EncodeToString([]byte(f.b[1:])))
+	return fmt.Sprintf("v%d:%s", f.b[0], hex.EncodeToString(f.b[1:]))
 }
 
 // FingerprintJSON fingerprints a JSON document by its canonical form, so
@@ -140,10 +150,10 @@ func fingerprintLarge(kind, method, target string, body []byte) Fingerprint {
 	h := sha256.New()
 	h.Write(enc)
 	h.Write(body)
-	var out [1 + sha256.Size]byte
-	out[0] = fingerprintV1
-	h.Sum(out[1:1])
-	return Fingerprint{b: string(out[:])}
+	var f Fingerprint
+	f.b[0] = fingerprintV1
+	h.Sum(f.b[1:1])
+	return f
 }
 
 // appendFields appends the encoding of the fields before the body: the
@@ -164,11 +174,10 @@ func appendField(dst []byte, s string) []byte {
 
 // sum returns the fingerprint of a complete encoding.
 func sum(enc []byte) Fingerprint {
-	var out [1 + sha256.Size]byte
-	out[0] = fingerprintV1
+	f := Fingerprint{b: [1 + sha256.Size]byte{fingerprintV1}}
 	d := sha256.Sum256(enc)
-	copy(out[1:], d[:])
-	return Fingerprint{b: string(out[:])}
+	copy(f.b[1:], d[:])
+	return f
 }
 
 // encodingPool recycles the buffers fingerprints are encoded in.

@@ -133,3 +133,26 @@ func TestFingerprintBytesRoundTrip(t *testing.T) {
 		t.Error("zero fingerprint string")
 	}
 }
+
+// TestFingerprintIsAValue: a Fingerprint is rebuilt from its bytes and
+// compared without allocating, and Bytes is a copy its caller may change.
+func TestFingerprintIsAValue(t *testing.T) {
+	f := idem.FingerprintBytes([]byte("hello"))
+	b := f.Bytes()
+	allocs := testing.AllocsPerRun(100, func() {
+		g, err := idem.ParseFingerprint(b)
+		if err != nil || g != f || g.IsZero() {
+			t.Fatalf("ParseFingerprint = %v, %v", g, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("ParseFingerprint and == allocate %v times", allocs)
+	}
+	b[1] ^= 0xff
+	if g, _ := idem.ParseFingerprint(f.Bytes()); g != f {
+		t.Error("changing the bytes Bytes returned changed the fingerprint")
+	}
+	if z := (idem.Fingerprint{}); !z.IsZero() || len(z.Bytes()) != 0 {
+		t.Errorf("zero Fingerprint: IsZero %v, Bytes %x", z.IsZero(), z.Bytes())
+	}
+}
