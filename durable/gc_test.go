@@ -47,13 +47,19 @@ func TestGCDeletesTerminalRowsPastRetentionInBatches(t *testing.T) {
 	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE id IN ($1, $2)", recent, live); n != 2 {
 		t.Fatal("GC deleted a recent or a live row")
 	}
-	b.events.mu.Lock()
-	defer b.events.mu.Unlock()
-	total := 0
-	for _, e := range b.events.swept {
-		total += e.Count
+	// The event comes once the sweep that deleted the rows has ended,
+	// which may be after they are seen gone.
+	swept := func() int {
+		b.events.mu.Lock()
+		defer b.events.mu.Unlock()
+		total := 0
+		for _, e := range b.events.swept {
+			total += e.Count
+		}
+		return total
 	}
-	if total != 5 {
+	waitFor(t, "the sweep's events", func() bool { return swept() >= 5 })
+	if total := swept(); total != 5 {
 		t.Fatalf("swept events count %d rows, want 5", total)
 	}
 }

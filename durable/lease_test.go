@@ -73,12 +73,13 @@ func TestSD8_ReapedWorkerCannotCommit(t *testing.T) {
 		t.Fatalf("the stale commit changed the row: %+v", after)
 	}
 
-	b.events.mu.Lock()
-	reaped := slices.ContainsFunc(b.events.reaped, func(e durable.ReapedEvent) bool { return slices.Contains(e.IDs, id) })
-	b.events.mu.Unlock()
-	if !reaped {
-		t.Fatal("no ReaperReaped event for the instance")
-	}
+	// The reaper reports after its statement, which may be after the row
+	// it freed has been run again.
+	waitFor(t, "a ReaperReaped event for the instance", func() bool {
+		b.events.mu.Lock()
+		defer b.events.mu.Unlock()
+		return slices.ContainsFunc(b.events.reaped, func(e durable.ReapedEvent) bool { return slices.Contains(e.IDs, id) })
+	})
 }
 
 func TestReaperReturnsDeadEnginesRows(t *testing.T) {
