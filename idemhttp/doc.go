@@ -33,6 +33,11 @@
 // (the handler called Flush or Hijack), and handler panics (the key is
 // released and the panic goes on).
 //
+// The body of a protected request with a key is read whole (up to
+// Config.MaxBody) before the handler runs, to fingerprint it; the handler
+// reads the same bytes from memory, and r.GetBody gives them again, so an
+// outbound client or httputil.ReverseProxy can resend them.
+//
 // The handler runs with a context detached from the client's cancellation
 // (context.WithoutCancel): a client that disconnects does not abort the work
 // it started, so its retry finds the result instead of running again. The
