@@ -136,6 +136,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		x.ev.Err = err
 		if m.cfg.FailOpen {
 			x.ev.Outcome = OutcomeStoreError
+			x.lendBody()
 			x.pass(next)
 			return
 		}
@@ -190,14 +191,11 @@ func (x *exchange) readBody() ([]byte, bool) {
 	return body, true
 }
 
-// lendBody readies x.r for the handler after readBody: its GetBody, which
-// net/http's client and ReverseProxy use to send the body again, reads the
-// bytes already read. It is made only for a handler that runs, sparing
-// replays an allocation.
+// lendBody readies x.r, whose body readBody read, for the handler: its
+// GetBody, which net/http's client and ReverseProxy use to send the body
+// again, reads the bytes already read. It is made only for a handler that
+// runs, sparing replays an allocation.
 func (x *exchange) lendBody() {
-	if x.r.Body != io.ReadCloser(&x.body) {
-		return // not read: the request goes on as it came
-	}
 	x.r.GetBody = func() (io.ReadCloser, error) {
 		return io.NopCloser(io.NewSectionReader(&x.body.Reader, 0, x.body.Size())), nil
 	}
@@ -377,7 +375,6 @@ func (x *exchange) fail(o Outcome, p *Problem) {
 
 // pass hands the request to the handler unprotected.
 func (x *exchange) pass(next http.Handler) {
-	x.lendBody()
 	start := x.now()
 	cw := &x.cw
 	cw.init(x.w, 0, nil, nil)
