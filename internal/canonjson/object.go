@@ -50,9 +50,11 @@ func (p *parser) memberName(i int) (int, error) {
 	offset, start := i, p.outLen(i)
 	var name []byte
 	unescaped := false
+	// The scan of parse's strings, inlined here too: as a function it
+	// would be too large to inline, and a call per name costs 10-20 %.
 	end := asciiEnd(src, i+1)
 	if end < len(src) && src[end] >= utf8.RuneSelf {
-		end = validPlainEnd(src, end)
+		end = validUTF8PlainEnd(src, end)
 	}
 	if end < len(src) && src[end] == '"' {
 		// Without escapes the name is its own unescaped form, and is
@@ -196,15 +198,8 @@ func (p *parser) sortByName(ms []member) {
 		}
 		return
 	}
-	src, names := p.src, p.names
-	name := func(m *member) []byte {
-		if m.unescaped {
-			return names[m.nameStart:m.nameEnd]
-		}
-		return src[m.nameStart:m.nameEnd]
-	}
 	slices.SortFunc(ms, func(a, b member) int {
-		if c := compareNames(name(&a), name(&b)); c != 0 {
+		if c := compareNames(p.name(&a), p.name(&b)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.offset, b.offset)

@@ -143,7 +143,7 @@ func (p *parser) parse() (int, error) {
 			// is inlined, being the most frequent.
 			end := asciiEnd(src, i+1)
 			if end < len(src) && src[end] >= utf8.RuneSelf {
-				end = validPlainEnd(src, end)
+				end = validUTF8PlainEnd(src, end)
 			}
 			if end < len(src) && src[end] == '"' {
 				i = end + 1

@@ -26,9 +26,7 @@ var verbatim = func() (t [256]bool) {
 // bytes. Runes are decoded from the same boundaries as firstInvalidUTF8
 // uses, so the first invalid byte found is the one it would report.
 func validPlainEnd(src []byte, i int) int {
-	for i < len(src) && verbatim[src[i]] {
-		i++
-	}
+	i = asciiEnd(src, i)
 	if i == len(src) || src[i] < utf8.RuneSelf {
 		return i
 	}
@@ -36,7 +34,8 @@ func validPlainEnd(src []byte, i int) int {
 }
 
 // validUTF8PlainEnd is validPlainEnd for text that does not start with
-// ASCII, kept apart so that the ASCII loop above can be inlined.
+// ASCII: callers that run asciiEnd inlined call it only when that stops
+// at a non-ASCII byte.
 func validUTF8PlainEnd(src []byte, i int) int {
 	for i < len(src) {
 		c := src[i]
