@@ -32,6 +32,16 @@ func (w *heartbeatWatch) Heartbeat(ctx context.Context, key idem.Key, lease idem
 	return w.Store.Heartbeat(ctx, key, lease, extend)
 }
 
+// newHeartbeatWatch watches the heartbeats of a new memstore.
+func newHeartbeatWatch(t *testing.T) *heartbeatWatch {
+	t.Helper()
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &heartbeatWatch{Store: s, t: t, active: map[string]bool{}}
+}
+
 func (w *heartbeatWatch) set(key idem.Key, on bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -43,11 +53,7 @@ func (w *heartbeatWatch) set(key idem.Key, on bool) {
 // are stopped just as they fire: the keepers Run reuses must never beat
 // for a run that has ended, and every run must still be recorded.
 func TestKeepersAreReusedSafely(t *testing.T) {
-	s, err := memstore.New(memstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &heartbeatWatch{Store: s, t: t, active: map[string]bool{}}
+	w := newHeartbeatWatch(t)
 	ns := idem.MustNamespace("keepers")
 	req := mustRequest(t, `"req"`)
 	var wg sync.WaitGroup
@@ -60,7 +66,7 @@ func TestKeepersAreReusedSafely(t *testing.T) {
 					return
 				}
 				// A 3 ms lease: a heartbeat every millisecond.
-				o, err := s.Begin(context.Background(), key, req, &idem.BeginOpts{Lease: 3 * time.Millisecond})
+				o, err := w.Store.Begin(context.Background(), key, req, &idem.BeginOpts{Lease: 3 * time.Millisecond})
 				if err != nil || o.Kind != idem.Fresh {
 					t.Errorf("Begin = %v, %v", o.Kind, err)
 					return
@@ -90,15 +96,11 @@ func TestKeepersAreReusedSafely(t *testing.T) {
 // TestReusedKeeperKeepsTheNextRun runs owners one after another on one
 // goroutine, so that the pool hands each the keeper of the one before,
 // its timer still armed or, after an idle pause, fired with nothing to
-// keep: quick runs, then runs that last longer than their lease. A long run must be kept alive by the timer it inherited
-// (no other caller can take its key over), and no beat may reach a run
-// that has ended.
+// keep: quick runs, then runs that last longer than their lease. A long
+// run must be kept alive by the timer it inherited (no other caller can
+// take its key over), and no beat may reach a run that has ended.
 func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
-	clockless, err := memstore.New(memstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &heartbeatWatch{Store: clockless, t: t, active: map[string]bool{}}
+	w := newHeartbeatWatch(t)
 	ns := idem.MustNamespace("reuse")
 	req := mustRequest(t, `"req"`)
 	const lease = 30 * time.Millisecond // a heartbeat every 10 ms
@@ -107,7 +109,7 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := clockless.Begin(context.Background(), key, req, &idem.BeginOpts{Lease: lease})
+		o, err := w.Store.Begin(context.Background(), key, req, &idem.BeginOpts{Lease: lease})
 		if err != nil || o.Kind != idem.Fresh {
 			t.Fatalf("Begin = %v, %v", o.Kind, err)
 		}
@@ -121,7 +123,7 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 			// Outlive the lease three times over; then another caller
 			// must still find the run in progress.
 			time.Sleep(3 * lease)
-			if b, err := clockless.Begin(context.Background(), key, req, nil); err != nil || b.Kind != idem.InFlight {
+			if b, err := w.Store.Begin(context.Background(), key, req, nil); err != nil || b.Kind != idem.InFlight {
 				t.Errorf("run %d: another Begin got %v, %v; want InFlight (the lease was not kept)", i, b.Kind, err)
 			}
 			if ctx.Err() != nil {
