@@ -82,13 +82,12 @@ type entry struct {
 	leaseExpires int64 // zero unless in progress
 }
 
-// newEntry returns the in-progress entry of k for payload: its map key,
-// a new token and a copy of payload in one allocation.
-func newEntry(k idem.Key, payload []byte) entry {
+// newEntry returns the in-progress entry under the map key key for
+// payload: its key, a new token and a copy of payload in one allocation.
+// The token is appended to key, which is best given spare capacity for it.
+func newEntry(key, payload []byte) entry {
 	var sb strings.Builder
-	sb.Grow(len(k.Value()) + 1 + len(k.Scope()) + idem.TokenLen + len(payload))
-	var buf [128 + idem.TokenLen]byte
-	key := mapKey(buf[:0], k)
+	sb.Grow(len(key) + idem.TokenLen + len(payload))
 	sb.Write(idem.AppendToken(key))
 	sb.Write(payload)
 	all := sb.String()
@@ -162,12 +161,17 @@ func mapKey(dst []byte, k idem.Key) []byte {
 
 // find returns the entry of k, expired or not. The caller holds s.mu.
 func (s *Store) find(k idem.Key) *entry {
-	r := s.recs[k.Namespace()]
+	var buf [128]byte
+	return s.findKey(k.Namespace(), mapKey(buf[:0], k))
+}
+
+// findKey is find for the map key key in ns.
+func (s *Store) findKey(ns idem.Namespace, key []byte) *entry {
+	r := s.recs[ns]
 	if r == nil {
 		return nil
 	}
-	var buf [128]byte
-	return r.byKey[string(mapKey(buf[:0], k))]
+	return r.byKey[string(key)]
 }
 
 // live returns the entry of k unless it is missing or expired at now. The
@@ -214,7 +218,10 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.find(key)
+	// The map key, with room for the token newEntry puts after it.
+	var buf [128 + idem.TokenLen]byte
+	mk := mapKey(buf[:0], key)
+	e := s.findKey(key.Namespace(), mk)
 	takenOver := false
 	switch {
 	case e == nil:
@@ -233,7 +240,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		takenOver = true
 	}
 	fence := e.fence + 1
-	*e = newEntry(key, req.RecordedPayload())
+	*e = newEntry(mk, req.RecordedPayload())
 	e.fp, e.fence, e.created = req.Fingerprint, fence, nowNS
 	e.expires, e.leaseExpires = toNanos(now.Add(retention)), toNanos(now.Add(leaseTTL))
 	s.write(key.Namespace(), e, retention)
