@@ -76,10 +76,13 @@
 //     were some 10% faster, with a somewhat longer tail.
 //   - Transactional mode: a caller's transaction holds a connection until it
 //     ends, so with one connection every other call waits for it (until its
-//     ctx is done), and a goroutine that uses the *sql.DB while holding the
-//     transaction deadlocks itself. Allow a few connections (4 to 8), keep
-//     the busy timeout, and keep transactions short: each one blocks every
-//     other writer for as long as it is open.
+//     ctx is done). Allow a few connections (4 to 8), keep the busy timeout,
+//     and keep transactions short: each one blocks every other writer for as
+//     long as it is open. Do not use the *sql.DB (or a lease-mode Store on
+//     it) from a goroutine that holds a transaction: its call needs another
+//     connection, and the others may all be held by writers waiting for the
+//     transaction's lock, so it waits until their busy timeout or its ctx
+//     ends. With one connection it always deadlocks.
 //
 // With Config.Batch, the lease-mode writes of concurrent callers share
 // transactions: the calls that arrive while a write is under way queue,
