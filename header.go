@@ -31,7 +31,7 @@ func ParseHeader(ns Namespace, values []string) (Key, error) {
 // case-sensitive.
 //
 // Errors are *KeyError values (errors.Is(err, ErrInvalidKey) holds):
-// ErrKeyEmpty for an empty or blank value or an empty sf-string,
+// ErrKeyEmpty for an empty or blank value or sf-string,
 // ErrKeyTooLong for more than 255 bytes, ErrKeyControl for control
 // characters, ErrKeyMalformed for a malformed sf-string, invalid UTF-8 or
 // sf-string parameters, and ErrKeyMultiple for a raw value containing a comma
@@ -52,6 +52,9 @@ func ParseKey(ns Namespace, value string) (Key, error) {
 	s, err := parseSFString(v)
 	if err != nil {
 		return Key{}, err
+	}
+	if strings.Trim(s, " \t") == "" {
+		return Key{}, &KeyError{Kind: ErrKeyEmpty, Detail: "sf-string is empty or blank"}
 	}
 	return newKey(ns, s)
 }

@@ -35,6 +35,7 @@ func TestParseKey(t *testing.T) {
 		{"empty", "", "", idem.ErrKeyEmpty},
 		{"blank", "  \t ", "", idem.ErrKeyEmpty},
 		{"empty sf-string", `""`, "", idem.ErrKeyEmpty},
+		{"blank sf-string", `"   "`, "", idem.ErrKeyEmpty},
 		{"256 bytes", k255 + "k", "", idem.ErrKeyTooLong},
 		{"256 bytes sf-string", `"` + k255 + `k"`, "", idem.ErrKeyTooLong},
 		{"control character", "a\x01b", "", idem.ErrKeyControl},

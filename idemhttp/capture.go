@@ -12,6 +12,12 @@ import (
 // it, up to a cap, for recording. Flush and Hijack mark the response as
 // streaming: it is still delivered, but not recorded.
 //
+// While a response is being recorded, a failed write to the client (which
+// went away) is not reported to the handler: the work is done, and its
+// response is recorded for the client's retry rather than cut short
+// (ReverseProxy, for one, panics on a failed write, which would release the
+// key).
+//
 // The copy of the body is kept in a pooled buffer, returned by close; like
 // any ResponseWriter, a capture must not be used after the handler returned.
 type capture struct {
@@ -25,8 +31,14 @@ type capture struct {
 	body        []byte         // the body so far, in buf
 	buf         *[]byte        // pooled, nil when nothing is kept
 	wroteHeader bool
+	recording   bool // the response is to be recorded (a protected request)
 	overflow    bool // the body outgrew max
 	streaming   bool // Flush or Hijack was called
+	declined    bool // the handler said not to record the response
+	// whole says the handler writes a body it already holds whole, so that
+	// a Flush only pushes it out and does not make the response streaming
+	// (the proxy sets it, as ReverseProxy flushes to send trailers).
+	whole bool
 }
 
 // init readies c to capture up to max body bytes of a response to w, and
@@ -56,7 +68,8 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.WriteHeader(http.StatusOK)
 	}
 	keep(c, p)
-	return c.w.Write(p)
+	n, err := c.w.Write(p)
+	return c.delivered(n, len(p), err)
 }
 
 // WriteString is Write without converting s, for the writer's own
@@ -66,13 +79,24 @@ func (c *capture) WriteString(s string) (int, error) {
 		c.WriteHeader(http.StatusOK)
 	}
 	keep(c, s)
-	return io.WriteString(c.w, s)
+	n, err := io.WriteString(c.w, s)
+	return c.delivered(n, len(s), err)
+}
+
+// delivered is what a write of want bytes to the client returns to the
+// handler, n bytes of it written with err: all of it while the response is
+// being recorded (see capture), n and err otherwise.
+func (c *capture) delivered(n, want int, err error) (int, error) {
+	if err != nil && c.recording && c.recordable() {
+		return want, nil
+	}
+	return n, err
 }
 
 // keep adds p to the recorded body, unless the body outgrows max or the
 // response is streaming.
 func keep[T []byte | string](c *capture, p T) {
-	if c.overflow || c.streaming || len(p) == 0 {
+	if !c.recordable() || len(p) == 0 {
 		return
 	}
 	if len(c.body)+len(p) > c.max {
@@ -87,12 +111,15 @@ func keep[T []byte | string](c *capture, p T) {
 	c.body = append(c.body, p...)
 }
 
-// Flush delivers what was written so far and abandons the recording.
+// Flush delivers what was written so far and, unless the handler writes a
+// whole body (see capture.whole), abandons the recording.
 func (c *capture) Flush() {
 	if !c.wroteHeader {
 		c.WriteHeader(http.StatusOK)
 	}
-	c.streaming = true
+	if !c.whole {
+		c.streaming = true
+	}
 	_ = http.NewResponseController(c.w).Flush()
 }
 
@@ -114,7 +141,14 @@ func (c *capture) finish() {
 }
 
 // recordable reports whether the response can be recorded at all.
-func (c *capture) recordable() bool { return !c.overflow && !c.streaming }
+func (c *capture) recordable() bool { return !c.overflow && !c.streaming && !c.declined }
+
+// decline abandons the recording: the response is delivered, and the key
+// released.
+func (c *capture) decline() {
+	c.declined = true
+	c.close()
+}
 
 // close returns the body buffer to the pool.
 func (c *capture) close() {

@@ -40,6 +40,8 @@
 //
 // The handler runs with a context detached from the client's cancellation
 // (context.WithoutCancel): a client that disconnects does not abort the work
-// it started, so its retry finds the result instead of running again. The
-// lease is extended in the background while the handler runs.
+// it started, so its retry finds the result instead of running again. For
+// the same reason, while the response is being recorded the handler's
+// writes to a client that went away report success. The lease is extended
+// in the background while the handler runs.
 package idemhttp

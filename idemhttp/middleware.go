@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -310,6 +311,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
 	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay, x.m.cfg.replaySet)
+	cw.recording = true
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
 	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
@@ -421,11 +423,16 @@ type bodyReader struct{ bytes.Reader }
 
 func (*bodyReader) Close() error { return nil }
 
-// readAll reads body, in one allocation when its length is known, and stops
-// after max+1 bytes.
+// readAll reads body, in one allocation when its length is known and at
+// most preallocMax, and stops after max+1 bytes (max bytes if max is
+// math.MaxInt64).
 func readAll(body io.Reader, length, max int64) ([]byte, error) {
-	if length < 0 || length > max {
-		return io.ReadAll(io.LimitReader(body, max+1))
+	if length < 0 || length > max || length > preallocMax {
+		b, err := io.ReadAll(io.LimitReader(body, max+min(1, math.MaxInt64-max)))
+		if err == nil && int64(len(b)) < min(length, max) {
+			err = io.ErrUnexpectedEOF // shorter than announced
+		}
+		return b, err
 	}
 	b := make([]byte, length, length+1)
 	if _, err := io.ReadFull(body, b); err != nil {
@@ -438,6 +445,10 @@ func readAll(body io.Reader, length, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// preallocMax is the largest body length readAll allocates for before
+// reading: a length announced by the client is no promise of bytes to come.
+const preallocMax = 1 << 20
 
 // detachedContext is its parent's values without its deadline and
 // cancellation, as context.WithoutCancel gives, in a struct the exchange

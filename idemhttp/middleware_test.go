@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -689,4 +690,25 @@ func withStore(cfg idemhttp.Config, b *bundle) idemhttp.Config {
 		cfg.Store = b.store
 	}
 	return cfg
+}
+
+// MaxBody may be as large as an int64 goes ("no practical limit"); bodies
+// of unknown length still reach the handler whole, and an announced length
+// is no reason to allocate before the bytes come.
+func TestMaxBodyAtTheInt64Limit(t *testing.T) {
+	b := setup(t, idemhttp.Config{MaxBody: math.MaxInt64})
+	for _, length := range []int64{-1, 1 << 40} {
+		r := httptest.NewRequest("POST", "/x", io.NopCloser(strings.NewReader(`{"amount":100}`)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "max-"+strconv.FormatInt(length, 10))
+		r.ContentLength = length
+		w := httptest.NewRecorder()
+		b.h.ServeHTTP(w, r)
+		if length < 0 && (w.Code != 201 || !strings.Contains(w.Body.String(), `"echo":"{\"amount\":100}"`)) {
+			t.Fatalf("chunked body: %d %s, want the body echoed", w.Code, w.Body)
+		}
+		if length > 0 && w.Code != 400 {
+			t.Fatalf("body shorter than its Content-Length: %d %s, want 400", w.Code, w.Body)
+		}
+	}
 }

@@ -42,11 +42,14 @@ type ProxyConfig struct {
 // responses and are never recorded: 502 when the upstream cannot be reached,
 // 504 when it does not answer within Timeout; a retry runs again.
 //
-// The upstream call is not cancelled when the client disconnects, and the
-// whole response (up to Middleware.MaxCapture) is read from the upstream
-// before it is written to the client, so its result is recorded either way.
-// Server-sent events (text/event-stream) and responses larger than
-// MaxCapture are streamed through and not recorded.
+// The upstream call of a protected request is not cancelled when the client
+// disconnects, and the whole response (up to Middleware.MaxCapture) is read
+// from the upstream before it is written to the client, so its result is
+// recorded either way. Server-sent events (text/event-stream), protocol
+// upgrades (101) and responses larger than MaxCapture are streamed through
+// and not recorded. Response trailers are passed on to the client but not
+// recorded. Other requests (unprotected methods, no key) pass through as
+// ReverseProxy forwards them, streamed responses included.
 func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
 		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %v", cfg.Upstream)
@@ -71,7 +74,6 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		return nil, err
 	}
 	upstream := cfg.Upstream
-	capture := mwcfg.MaxCapture
 	writeProblem := mwcfg.ErrorWriter
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -83,9 +85,15 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		ErrorLog:   cfg.ErrorLog,
 		BufferPool: copyBuffers{},
 		ModifyResponse: func(res *http.Response) error {
-			return bufferResponse(res, capture)
+			if c, _ := res.Request.Context().Value(recordingKey{}).(*capture); c != nil {
+				return bufferResponse(res, c)
+			}
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if c, ok := w.(*capture); ok {
+				c.decline() // whatever the profile records: a retry runs again
+			}
 			if cfg.ErrorLog != nil {
 				cfg.ErrorLog.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
 			} else {
@@ -104,21 +112,34 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), cfg.Timeout)
 		defer cancel()
+		if c, ok := w.(*capture); ok && c.recording {
+			ctx = context.WithValue(ctx, recordingKey{}, c)
+		}
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	})
 	return mw(timed), nil
 }
 
-// bufferResponse reads up to limit bytes of the upstream body ahead, so
-// that a complete response of known length is written to the client in one
-// go (ReverseProxy would otherwise flush responses of unknown length as they
-// arrive, which the middleware treats as streaming). Event streams and
-// longer bodies are left streaming.
-func bufferResponse(res *http.Response, limit int) error {
-	if isEventStream(res.Header.Get("Content-Type")) {
+// recordingKey is the context key of the capture of a response the
+// middleware records, set for the upstream call of a protected request.
+type recordingKey struct{}
+
+// bufferResponse reads up to c.max bytes of the upstream body ahead, so that
+// a complete response is written to the client in one go and recorded by c
+// (ReverseProxy would otherwise flush responses of unknown length as they
+// arrive, which the middleware treats as streaming). Upgrades, responses
+// without a body, event streams and longer bodies are left as they are.
+func bufferResponse(res *http.Response, c *capture) error {
+	limit := c.max
+	switch {
+	case res.StatusCode == http.StatusSwitchingProtocols: // the body is the connection
 		return nil
-	}
-	if res.ContentLength > int64(limit) {
+	case res.Body == http.NoBody || res.Request.Method == http.MethodHead:
+		c.whole = true // nothing to read: the (empty) body is whole
+		return nil
+	case isEventStream(res.Header.Get("Content-Type")):
+		return nil
+	case res.ContentLength > int64(limit):
 		return nil
 	}
 	var head []byte
@@ -140,10 +161,11 @@ func bufferResponse(res *http.Response, limit int) error {
 		}{io.MultiReader(bytes.NewReader(head), res.Body), res.Body}
 		return nil
 	}
-	_ = res.Body.Close()
+	_ = res.Body.Close() // which also fills in res.Trailer
 	res.Body = io.NopCloser(bytes.NewReader(head))
 	res.ContentLength = int64(len(head))
 	res.TransferEncoding = nil
+	c.whole = true
 	return nil
 }
 

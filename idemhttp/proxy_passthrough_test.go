@@ -1,0 +1,191 @@
+package idemhttp_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// The proxy buffers and records the responses of protected requests only;
+// everything else goes through as ReverseProxy forwards it.
+
+func TestProxyStripeProfileDoesNotRecordUpstreamFailures(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	addr := up.URL
+	up.Close() // nothing listens there any more
+	s, _ := memstore.New(memstore.Config{})
+	u, _ := url.Parse(addr)
+	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Timeout: time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Middleware: idemhttp.Config{Store: s, Profile: idemhttp.ProfileStripe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httptest.NewServer(h)
+	defer p.Close()
+	for i := range 2 {
+		res, body := post(t, p.URL+"/x", "down-stripe", `{}`)
+		if res.StatusCode != 502 || res.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("request %d: %d replayed=%q %s; the proxy's own 502 must not be recorded", i, res.StatusCode, res.Header.Get("Idempotent-Replayed"), body)
+		}
+	}
+}
+
+func TestProxyRecordsResponseWithTrailers(t *testing.T) {
+	var runs atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Trailer", "X-Checksum")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"id":1}`)
+		w.Header().Set("X-Checksum", "abc")
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, 5*time.Second)
+	res1, body1 := post(t, p.URL+"/things", "trailer-1", `{}`)
+	if res1.StatusCode != 201 || body1 != `{"id":1}` || res1.Trailer.Get("X-Checksum") != "abc" {
+		t.Fatalf("first: %d %q trailer %v, want 201 with the trailer passed on", res1.StatusCode, body1, res1.Trailer)
+	}
+	res2, body2 := post(t, p.URL+"/things", "trailer-1", `{}`)
+	if res2.StatusCode != 201 || body2 != body1 || res2.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %q replayed=%q, want the recorded 201", res2.StatusCode, body2, res2.Header.Get("Idempotent-Replayed"))
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("upstream ran %d times, want 1", n)
+	}
+}
+
+// A client that goes away before a large response is written does not
+// free the key: the proxy's failed write is not the upstream's failure.
+func TestProxyClientGoneBeforeLargeResponseIsRecorded(t *testing.T) {
+	var runs atomic.Int32
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	big := strings.Repeat("x", 1<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, big)
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, 10*time.Second)
+	p.Config.ErrorLog = log.New(io.Discard, "", 0)
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: gone-1\r\nContent-Length: 2\r\n\r\n{}")
+	<-arrived
+	_ = c.(*net.TCPConn).SetLinger(0) // reset: the proxy's writes fail
+	_ = c.Close()
+	close(release)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, body := post(t, p.URL+"/things", "gone-1", `{}`)
+		if res.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // the first request still runs
+			continue
+		}
+		if res.StatusCode != 200 || res.Header.Get("Idempotent-Replayed") != "true" || len(body) != len(big) {
+			t.Fatalf("retry: %d replayed=%q, %d bytes; want the recorded response", res.StatusCode, res.Header.Get("Idempotent-Replayed"), len(body))
+		}
+		break
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("upstream ran %d times, want 1", n)
+	}
+}
+
+func TestProxyPassesHEADThrough(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, strings.Repeat("a", 100)) // HEAD: Content-Length 100, no body
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, 5*time.Second)
+	res, err := http.Head(p.URL + "/doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != 200 || res.ContentLength != 100 {
+		t.Fatalf("HEAD through the proxy: %d, Content-Length %d; want 200, 100", res.StatusCode, res.ContentLength)
+	}
+}
+
+func TestProxyPassesUpgradesThrough(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := brw.ReadString('\n') // the client speaks first
+		_, _ = brw.WriteString("echo " + line)
+		_ = brw.Flush()
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, 5*time.Second)
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the proxy: %v, %v; want 101 before the client speaks", res, err)
+	}
+}
+
+func TestProxyStreamsUnprotectedResponses(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, "{\"n\":1}\n")
+		_ = http.NewResponseController(w).Flush()
+		<-release
+		_, _ = io.WriteString(w, "{\"n\":2}\n")
+	}))
+	defer up.Close()
+	defer close(release)
+	p := newProxy(t, up.URL, 10*time.Second)
+	res, err := http.Get(p.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	first := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(res.Body).ReadString('\n')
+		first <- line
+	}()
+	select {
+	case line := <-first:
+		if line != "{\"n\":1}\n" {
+			t.Fatalf("first line %q", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first line of a streamed GET was held back until the upstream finished")
+	}
+}
