@@ -137,9 +137,10 @@ func TestRetryFromErrorRecordsTheError(t *testing.T) {
 	b := setup(t, fast(fsm))
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
-	waitFor(t, "the retry", func() bool { return b.get(t, id).Attempt == 2 })
-	in := b.get(t, id)
-	if in.Error != errFlaky.Error() || in.Status != durable.StatusRunnable || time.Until(in.EligibleAt) < 500*time.Millisecond {
+	var in *durable.Instance
+	waitFor(t, "the retry", func() bool { in = b.get(t, id); return in.Attempt == 2 })
+	// DefaultBackoff(1) is 0.9 to 1 s, from the commit (updated_at).
+	if in.Error != errFlaky.Error() || in.Status != durable.StatusRunnable || in.EligibleAt.Sub(in.UpdatedAt) < 900*time.Millisecond {
 		t.Fatalf("after a default retry: %+v", in)
 	}
 }

@@ -132,7 +132,9 @@ func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
 		},
 	})
 	cfg := fast(fsm)
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 300*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond
+	// Heartbeats 20 times per lease: a loaded machine (make test runs
+	// packages side by side) may delay a few by hundreds of milliseconds.
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = time.Second, 50*time.Millisecond, 10*time.Millisecond
 	b := setup(t, cfg)
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
@@ -140,7 +142,7 @@ func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
 	first := b.get(t, id).LeaseExpiresAt
 	// Outlive the first lease by far, with the reaper looking all along.
 	waitFor(t, "the lease to be extended past twice its length", func() bool {
-		return b.get(t, id).LeaseExpiresAt.After(first.Add(600 * time.Millisecond))
+		return b.get(t, id).LeaseExpiresAt.After(first.Add(2 * time.Second))
 	})
 	close(release)
 	in := b.waitStatus(t, id, durable.StatusDone)
