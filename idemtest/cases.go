@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ func cases() []testCase {
 		{"Input/InvalidResultLeavesReservation", testInvalidResult},
 		{"Input/CancelledContext", testCancelled},
 		{"Input/PayloadLimit", testPayloadLimit},
+		{"Input/DurationsForGood", testDurationsForGood},
 		{"Input/CallerBuffersNotRetained", testBuffersNotRetained},
 		{"Do/RunsOnceAndReplays", testDo},
 	}
@@ -511,7 +513,44 @@ func testPayloadLimit(t *testing.T, b *bundle) {
 	if err := b.store.Commit(ctx, k, lease, big); !errors.Is(err, idem.ErrPayloadTooLarge) {
 		t.Errorf("Commit with a result over the limit: %v, want ErrPayloadTooLarge", err)
 	}
+	se := idem.StoredError{Class: "big", Message: strings.Repeat("x", b.h.MaxPayload)}
+	if err := b.store.FailPermanent(ctx, k, lease, se); !errors.Is(err, idem.ErrPayloadTooLarge) {
+		t.Errorf("FailPermanent with an encoded error over the limit: %v, want ErrPayloadTooLarge", err)
+	}
 	if rec := get(t, b.store, k); rec.Status != idem.StatusInProgress {
-		t.Errorf("oversized Commit changed the record to %s", rec.Status)
+		t.Errorf("oversized Commit or FailPermanent changed the record to %s", rec.Status)
+	}
+}
+
+// testDurationsForGood: a retention, lease or heartbeat of math.MaxInt64
+// (292 years, a way of saying "for good") lasts at least two centuries;
+// none wraps around into a record or lease already expired.
+func testDurationsForGood(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	forGood := time.Duration(math.MaxInt64)
+	centuries := 200 * 365 * 24 * time.Hour
+	k := b.key(t, "for-good")
+	r := request(t, `{"a":1}`)
+	o := begin(t, b.store, k, r, &idem.BeginOpts{Retention: forGood, Lease: forGood})
+	wantKind(t, o, idem.Fresh)
+	if !o.Lease.ExpiresAt.After(b.clock.Now().Add(centuries)) {
+		t.Errorf("lease of MaxInt64 expires at %v", o.Lease.ExpiresAt)
+	}
+	b.clock.Advance(10 * Retention)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	lease, err := b.store.Heartbeat(ctx, k, o.Lease, forGood)
+	ok(t, err, "Heartbeat by MaxInt64")
+	if !lease.ExpiresAt.After(b.clock.Now().Add(centuries)) {
+		t.Errorf("lease extended by MaxInt64 expires at %v", lease.ExpiresAt)
+	}
+	b.clock.Advance(10 * Retention)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`"kept"`)), "Commit")
+	b.clock.Advance(10 * Retention)
+	if o := begin(t, b.store, k, r, nil); o.Kind != idem.PriorResult || string(o.Result) != `"kept"` {
+		t.Errorf("Begin after the Commit = %v %s, want the result kept", o.Kind, o.Result)
+	}
+	if rec := get(t, b.store, k); !rec.ExpiresAt.After(b.clock.Now().Add(centuries)) {
+		t.Errorf("record retained for MaxInt64 expires at %v", rec.ExpiresAt)
 	}
 }

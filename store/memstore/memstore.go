@@ -7,6 +7,7 @@ package memstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -281,14 +282,27 @@ func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, resu
 	})
 }
 
-// FailPermanent implements idem.Store.
+// FailPermanent implements idem.Store. The error counts against
+// Config.MaxPayload as JSON, and is kept as that JSON decodes (invalid UTF-8
+// replaced), as the stores that keep JSON replay it.
 func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, se idem.StoredError) error {
 	if err := idem.CheckLease(key, lease); err != nil {
 		return err
 	}
+	enc, err := json.Marshal(se)
+	if err != nil { // a struct of strings always encodes
+		return err
+	}
+	if len(enc) > s.cfg.MaxPayload {
+		return &idem.PayloadTooLargeError{What: "error", Size: len(enc), Limit: s.cfg.MaxPayload}
+	}
+	var kept idem.StoredError
+	if err := json.Unmarshal(enc, &kept); err != nil {
+		return err
+	}
 	return s.settle(ctx, key, lease, func(e *entry) {
 		e.status = idem.StatusFailed
-		e.err = &se
+		e.err = &kept
 	})
 }
 

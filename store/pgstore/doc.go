@@ -152,8 +152,10 @@
 //   - Timestamps are computed in Go from Config.Now and truncated to the
 //     microsecond; the SQL never calls now(). Every process must therefore
 //     have a reasonably synchronised clock, as with any lease.
-//   - The expiry index is on (namespace, expires_at), not expires_at alone:
-//     PurgeExpired always filters by namespace.
+//   - The expiry index is on (expires_at, namespace): PurgeExpired filters
+//     by both, and with expires_at first the planner never prefers it to
+//     the primary key for a point lookup by namespace (a generic plan on a
+//     new, empty table otherwise did, and walked the whole namespace).
 //   - PurgeExpired deletes in batches (Config.PurgeBatch) chosen with FOR
 //     UPDATE SKIP LOCKED, so it never waits for, or holds up, writers.
 //   - Table names are limited to lowercase identifiers, optionally

@@ -78,8 +78,15 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// millis converts a positive duration to whole milliseconds, rounding up,
-// so that a retention or lease is never shorter than asked for.
-func millis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+// after returns the time d after t in Unix milliseconds, rounded up, so
+// that a retention or lease is never shorter than asked for. Any duration
+// up to math.MaxInt64 (292 years, a way of saying "for good") gives a time
+// that far ahead; none wraps around into the past.
+func after(t time.Time, d time.Duration) int64 {
+	end := t.Add(d)
+	ms := end.UnixMilli()
+	if end.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
 }

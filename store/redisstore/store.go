@@ -71,13 +71,14 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	}
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
 	payload := req.RecordedPayload()
-	now := s.nowMillis()
+	clock := s.cfg.Now()
+	now := clock.UnixMilli()
 	token := idem.NewToken()
-	retentionMs := millis(retention)
+	expires := after(clock, retention)
 	rkey := s.key(key)
 	reply, err := beginScript.Run(ctx, s.calls, []string{rkey},
 		now, req.Fingerprint.Bytes(), payload, token,
-		now+retentionMs, now+millis(leaseTTL), retentionMs,
+		expires, after(clock, leaseTTL), expires-now,
 	).Slice()
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
@@ -190,7 +191,7 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	if extend <= 0 {
 		extend = s.cfg.Lease
 	}
-	leaseExp := s.nowMillis() + millis(extend)
+	leaseExp := after(s.cfg.Now(), extend)
 	if err := s.settle(ctx, "heartbeat", heartbeatScript, key, lease, leaseExp); err != nil {
 		return idem.Lease{}, err
 	}

@@ -34,13 +34,14 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	}
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
 	payload := req.RecordedPayload()
-	now := s.now()
+	clock := s.cfg.Now()
+	now := clock.UnixMicro()
 	token := idem.NewToken()
-	leaseExpires := now + micros(leaseTTL)
+	leaseExpires := after(clock, leaseTTL)
 	args := []any{
 		string(key.Namespace()), key.Scope(), key.Value(), // ?1 ?2 ?3
 		req.Fingerprint.Bytes(), string(payload), token, // ?4 ?5 ?6
-		now, now + micros(retention), leaseExpires, // ?7 ?8 ?9
+		now, after(clock, retention), leaseExpires, // ?7 ?8 ?9
 	}
 	fresh := func(fence int64, takenOver bool) idem.Outcome {
 		return idem.Outcome{

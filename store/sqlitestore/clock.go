@@ -2,16 +2,23 @@ package sqlitestore
 
 import "time"
 
-// Timestamps are stored as Unix microseconds, the precision of the columns;
-// durations are rounded up to whole microseconds so that a positive lease
-// never rounds down to an expired one.
+// Timestamps are stored as Unix microseconds, the precision of the columns:
+// the current time rounded down, the ends of leases and retentions rounded
+// up, so that neither is ever shorter than asked for.
 
 // now reads the configured clock, in Unix microseconds.
 func (s *Store) now() int64 { return s.cfg.Now().UnixMicro() }
 
-// micros returns d in whole microseconds, rounded up.
-func micros(d time.Duration) int64 {
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
+// after returns the time d after t in Unix microseconds, rounded up. Any
+// duration up to math.MaxInt64 (292 years, a way of saying "for good") gives
+// a time that far ahead; none wraps around into the past.
+func after(t time.Time, d time.Duration) int64 {
+	end := t.Add(d)
+	us := end.UnixMicro()
+	if end.After(time.UnixMicro(us)) {
+		us++
+	}
+	return us
 }
 
 // timeOf converts a stored timestamp back to a time.Time, in UTC.

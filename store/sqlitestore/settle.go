@@ -51,7 +51,7 @@ func (s *Store) heartbeat(ctx context.Context, q querier, key idem.Key, lease id
 	if extend <= 0 {
 		extend = s.cfg.Lease
 	}
-	expires := s.now() + micros(extend)
+	expires := after(s.cfg.Now(), extend)
 	if err := s.change(ctx, q, s.sql.heartbeat, key, lease, expires); err != nil {
 		return idem.Lease{}, err
 	}
