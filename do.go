@@ -84,6 +84,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	}()
 	res, err = fn(runCtx)
 	k.stop()
+	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	sctx, scancel := settle()
 	defer scancel()
 	if err != nil {

@@ -2,7 +2,9 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,5 +214,59 @@ func TestDoNeverExtendsTxBoundStores(t *testing.T) {
 		if got := tc.beats() > 0; got != tc.want {
 			t.Errorf("%s: heartbeats sent = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A panic while Do records its result (here, in encoding it) comes after
+// the run's lease keeper went back to the pool, where another run may have
+// taken it: the panic must not stop that keeper again, which would let the
+// other run's key be taken over while it still runs.
+func TestDoPanicWhileRecordingLeavesOtherRunsKeeperAlone(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands the keeper straight on
+	s := newMem(t, nil)
+	ctx := context.Background()
+	other := testKey(t, "other")
+	running, checked, otherDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	opts := &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 300 * time.Millisecond}, HeartbeatEvery: 50 * time.Millisecond}
+	marshal := func(v any) ([]byte, error) {
+		if v != 42 {
+			return json.Marshal(v)
+		}
+		go func() {
+			_, err := idem.Do(ctx, s, other, "req", func(ctx context.Context) (int, error) {
+				close(running)
+				select {
+				case <-checked:
+				case <-ctx.Done():
+				}
+				return 1, context.Cause(ctx)
+			}, opts)
+			otherDone <- err
+		}()
+		<-running
+		panic("encoding failed")
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "encoding failed" {
+				t.Errorf("Do panicked with %v, want the encoder's panic", p)
+			}
+		}()
+		popts := *opts
+		popts.Typed = &idem.TypedOpts{Marshal: marshal}
+		_, _ = idem.Do(ctx, s, testKey(t, "panics"), "req", func(context.Context) (int, error) { return 42, nil }, &popts)
+	}()
+	time.Sleep(800 * time.Millisecond) // over two leases: only heartbeats keep the other key
+	req, err := idem.NewRequest([]byte(`"req"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Begin(ctx, other, req, nil)
+	close(checked)
+	if err != nil || o.Kind != idem.InFlight {
+		t.Errorf("Begin of the other, running key = %v, %v; want in_flight (its lease kept)", o.Kind, err)
+	}
+	if err := <-otherDone; err != nil {
+		t.Errorf("the other run: %v", err)
 	}
 }

@@ -65,6 +65,7 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 	}()
 	result, record := work(runCtx)
 	k.stop()
+	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	if !record {
 		o.release(ctx)
 		return

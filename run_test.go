@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -137,5 +138,69 @@ func TestOwnerLeaseLostCancelsWork(t *testing.T) {
 	})
 	if o.Recorded || !errors.Is(o.Err, idem.ErrStaleToken) {
 		t.Errorf("Recorded %v Err %v after losing the lease, want ErrStaleToken", o.Recorded, o.Err)
+	}
+}
+
+// panickyCommit is a store whose Commit calls during, then panics.
+type panickyCommit struct {
+	idem.Store
+	during func()
+}
+
+func (s panickyCommit) Commit(context.Context, idem.Key, idem.Lease, []byte) error {
+	s.during()
+	panic("commit failed")
+}
+
+// A panic in the store's Commit comes after the run's lease keeper went
+// back to the pool, where another run may have taken it: the panic must
+// not stop that keeper again.
+func TestOwnerPanicInCommitLeavesOtherRunsKeeperAlone(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands the keeper straight on
+	s := newMem(t, nil)
+	ctx := context.Background()
+	begin := func(k idem.Key) idem.Outcome {
+		req, _ := idem.NewRequest([]byte(`{}`))
+		o, err := s.Begin(ctx, k, req, &idem.BeginOpts{Lease: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	other := testKey(t, "other")
+	running, checked, otherDone := make(chan struct{}), make(chan struct{}), make(chan bool, 1)
+	startOther := func() {
+		o := idem.Owner{Store: s, Key: other, Lease: begin(other).Lease}
+		go func() {
+			o.Run(ctx, func(ctx context.Context) ([]byte, bool) {
+				close(running)
+				select {
+				case <-checked:
+				case <-ctx.Done():
+				}
+				return []byte(`1`), true
+			})
+			otherDone <- o.Recorded
+		}()
+		<-running
+	}
+	k := testKey(t, "panics")
+	func() {
+		defer func() {
+			if p := recover(); p != "commit failed" {
+				t.Errorf("Run panicked with %v, want the store's panic", p)
+			}
+		}()
+		o := idem.Owner{Store: panickyCommit{s, startOther}, Key: k, Lease: begin(k).Lease}
+		o.Run(ctx, func(context.Context) ([]byte, bool) { return []byte(`2`), true })
+	}()
+	time.Sleep(800 * time.Millisecond) // over two leases: only heartbeats keep the other key
+	o := begin(other)
+	close(checked)
+	if o.Kind != idem.InFlight {
+		t.Errorf("Begin of the other, running key = %v; want in_flight (its lease kept)", o.Kind)
+	}
+	if !<-otherDone {
+		t.Error("the other run's result was not recorded")
 	}
 }
