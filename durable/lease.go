@@ -7,13 +7,15 @@ import (
 )
 
 // heartbeatSQL extends the leases of the claims this engine holds and
-// returns those it still holds.
+// returns those it still holds, by id and claim count: a row reaped and
+// claimed again by this engine is held under a new count, and its old
+// claim is lost.
 const heartbeatSQL = `
 UPDATE durable_instance i
 SET lease_expires_at = now() + $2 * interval '1 microsecond'
 FROM unnest($3::bigint[], $4::bigint[]) AS h(id, claims)
 WHERE i.id = h.id AND i.claims = h.claims AND i.status = 'executing' AND i.lease_owner = $1
-RETURNING i.id`
+RETURNING i.id, i.claims`
 
 // heartbeat extends this engine's leases every HeartbeatInterval. A claim
 // whose lease is gone (reaped, most likely after a pause longer than the
@@ -38,13 +40,14 @@ func (e *engine) heartbeat() {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
 		}
-		kept := make(map[int64]bool, len(held))
-		var id int64
+		type claim struct{ id, claims int64 }
+		kept := make(map[claim]bool, len(held))
+		var k claim
 		for rows.Next() {
-			if err := rows.Scan(&id); err != nil {
+			if err := rows.Scan(&k.id, &k.claims); err != nil {
 				break
 			}
-			kept[id] = true
+			kept[k] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -52,7 +55,7 @@ func (e *engine) heartbeat() {
 			return
 		}
 		for _, c := range held {
-			if !kept[c.id] && e.isHeld(c) {
+			if !kept[claim{c.id, c.claims}] && e.isHeld(c) {
 				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
 				c.loseLease()
 			}

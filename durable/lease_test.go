@@ -187,3 +187,52 @@ func TestLostLeaseCancelsStep(t *testing.T) {
 		t.Fatalf("default engine id %q", b.client.ID())
 	}
 }
+
+// A row reaped from under a running step and claimed again by the same
+// engine is held under a new claim count: the heartbeat marks the old
+// claim lost and cancels its step, which no longer runs beside the new one.
+func TestReclaimBySameEngineCancelsTheOldClaim(t *testing.T) {
+	t.Parallel()
+	started := make(chan int, 2)
+	firstCancelled, release := make(chan struct{}), make(chan struct{})
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "reclaimed", Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				started <- s.Attempt
+				if s.Attempt == 1 {
+					<-ctx.Done()
+					close(firstCancelled)
+				} else {
+					<-release
+				}
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 2}}
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 10*time.Second, 100*time.Millisecond, 20*time.Millisecond
+	b := setup(t, cfg)
+	defer close(release)
+	b.start(t)
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	if a := <-started; a != 1 {
+		t.Fatalf("first run: attempt %d", a)
+	}
+	// The lease runs out, as after a pause longer than the lease.
+	b.exec(t, "UPDATE durable_instance SET lease_expires_at = now() - interval '1 second' WHERE id = $1", id)
+	select {
+	case a := <-started:
+		if a != 2 {
+			t.Fatalf("re-claim: attempt %d, want 2", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reaped row was not claimed again")
+	}
+	select {
+	case <-firstCancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old claim's step was not cancelled: it runs beside the new one")
+	}
+}

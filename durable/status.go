@@ -11,15 +11,11 @@ import (
 type Status string
 
 // The statuses. An instance starts runnable; a picker claims it (executing);
-// its step's outcome makes it runnable again, parks it (awaiting_signal) or
-// ends it (done, failed, cancelled); Client.Cancel cancels a live one.
-// Done, failed and cancelled are terminal: no step runs again and no signal
-// reaches the instance.
-//
-// StatusAwaitingChildren is reserved for child instances, which a later
-// version adds; no engine of this version moves an instance there. It is
-// part of the schema and of the live statuses already, so that correlation
-// scopes stored today stay valid when it arrives.
+// its step's outcome makes it runnable again, parks it (awaiting_signal
+// after Await, awaiting_children after Children, until its children have
+// all ended) or ends it (done, failed, cancelled); Client.Cancel cancels a
+// live one. Done, failed and cancelled are terminal: no step runs again and
+// no signal reaches the instance.
 const (
 	StatusRunnable         Status = "runnable"
 	StatusExecuting        Status = "executing"
