@@ -60,6 +60,9 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason 
 }
 
 func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
+	if err := checkText("cancel reason", reason); err != nil {
+		return err
+	}
 	if err := lockParent(ctx, tx, target); err != nil {
 		return fmt.Errorf("durable: Cancel: %w", err)
 	}

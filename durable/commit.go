@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // Every outcome is committed under the fence of the claim it ran under: the
@@ -107,6 +109,7 @@ type commitResult struct {
 func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (commitResult, error) {
 	o := r.outcome
 	f := []any{c.id, owner, c.attempt, c.claims}
+	r.errText = pgstorable.CleanText(r.errText) // whatever an error says, it is recorded
 	consumed := make([]int64, 0, len(c.awaiting))
 	for _, s := range c.awaited() {
 		consumed = append(consumed, s.ID)

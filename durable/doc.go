@@ -67,7 +67,12 @@
 // step, or a row naming one, fails with ErrUnknownStep. A state that does
 // not decode as S is a step error too: the default handling retries it,
 // with the error on the row (Instance.Error), and then fails the instance,
-// never overwriting the state so that it can be repaired.
+// never overwriting the state so that it can be repaired. Values
+// PostgreSQL cannot store (text that is not valid UTF-8 or holds a NUL, a
+// string with a NUL in JSON) are rejected the same way: the client's calls
+// fail with ErrUnstorable before writing anything, and a step whose state,
+// result or Await names hold one fails with it. Error texts and Stop
+// reasons are recorded with such characters replaced by U+FFFD.
 //
 // # Crashes
 //

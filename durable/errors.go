@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // ErrDuplicate is what errors.Is finds in the error of an Insert whose
@@ -125,11 +127,32 @@ func (e *PayloadTooLargeError) Error() string {
 // Is reports whether target is ErrPayloadTooLarge.
 func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
 
-// checkPayload returns a *PayloadTooLargeError when doc is larger than
-// limit; a limit below 1 checks nothing.
+// checkPayload returns a *PayloadTooLargeError when doc, encoded by
+// encoding/json, is larger than limit (a limit below 1 checks no size),
+// and an ErrUnstorable error when jsonb cannot store it.
 func checkPayload(what string, doc []byte, limit int) error {
 	if limit > 0 && len(doc) > limit {
 		return &PayloadTooLargeError{What: what, Size: len(doc), Limit: limit}
+	}
+	if err := pgstorable.JSONB(doc); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrUnstorable, what, err)
+	}
+	return nil
+}
+
+// ErrUnstorable is what errors.Is finds in the error of a call given a
+// value PostgreSQL cannot store: text that is not valid UTF-8 or holds a
+// NUL character (a correlation key, a signal name…), or JSON holding the
+// escape \u0000 (a string with a NUL in a state, result or payload).
+// Nothing was written. A step whose outcome holds one fails with it,
+// handled like any step error.
+var ErrUnstorable = errors.New("durable: value PostgreSQL cannot store")
+
+// checkText returns an ErrUnstorable error when a text column cannot store
+// s, which what names.
+func checkText(what, s string) error {
+	if err := pgstorable.Text(s); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrUnstorable, what, err)
 	}
 	return nil
 }

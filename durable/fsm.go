@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // DefaultQueue is the queue of an FSM whose FSMConfig.Queue is empty.
@@ -102,6 +104,8 @@ func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 	switch {
 	case cfg.Name == "" || len(cfg.Name) > 128:
 		return nil, configErrorf("FSMConfig.Name", "must be 1–128 bytes, got %q", cfg.Name)
+	case pgstorable.Text(cfg.Name) != nil:
+		return nil, configErrorf("FSMConfig.Name", "%q %v", cfg.Name, pgstorable.Text(cfg.Name))
 	case cfg.Version < 0:
 		return nil, configErrorf("FSMConfig.Version", "must not be negative, got %d", cfg.Version)
 	case cfg.Version > math.MaxInt32:
@@ -123,6 +127,8 @@ func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 		switch {
 		case name == "":
 			return nil, configErrorf("FSMConfig.Steps", "has a step with an empty name")
+		case pgstorable.Text(name) != nil:
+			return nil, configErrorf("FSMConfig.Steps", "has a step named %q, which %v", name, pgstorable.Text(name))
 		case fn == nil:
 			return nil, configErrorf(fmt.Sprintf("FSMConfig.Steps[%q]", name), "is a nil function")
 		}
@@ -186,6 +192,9 @@ type Args struct {
 func checkQueueName(name string) error {
 	if name == "" || len(name) > 128 {
 		return fmt.Errorf("must be 1–128 bytes, got %q", name)
+	}
+	if err := pgstorable.Text(name); err != nil {
+		return fmt.Errorf("%q %w", name, err)
 	}
 	return nil
 }

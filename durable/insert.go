@@ -147,6 +147,13 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 	if err := checkQueueName(r.queue); err != nil {
 		return nil, fmt.Errorf("durable: InsertOpts.Queue %w", err)
 	}
+	for what, s := range map[string]string{
+		"InsertOpts.ConcurrencyKey": opts.ConcurrencyKey, "InsertOpts.RateLimit": opts.RateLimit, "InsertOpts.CorrelationKey": opts.CorrelationKey,
+	} {
+		if err := checkText(what, s); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Priority < math.MinInt16 || opts.Priority > math.MaxInt16 {
 		return nil, fmt.Errorf("durable: InsertOpts.Priority must be within −32768…32767, got %d", opts.Priority)
 	}

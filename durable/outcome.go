@@ -128,6 +128,9 @@ func (o Outcome) check(hasStep func(string) bool) error {
 				if n == "" {
 					return errors.New("durable: Await names an empty signal")
 				}
+				if err := checkText("Await signal name", n); err != nil {
+					return err
+				}
 			}
 			if o.timeout < 0 {
 				return fmt.Errorf("durable: AwaitTimeout with a negative timeout %s", o.timeout)

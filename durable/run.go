@@ -61,7 +61,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 	duration := time.Since(start)
 	if err == nil {
 		r := f.encode(c, step, ranStep{outcome: out, duration: duration})
-		if err = r.checkSize(limit); err == nil {
+		if err = r.check(limit); err == nil {
 			return r
 		}
 	}
@@ -76,7 +76,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 	if undecoded {
 		r.state = c.state // never overwrite a state that could not be read
 	}
-	if r.checkSize(limit) != nil { // the handler's outcome is too large too
+	if r.check(limit) != nil { // the handler's outcome cannot be stored either
 		r = withError(defaultHandling(step.Attempt, f.cfg.MaxAttempts, f.cfg.Backoff, err), err, duration)
 		r.state = c.state
 	}
@@ -95,9 +95,9 @@ func withError(out Outcome, err error, duration time.Duration) ranStep {
 	return r
 }
 
-// checkSize returns a *PayloadTooLargeError when r's state or result is
-// larger than limit bytes.
-func (r *ranStep) checkSize(limit int) error {
+// check returns a *PayloadTooLargeError when r's state or result is larger
+// than limit bytes, and an ErrUnstorable error when jsonb cannot store one.
+func (r *ranStep) check(limit int) error {
 	if err := checkPayload("state", r.state, limit); err != nil {
 		return err
 	}

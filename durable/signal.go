@@ -108,6 +108,9 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	if name == "" {
 		return "", errors.New("durable: Signal with an empty name")
 	}
+	if err := errors.Join(checkText("signal name", name), checkText("dedup key", dedupKey)); err != nil {
+		return "", err
+	}
 	if target.key == "" && target.id <= 0 {
 		return "", fmt.Errorf("durable: Signal to the zero Target: %w", ErrNoTarget)
 	}
