@@ -310,8 +310,10 @@
 // reaper on every engine returns rows whose lease expired to runnable, with
 // the attempt increased. Every commit of an outcome is fenced by lease
 // owner, attempt and claim count, so a worker whose lease was reaped
-// commits nothing. Pickers poll every Config.PollInterval; inserts and
-// signals also send a NOTIFY that wakes the picker at once, a hint only.
+// commits nothing. Pickers poll every Config.PollInterval; inserts,
+// signals, retries, reaps, await timeouts and the rows a stopping engine
+// hands back also send a NOTIFY that wakes the pickers of the queue on
+// every engine at once, a hint only.
 // A timer wakes parked rows whose await deadline passed, and a collector
 // deletes done and failed rows older than Config.GCRetention, in batches.
 // Any number of engines may share a database; none is a leader.

@@ -138,9 +138,7 @@ func (e *engine) reapOnce() {
 		if h := cfg.Hooks.ReaperReaped; h != nil {
 			h(ReapedEvent{Count: len(ids), IDs: ids})
 		}
-		for q := range queues {
-			e.poke(q)
-		}
+		e.wake(queues)
 		if len(ids) < reapBatch {
 			break
 		}

@@ -58,3 +58,26 @@ func (e *engine) listenOnce() error {
 		}
 	}
 }
+
+// notifyQueuesSQL sends a wake-up hint for each queue $1 names.
+const notifyQueuesSQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || q) FROM unnest($1::text[]) AS q`
+
+// wake tells every engine that rows of queues became runnable behind its
+// back (reaped, timed out, handed back): this engine's pickers at once,
+// the others, which may serve queues this one does not, through a hint.
+// A hint that fails to go out is only logged: polling covers the gap.
+func (e *engine) wake(queues map[string]bool) {
+	if len(queues) == 0 {
+		return
+	}
+	names := make([]string, 0, len(queues))
+	for q := range queues {
+		e.poke(q)
+		names = append(names, q)
+	}
+	ctx, cancel := e.dbContext()
+	defer cancel()
+	if _, err := e.c.pool.Exec(ctx, notifyQueuesSQL, names); err != nil {
+		e.c.cfg.Logger.Warn("durable: wake-up hint failed; other engines will poll", slog.Any("error", err))
+	}
+}

@@ -175,6 +175,9 @@ func (q *queue) drain() {
 		}
 		released = n
 		q.e.untrack(buffered...)
+		if n > 0 {
+			q.e.wake(map[string]bool{q.name: true}) // for the other engines serving the queue
+		}
 	}
 	if h := q.e.c.cfg.Hooks.SchedulerDrain; h != nil {
 		h(DrainEvent{Queue: q.name, Released: released, InFlight: running})

@@ -44,9 +44,7 @@ func (e *engine) timer() {
 				e.c.cfg.Logger.Error("durable: await timer failed", slog.Any("error", err))
 				return
 			}
-			for q := range queues {
-				e.poke(q)
-			}
+			e.wake(queues)
 			if n < dueBatch {
 				return
 			}

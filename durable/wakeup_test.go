@@ -1,0 +1,95 @@
+package durable_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// Rows that become runnable behind the back of the engines serving their
+// queue (handed back by a stopping engine, reaped by an engine that does
+// not serve the queue) wake those engines at once, not at their next poll.
+
+// idleEngine starts a second engine on b's schema serving queue, whose
+// polls and reaps are far beyond the test: it picks rows up only when
+// woken.
+func idleEngine(t *testing.T, b *testBundle, cfg *durable.Config, queue string) {
+	t.Helper()
+	c := *cfg
+	c.ID = "idle"
+	c.PollInterval, c.ReaperInterval = time.Hour, time.Hour
+	c.Queues = map[string]durable.QueueConfig{queue: {Concurrency: 4}}
+	startClient(t, newClient(t, newPool(t, b.url), &c, &recorder{}))
+	time.Sleep(300 * time.Millisecond) // its first pick is done; it waits
+}
+
+// waitDone waits up to 10 s (the idle engine polls hourly) for n rows done.
+func waitDone(t *testing.T, b *testBundle, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'done'") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the idle engine was not woken", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	var once sync.Once
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "handed-back", Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				once.Do(func() { <-block }) // the first run holds the engine's only worker
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 1, Prefetch: 5}}
+	b := setup(t, cfg)
+	for range 6 {
+		b.insert(t, fsm.With(struct{}{}), nil)
+	}
+	startClient(t, b.client)
+	waitFor(t, "six claimed", func() bool {
+		return b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'executing'") == 6
+	})
+	idleEngine(t, b, cfg, durable.DefaultQueue)
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.client.Stop(context.Background()) }()
+	waitFor(t, "five handed back", func() bool {
+		return b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'executing'") == 1
+	})
+	close(block)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, b, 6, "five rows handed back by a stopping engine")
+}
+
+func TestReapedRowsWakeTheEnginesOfTheirQueue(t *testing.T) {
+	t.Parallel()
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "reaped", Initial: "a", Queue: "elsewhere",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
+		},
+	})
+	cfg := fast(fsm)
+	cfg.ReaperInterval = 20 * time.Millisecond
+	b := setup(t, cfg) // serves the default queue only, and reaps
+	idleEngine(t, b, cfg, "elsewhere")
+	id := b.insert(t, fsm.With(struct{}{}), &durable.InsertOpts{ScheduleIn: time.Hour})
+	// A row claimed by an engine that died: its lease has run out.
+	b.exec(t, `UPDATE durable_instance SET status = 'executing', eligible_at = now(), lease_owner = 'dead',
+		lease_expires_at = now() - interval '1 second', claims = claims + 1 WHERE id = $1`, id)
+	startClient(t, b.client)
+	waitDone(t, b, 1, "a row reaped by an engine that does not serve its queue")
+}
