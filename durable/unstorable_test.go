@@ -67,7 +67,9 @@ func TestUnstorableOutcomesAreStepErrors(t *testing.T) {
 func TestUnstorableInputIsRejected(t *testing.T) {
 	t.Parallel()
 	fsm := mustFSM(t, durable.FSMConfig[string]{Name: "input", Initial: "a", Steps: map[string]durable.StepFunc[string]{
-		"a": func(context.Context, *durable.Step[string]) (durable.Outcome, error) { return durable.Await("a", "x"), nil },
+		"a": func(context.Context, *durable.Step[string]) (durable.Outcome, error) {
+			return durable.Await("a", "x"), nil
+		},
 	}})
 	b := setup(t, fast(fsm))
 	ctx := ctxT(t)
