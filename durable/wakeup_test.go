@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +42,14 @@ func waitDone(t *testing.T, b *testBundle, n int, what string) {
 func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
 	t.Parallel()
 	block := make(chan struct{})
-	var once sync.Once
+	var first atomic.Bool
 	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
 		Name: "handed-back", Initial: "a",
 		Steps: map[string]durable.StepFunc[struct{}]{
 			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
-				once.Do(func() { <-block }) // the first run holds the engine's only worker
+				if first.CompareAndSwap(false, true) {
+					<-block // the first run holds the engine's only worker
+				}
 				return durable.Done(nil), nil
 			},
 		},
@@ -58,6 +61,8 @@ func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
 		b.insert(t, fsm.With(struct{}{}), nil)
 	}
 	startClient(t, b.client)
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(block) }) }) // before the engine's Stop
 	waitFor(t, "six claimed", func() bool {
 		return b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'executing'") == 6
 	})
@@ -65,9 +70,11 @@ func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.client.Stop(context.Background()) }()
 	waitFor(t, "five handed back", func() bool {
-		return b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'executing'") == 1
+		b.events.mu.Lock()
+		defer b.events.mu.Unlock()
+		return len(b.events.drains) > 0 && b.events.drains[0].Released == 5
 	})
-	close(block)
+	unblock.Do(func() { close(block) })
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
