@@ -26,15 +26,16 @@ func (t *Tracker) Acquire(scope, key string) (Token, bool) {
 	}
 	now := t.clock()
 	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
+	s := t.lockRunning(k)
+	if s == nil {
+		return Token{}, true
+	}
+	defer s.mu.Unlock()
 	if e, ok := s.keys[k]; ok && e.live(now) {
-		s.mu.Unlock()
 		return Token{}, false
 	}
 	tok := Token{s.mint()}
 	s.keys[k] = entry{deadline: now + t.ttl, owner: tok.n}
-	s.mu.Unlock()
 	return tok, true
 }
 
@@ -57,8 +58,10 @@ func (t *Tracker) ReserveOwned(scope, key string, tok Token) bool {
 	}
 	now := t.clock()
 	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
+	s := t.lockRunning(k)
+	if s == nil {
+		return true
+	}
 	defer s.mu.Unlock()
 	if e, ok := s.keys[k]; ok && e.owner != tok.n && e.live(now) {
 		return false
@@ -79,8 +82,10 @@ func (t *Tracker) CompleteOwned(scope, key string, tok Token) bool {
 	}
 	now := t.clock()
 	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
+	s := t.lockRunning(k)
+	if s == nil {
+		return false
+	}
 	defer s.mu.Unlock()
 	if e, ok := s.keys[k]; ok && (tok.IsZero() || e.owner != tok.n) && e.live(now) {
 		return false

@@ -70,6 +70,20 @@ func (t *Tracker) clock() int64 {
 	return int64(t.now().Sub(t.epoch))
 }
 
+// lockRunning locks the shard of k and returns it, or returns nil, locking
+// nothing, if t has been stopped meanwhile: a write that found t started
+// must not leave a key in it once Stop, which clears running before it
+// empties the shards, has returned.
+func (t *Tracker) lockRunning(k scopedKey) *shard {
+	s := t.shardOf(k)
+	s.mu.Lock()
+	if !t.running.Load() {
+		s.mu.Unlock()
+		return nil
+	}
+	return s
+}
+
 func (t *Tracker) shardOf(k scopedKey) *shard {
 	h := maphash.String(t.seed, k.key) ^ maphash.String(t.seed, k.scope)*0x9e3779b97f4a7c15
 	return &t.shards[h&t.mask]
@@ -96,10 +110,11 @@ func (t *Tracker) Complete(scope, key string) {
 		return
 	}
 	now := t.clock()
-	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
-	s.keys[k] = entry{deadline: now + t.ttl}
+	s := t.lockRunning(scopedKey{scope, key})
+	if s == nil {
+		return
+	}
+	s.keys[scopedKey{scope, key}] = entry{deadline: now + t.ttl}
 	s.mu.Unlock()
 }
 
