@@ -35,6 +35,7 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //     returned now and to every retry (as a *StoredError);
 //   - fn returned another error, or panicked: the key is released (so a
 //     retry runs fn again) and the error is returned (the panic re-raised);
+//     so it is if fn ended its goroutine (runtime.Goexit);
 //   - another caller is running fn: *InFlightError (ErrInFlight);
 //   - the key was used with another request: *MismatchError (ErrMismatch).
 //
@@ -73,16 +74,24 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 		}
 		return context.WithTimeout(context.WithoutCancel(ctx), d)
 	}
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			k.stop()
-			sctx, scancel := settle()
-			_ = t.FailTransient(sctx, key, lease)
-			scancel()
+		// A panic, or fn that never returned (runtime.Goexit): the key is
+		// released.
+		p := recover()
+		if p == nil && returned {
+			return
+		}
+		k.stop()
+		sctx, scancel := settle()
+		_ = t.FailTransient(sctx, key, lease)
+		scancel()
+		if p != nil {
 			panic(p)
 		}
 	}()
 	res, err = fn(runCtx)
+	returned = true
 	k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	sctx, scancel := settle()

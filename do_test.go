@@ -270,3 +270,23 @@ func TestDoPanicWhileRecordingLeavesOtherRunsKeeperAlone(t *testing.T) {
 		t.Errorf("the other run: %v", err)
 	}
 }
+
+// fn leaving by runtime.Goexit (t.FailNow does) releases the key, as a
+// panic does.
+func TestDoGoexitReleases(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "goexit")
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		_, _ = idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) {
+			runtime.Goexit()
+			return 0, nil
+		}, nil)
+	}()
+	<-exited
+	ran := false
+	if _, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { ran = true; return 1, nil }, nil); err != nil || !ran {
+		t.Fatalf("Do after fn exited: %v, ran %v; want it to run", err, ran)
+	}
+}

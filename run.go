@@ -43,7 +43,8 @@ type Owner struct {
 //   - work returns the result to commit and record=true, or record=false
 //     to release the key (FailTransient), so that a retry runs again;
 //   - a panic in work releases the key, and Run panics again with the
-//     same value;
+//     same value; work that ends its goroutine (runtime.Goexit) releases
+//     it too;
 //   - a Commit that fails releases the key too, unless it failed with
 //     ErrStaleToken (the key has another owner now).
 //
@@ -56,14 +57,22 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 	runCtx := newRunContext(ctx)
 	defer runCtx.end()
 	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, runCtx)
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			k.stop()
-			o.release(ctx)
+		// A panic, or work that never returned (runtime.Goexit): the key
+		// is released.
+		p := recover()
+		if p == nil && returned {
+			return
+		}
+		k.stop()
+		o.release(ctx)
+		if p != nil {
 			panic(p)
 		}
 	}()
 	result, record := work(runCtx)
+	returned = true
 	k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	if !record {

@@ -204,3 +204,27 @@ func TestOwnerPanicInCommitLeavesOtherRunsKeeperAlone(t *testing.T) {
 		t.Error("the other run's result was not recorded")
 	}
 }
+
+// Work that leaves by runtime.Goexit (t.FailNow does) releases the key,
+// as a panic does.
+func TestOwnerGoexitReleases(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "goexit")
+	req, _ := idem.NewRequest([]byte(`{}`))
+	o, err := s.Begin(context.Background(), k, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		(&idem.Owner{Store: s, Key: k, Lease: o.Lease}).Run(context.Background(), func(context.Context) ([]byte, bool) {
+			runtime.Goexit()
+			return nil, false
+		})
+	}()
+	<-exited
+	if o, err := s.Begin(context.Background(), k, req, nil); err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin after the work exited = %v, %v; want fresh", o.Kind, err)
+	}
+}

@@ -92,13 +92,22 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		return Failed, fmt.Errorf("consumer: ledger answered state %d", state)
 	}
 	settle := context.WithoutCancel(ctx)
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			_ = claim.Release(settle)
+		// A panic, or a handler that never returned (runtime.Goexit, as
+		// t.FailNow does): the key is released for the redelivery.
+		p := recover()
+		if p == nil && returned {
+			return
+		}
+		_ = claim.Release(settle)
+		if p != nil {
 			panic(p)
 		}
 	}()
-	if err := c.cfg.Handle(ctx, msg); err != nil {
+	err = c.cfg.Handle(ctx, msg)
+	returned = true
+	if err != nil {
 		if rerr := claim.Release(settle); rerr != nil {
 			return Failed, errors.Join(err, fmt.Errorf("consumer: releasing the key: %w", rerr))
 		}

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -254,5 +255,36 @@ func TestTrackerNotStartedFailsOpen(t *testing.T) {
 	}
 	if n := b.runs.Load(); n != 2 {
 		t.Fatalf("runs %d, want 2 (fail-open)", n)
+	}
+}
+
+// A handler that leaves by runtime.Goexit (t.FailNow does) neither returns
+// nor panics; its key is released all the same, not held until a lease or
+// TTL runs out (or, kept alive, for ever).
+func TestGoexitReleases(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLedger()
+			var runs atomic.Int32
+			c, _ := consumer.New(consumer.Config[msg]{
+				Ledger: l,
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error {
+					if runs.Add(1) == 1 {
+						runtime.Goexit()
+					}
+					return nil
+				},
+			})
+			exited := make(chan struct{})
+			go func() {
+				defer close(exited)
+				_, _ = c.Handle(context.Background(), msg{ID: "goexit"})
+			}()
+			<-exited
+			if o, err := c.Handle(context.Background(), msg{ID: "goexit"}); o != consumer.Handled || runs.Load() != 2 {
+				t.Fatalf("redelivery after the handler exited: %s %v, %d runs", o, err, runs.Load())
+			}
+		})
 	}
 }

@@ -31,7 +31,8 @@
 //     still run, so it is left for redelivery, never silently dropped.
 //   - Failed: the handler returned an error (or panicked: the panic goes
 //     on) — the key was released; do not acknowledge, so that the broker
-//     redelivers and the handler runs again.
+//     redelivers and the handler runs again. A handler that ends its
+//     goroutine (runtime.Goexit, as t.FailNow does) releases the key too.
 //
 // Plugging it into a broker: call Handle from the receive loop (or from each
 // worker of a pool) with the decoded message, and map the outcome to the
