@@ -20,6 +20,7 @@ type heartbeatWatch struct {
 	mu     sync.Mutex
 	active map[string]bool
 	beats  int
+	of     map[string]int // beats by key
 }
 
 func (w *heartbeatWatch) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
@@ -28,6 +29,7 @@ func (w *heartbeatWatch) Heartbeat(ctx context.Context, key idem.Key, lease idem
 		w.t.Errorf("heartbeat for %s after its run ended", key.Value())
 	}
 	w.beats++
+	w.of[key.Value()]++
 	w.mu.Unlock()
 	return w.Store.Heartbeat(ctx, key, lease, extend)
 }
@@ -39,7 +41,14 @@ func newHeartbeatWatch(t *testing.T) *heartbeatWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &heartbeatWatch{Store: s, t: t, active: map[string]bool{}}
+	return &heartbeatWatch{Store: s, t: t, active: map[string]bool{}, of: map[string]int{}}
+}
+
+// beatsOf returns how many heartbeats key has had.
+func (w *heartbeatWatch) beatsOf(key idem.Key) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.of[key.Value()]
 }
 
 func (w *heartbeatWatch) set(key idem.Key, on bool) {
@@ -103,7 +112,7 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 	w := newHeartbeatWatch(t)
 	ns := idem.MustNamespace("reuse")
 	req := mustRequest(t, `"req"`)
-	const lease = 30 * time.Millisecond // a heartbeat every 10 ms
+	const lease = 200 * time.Millisecond // a heartbeat every 67 ms
 	for i := range 40 {
 		key, err := idem.ParseKey(ns, fmt.Sprintf("k-%d", i))
 		if err != nil {
@@ -120,9 +129,14 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 			if !long {
 				return []byte(`1`), true
 			}
-			// Outlive the lease three times over; then another caller
-			// must still find the run in progress.
-			time.Sleep(3 * lease)
+			// Wait for three heartbeats (a keeper whose timer was not
+			// armed for this run gives none); then another caller must
+			// find the run in progress.
+			for deadline := time.Now().Add(10 * time.Second); w.beatsOf(key) < 3; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("run %d: %d heartbeats in 10 s, want 3", i, w.beatsOf(key))
+				}
+			}
 			if b, err := w.Store.Begin(context.Background(), key, req, nil); err != nil || b.Kind != idem.InFlight {
 				t.Errorf("run %d: another Begin got %v, %v; want InFlight (the lease was not kept)", i, b.Kind, err)
 			}
@@ -138,7 +152,7 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 		if i%8 == 1 {
 			// Idle long enough for the inherited timer to fire with no
 			// run to keep: the next runs must arm it again.
-			time.Sleep(2 * lease)
+			time.Sleep(lease)
 		}
 	}
 	w.mu.Lock()
