@@ -223,11 +223,14 @@ func TestDoNeverExtendsTxBoundStores(t *testing.T) {
 // other run's key be taken over while it still runs.
 func TestDoPanicWhileRecordingLeavesOtherRunsKeeperAlone(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands the keeper straight on
-	s := newMem(t, nil)
+	s := newHeartbeatWatch(t)
+	s.extend = time.Second // a loaded machine delaying beats loses no lease
 	ctx := context.Background()
-	other := testKey(t, "other")
+	other, panics := testKey(t, "other"), testKey(t, "panics")
+	s.set(other, true)
+	s.set(panics, true)
 	running, checked, otherDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	opts := &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 300 * time.Millisecond}, HeartbeatEvery: 50 * time.Millisecond}
+	opts := &idem.DoOpts{Begin: &idem.BeginOpts{Lease: time.Second}, HeartbeatEvery: 20 * time.Millisecond}
 	marshal := func(v any) ([]byte, error) {
 		if v != 42 {
 			return json.Marshal(v)
@@ -254,9 +257,9 @@ func TestDoPanicWhileRecordingLeavesOtherRunsKeeperAlone(t *testing.T) {
 		}()
 		popts := *opts
 		popts.Typed = &idem.TypedOpts{Marshal: marshal}
-		_, _ = idem.Do(ctx, s, testKey(t, "panics"), "req", func(context.Context) (int, error) { return 42, nil }, &popts)
+		_, _ = idem.Do(ctx, s, panics, "req", func(context.Context) (int, error) { return 42, nil }, &popts)
 	}()
-	time.Sleep(800 * time.Millisecond) // over two leases: only heartbeats keep the other key
+	waitBeats(t, s, other, 5)
 	req, err := idem.NewRequest([]byte(`"req"`))
 	if err != nil {
 		t.Fatal(err)

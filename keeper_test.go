@@ -172,3 +172,15 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 		t.Error("no heartbeat at all: the test did not exercise beats")
 	}
 }
+
+// waitBeats waits, up to 10 s, for n more heartbeats of key: a keeper that
+// stopped keeping it gives none.
+func waitBeats(t *testing.T, w *heartbeatWatch, key idem.Key, n int) {
+	t.Helper()
+	want := w.beatsOf(key) + n
+	for deadline := time.Now().Add(10 * time.Second); w.beatsOf(key) < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d heartbeats in 10 s, want %d: its keeper stopped", key.Value(), w.beatsOf(key)-want+n, n)
+		}
+	}
+}

@@ -157,17 +157,21 @@ func (s panickyCommit) Commit(context.Context, idem.Key, idem.Lease, []byte) err
 // not stop that keeper again.
 func TestOwnerPanicInCommitLeavesOtherRunsKeeperAlone(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands the keeper straight on
-	s := newMem(t, nil)
+	s := newHeartbeatWatch(t)
+	s.extend = time.Second // a loaded machine delaying beats loses no lease
 	ctx := context.Background()
 	begin := func(k idem.Key) idem.Outcome {
 		req, _ := idem.NewRequest([]byte(`{}`))
-		o, err := s.Begin(ctx, k, req, &idem.BeginOpts{Lease: 300 * time.Millisecond})
+		o, err := s.Begin(ctx, k, req, &idem.BeginOpts{Lease: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
+		o.Lease.TTL = 60 * time.Millisecond // to the keeper: a beat every 20 ms
 		return o
 	}
 	other := testKey(t, "other")
+	s.set(other, true)
+	s.set(testKey(t, "panics"), true)
 	running, checked, otherDone := make(chan struct{}), make(chan struct{}), make(chan bool, 1)
 	startOther := func() {
 		o := idem.Owner{Store: s, Key: other, Lease: begin(other).Lease}
@@ -194,7 +198,7 @@ func TestOwnerPanicInCommitLeavesOtherRunsKeeperAlone(t *testing.T) {
 		o := idem.Owner{Store: panickyCommit{s, startOther}, Key: k, Lease: begin(k).Lease}
 		o.Run(ctx, func(context.Context) ([]byte, bool) { return []byte(`2`), true })
 	}()
-	time.Sleep(800 * time.Millisecond) // over two leases: only heartbeats keep the other key
+	waitBeats(t, s, other, 5)
 	o := begin(other)
 	close(checked)
 	if o.Kind != idem.InFlight {
