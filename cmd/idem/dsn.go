@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -63,14 +64,39 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	}
 }
 
-// redact hides a password in a DSN for error messages.
+// redact returns a DSN as messages may show it: without the password of
+// a URL's user part, of a password query parameter or of a libpq
+// "key=value" string. A URL too malformed to read is shown by its scheme
+// alone, since its password cannot be told apart from the rest.
 func redact(dsn string) string {
 	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
+	switch {
+	case err != nil:
+		if scheme, _, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, "@:/ ") {
+			return scheme + "://(unreadable URL)"
+		}
+		return "(unreadable DSN)"
+	case u.Scheme == "" || u.Opaque != "" && u.RawQuery == "":
+		return passwordField.ReplaceAllString(dsn, "${1}xxxxx") // a key=value string, a path…
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
+
+// urlError is err without the URL a *url.Error quotes, password and all.
+func urlError(err error) error {
+	if _, ok := errors.AsType[*url.Error](err); ok {
+		return errors.New("not a valid URL")
+	}
+	return err
+}
+
+// passwordField is the password of a libpq "key=value" connection string,
+// quoted or not.
+var passwordField = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // sqliteParams configure every SQLite connection: WAL so readers never
 // block the writer, a busy timeout so writers queue instead of failing,
@@ -79,8 +105,13 @@ func redact(dsn string) string {
 const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 
 func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, error) {
-	if path == "" {
+	switch {
+	case path == "":
 		return nil, errors.New("sqlite DSN has no path: want sqlite:PATH, e.g. sqlite:idem.db")
+	case path == ":memory:":
+		return nil, errors.New(`sqlite::memory: would be a file named ":memory:"; for a store in memory use the DSN memory`)
+	case strings.HasPrefix(path, "//"):
+		return nil, fmt.Errorf("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a URL", "sqlite:"+path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -134,13 +165,13 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
 		opts, err := redis.ParseClusterURL("redis://" + rest)
 		if err != nil {
-			return nil, fmt.Errorf("bad redis-cluster DSN %q: %w", redact(dsn), err)
+			return nil, fmt.Errorf("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
 		}
 		client = redis.NewClusterClient(opts)
 	} else {
 		opts, err := redis.ParseURL(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("bad redis DSN %q: %w", redact(dsn), err)
+			return nil, fmt.Errorf("bad redis DSN %q: %w", redact(dsn), urlError(err))
 		}
 		client = redis.NewClient(opts)
 	}

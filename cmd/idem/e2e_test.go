@@ -452,6 +452,37 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// A second SIGTERM during the graceful shutdown stops the proxy at once.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 1)
+	defer close(up.block)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", "memory", "--shutdown-timeout", "1m")
+	go func() {
+		req, _ := http.NewRequest("POST", p.base+"/x", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "held")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-up.started
+	for range 2 {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	select {
+	case <-p.exited:
+		if p.err == nil {
+			t.Error("the proxy exited 0 after a second SIGTERM; want it killed by the signal")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy still drains after a second SIGTERM")
+	}
+}
+
 func TestStartupErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -465,10 +496,25 @@ func TestStartupErrors(t *testing.T) {
 		{"unreachable postgres", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "postgres://u:secret@127.0.0.1:1/db?connect_timeout=2"}, nil, "unreachable"},
 		{"unreachable redis", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1"}, nil, "unreachable"},
 		{"bad env", []string{"proxy"}, []string{"IDEM_TTL=soon"}, "IDEM_TTL"},
+		{"password in a query", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "postgres://127.0.0.1:99999/db?password=secret"}, nil, "bad postgres DSN"},
+		{"unreadable postgres URL", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "postgres://u:secret/x@127.0.0.1:1/db"}, nil, "postgres"},
+		{"unreadable redis URL", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://:secret/x@127.0.0.1:1"}, nil, "redis"},
+		{"libpq string", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "host=127.0.0.1 password=secret"}, nil, "unknown store DSN"},
+		{"upstream with a password", []string{"proxy", "--upstream", "ftp://admin:secret@127.0.0.1"}, nil, "not an absolute http or https URL"},
+		{"sqlite in memory", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite::memory:"}, nil, "for a store in memory use the DSN memory"},
+		{"sqlite URL", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite://idem.db"}, nil, "not a URL"},
+		{"negative purge interval", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--purge-interval", "-1s"}, nil, "--purge-interval must not be negative"},
+		{"zero shutdown timeout", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout must be positive"},
+		{"unreachable durable database", []string{"durable", "stats", "--db", "host=127.0.0.1 port=1 user=u password=secret connect_timeout=2"}, nil, "unreachable"},
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(idemBin, tc.args...)
+			// A command that starts instead of failing is killed, not
+			// waited for; it runs in a directory of its own.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, idemBin, tc.args...)
+			cmd.Dir = t.TempDir()
 			cmd.Env = append(os.Environ(), tc.env...)
 			out, err := cmd.CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tc.want) {

@@ -13,6 +13,10 @@
 // Every flag can also be set with an environment variable: IDEM_ and the
 // flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…).
 // A flag on the command line wins over the environment.
+//
+// SIGINT or SIGTERM stops a command gracefully (idem proxy lets in-flight
+// requests finish, up to --shutdown-timeout); a second one stops it at
+// once.
 package main
 
 import (
@@ -30,6 +34,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the signals' default action again: a second one ends the process
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 }
 

@@ -56,14 +56,28 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	up, err := url.Parse(f.upstream)
 	if err != nil || up.Host == "" || (up.Scheme != "http" && up.Scheme != "https") {
-		return fmt.Errorf("--upstream %q is not an absolute http or https URL", f.upstream)
+		return fmt.Errorf("--upstream %q is not an absolute http or https URL", redact(f.upstream))
 	}
 	ns, err := parseNamespace(f.namespace)
 	if err != nil {
 		return err
 	}
-	if f.ttl <= 0 || f.lease <= 0 || f.timeout <= 0 || f.storeTimeout <= 0 || f.maxBody <= 0 || f.maxCapture <= 0 || f.purgeEvery < 0 {
-		return errors.New("--ttl, --lease, --timeout, --store-timeout, --max-body and --max-capture must be positive")
+	for _, c := range []struct {
+		msg string
+		ok  bool
+	}{
+		{"--ttl must be positive", f.ttl > 0},
+		{"--lease must be positive", f.lease > 0},
+		{"--timeout must be positive", f.timeout > 0},
+		{"--store-timeout must be positive", f.storeTimeout > 0},
+		{"--max-body must be positive", f.maxBody > 0},
+		{"--max-capture must be positive", f.maxCapture > 0},
+		{"--purge-interval must not be negative (0: never)", f.purgeEvery >= 0},
+		{"--shutdown-timeout must be positive", f.drain > 0},
+	} {
+		if !c.ok {
+			return errors.New(c.msg)
+		}
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags)

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedactHidesPasswords(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u:secret@h/db":                    "postgres://u:xxxxx@h/db",
+		"postgres://h/db?password=secret&sslmode=off": "postgres://h/db?password=xxxxx&sslmode=off",
+		"postgres://u:secret/x@h/db":                  "postgres://(unreadable URL)",
+		"host=h user=u password=secret dbname=d":      "host=h user=u password=xxxxx dbname=d",
+		"host=h password='sec ret' dbname=d":          "host=h password=xxxxx dbname=d",
+		"redis://:secret@h:6379/0":                    "redis://:xxxxx@h:6379/0",
+		"sqllite:idem.db":                             "sqllite:idem.db",
+		"mongo://x":                                   "mongo://x",
+		"%zz":                                         "(unreadable DSN)",
+	} {
+		got := redact(dsn)
+		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
+			t.Errorf("redact(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
