@@ -28,7 +28,9 @@ type batcher struct {
 const maxBatch = 64
 
 // States of a batchCall: a caller whose context ends leaves at once from
-// queued; once running, its statements (which read the caller's arguments)
+// queued, which it stays in while its batch's transaction waits for the
+// write lock (another connection's transaction may hold it); once running,
+// with the lock held, its statements (which read the caller's arguments)
 // finish first, which on a local database takes no longer than a statement.
 const (
 	batchQueued int32 = iota
@@ -88,14 +90,53 @@ func (b *batcher) doneDirect() {
 	b.busy = false
 }
 
-// runQueue runs batches until the queue is empty.
+// runQueue runs batches until the queue is empty. Each transaction starts
+// (and, with _txlock=immediate, takes the write lock) before its calls are
+// taken from the queue, so that they can leave while it waits.
 func (b *batcher) runQueue() {
-	for {
+	for b.pending() {
+		// The calls' own contexts are not the transaction's: a statement
+		// interrupted by one caller's context would roll back everyone's.
+		tx, err := b.db.BeginTx(context.Background(), nil)
 		batch := b.take()
-		if batch == nil {
+		switch {
+		case batch == nil:
+			if err == nil {
+				_ = tx.Rollback()
+			}
 			return
+		case err != nil:
+			finish(batch, err)
+		default:
+			b.runBatch(tx, batch)
 		}
-		b.runBatch(batch)
+	}
+}
+
+// pending reports whether a call waits in the queue, and ends the run
+// when none does.
+func (b *batcher) pending() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.queue) > 0 && b.queue[0].state.Load() == batchAbandoned {
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+	}
+	if len(b.queue) == 0 {
+		b.queue, b.busy = nil, false
+		return false
+	}
+	return true
+}
+
+// finish ends the calls of batch, giving those that have no error yet
+// err, as seen from each caller's context (nothing of theirs was written).
+func finish(batch []*batchCall, err error) {
+	for _, c := range batch {
+		if c.err == nil && err != nil {
+			c.err = dbError(c.ctx, err)
+		}
+		close(c.done)
 	}
 }
 
@@ -122,50 +163,34 @@ func (b *batcher) take() []*batchCall {
 	return batch
 }
 
-// runBatch runs the calls of batch in one transaction, each in a
-// savepoint, and finishes them.
-func (b *batcher) runBatch(batch []*batchCall) {
-	defer func() {
-		for _, c := range batch {
-			close(c.done)
-		}
-	}()
-	// The calls' own contexts are not the transaction's: a statement
-	// interrupted by one caller's context would roll back everyone's.
+// runBatch runs the calls of batch in tx, each in a savepoint, commits and
+// finishes them.
+func (b *batcher) runBatch(tx *sql.Tx, batch []*batchCall) {
 	ctx := context.Background()
+	var failed error
+	defer func() { finish(batch, failed) }()
 	fail := func(err error) {
-		for _, c := range batch {
-			if c.err == nil {
-				c.err = dbError(ctx, err)
-			}
-		}
-	}
-	tx, err := b.db.BeginTx(ctx, nil)
-	if err != nil {
-		fail(err)
-		return
+		_ = tx.Rollback()
+		failed = err
 	}
 	for _, c := range batch {
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT idem_call"); err != nil {
-			_ = tx.Rollback()
 			fail(err)
 			return
 		}
 		c.err = c.run(context.WithoutCancel(c.ctx), tx)
 		if c.err != nil {
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
-				_ = tx.Rollback()
 				fail(err)
 				return
 			}
 		}
 		if _, err := tx.ExecContext(ctx, "RELEASE idem_call"); err != nil {
-			_ = tx.Rollback()
 			fail(err)
 			return
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		fail(err)
+		failed = err
 	}
 }
