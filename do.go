@@ -42,7 +42,14 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // While fn runs, Do extends the lease in the background; if the key is taken
 // over (the lease lapsed), fn's context is cancelled with cause
 // ErrLeaseLost. When recording the result fails, Do returns fn's result
-// together with the error: the effect happened but a retry may run it again.
+// together with the error and frees the key: the effect happened but a
+// retry runs it again.
+//
+// Requests are compared by the RFC 8785 form of their JSON: numbers as
+// IEEE-754 doubles (integers beyond 2^53 that differ only in their last
+// digits compare equal: send such IDs as strings), and strings as
+// encoding/json writes them (invalid UTF-8 becomes U+FFFD: keep bytes in a
+// []byte field, which is encoded as base64).
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
 	if opts == nil {
 		opts = &DoOpts{}
@@ -109,6 +116,12 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 		return res, err
 	}
 	if cerr := t.Commit(sctx, key, lease, res); cerr != nil {
+		if !errors.Is(cerr, ErrStaleToken) {
+			// Not recorded (say, a result that does not encode or is too
+			// large), and the key not another owner's: free it, so that a
+			// retry runs fn again instead of waiting out the lease.
+			_ = t.FailTransient(sctx, key, lease)
+		}
 		return res, fmt.Errorf("idem: result not recorded: %w", cerr)
 	}
 	return res, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,5 +293,46 @@ func TestDoGoexitReleases(t *testing.T) {
 	ran := false
 	if _, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { ran = true; return 1, nil }, nil); err != nil || !ran {
 		t.Fatalf("Do after fn exited: %v, ran %v; want it to run", err, ran)
+	}
+}
+
+// A result that cannot be recorded (it does not encode, or is too large)
+// frees the key: a retry runs fn again rather than waiting out the lease.
+func TestDoUnrecordableResultFreesTheKey(t *testing.T) {
+	s, err := memstore.New(memstore.Config{MaxPayload: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, res := range map[string]any{"does not encode": math.NaN(), "too large": strings.Repeat("x", 100)} {
+		k := testKey(t, "unrecordable-"+strings.ReplaceAll(name, " ", "-"))
+		runs := 0
+		for i := range 2 {
+			_, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (any, error) { runs++; return res, nil }, nil)
+			if err == nil || errors.Is(err, idem.ErrInFlight) {
+				t.Errorf("%s, call %d: Do = %v, want the recording error", name, i, err)
+			}
+		}
+		if runs != 2 {
+			t.Errorf("%s: fn ran %d times, want 2 (the key freed after the first)", name, runs)
+		}
+	}
+}
+
+// The *MismatchError Do returns carries the recorded request.
+func TestDoMismatchCarriesTheRecordedRequest(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "mismatch")
+	if _, err := idem.Do(context.Background(), s, k, map[string]int{"amount": 1}, func(context.Context) (int, error) { return 1, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := idem.Do(context.Background(), s, k, map[string]int{"amount": 2}, func(context.Context) (int, error) { return 2, nil }, nil)
+	var me *idem.MismatchError
+	if !errors.As(err, &me) || string(me.RecordedRequest) != `{"amount":1}` {
+		t.Fatalf("Do with another request = %v (recorded %q), want a *MismatchError with {\"amount\":1}", err, func() []byte {
+			if me != nil {
+				return me.RecordedRequest
+			}
+			return nil
+		}())
 	}
 }

@@ -49,6 +49,9 @@ func (m *Minter) Namespace() Namespace { return m.ns }
 // errors.Is(err, ErrInvalidParts) when parts is empty or a part is blank or
 // not valid UTF-8.
 func (m *Minter) Mint(parts ...string) (Key, error) {
+	if m == nil || m.ns == "" {
+		return Key{}, fmt.Errorf("%w: a Minter from NewMinter is needed", ErrInvalidNamespace)
+	}
 	if len(parts) == 0 {
 		return Key{}, fmt.Errorf("%w: no parts", ErrInvalidParts)
 	}

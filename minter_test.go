@@ -95,6 +95,10 @@ func TestMinterRejects(t *testing.T) {
 			t.Errorf("%s: Mint = %v, want ErrInvalidParts", name, err)
 		}
 	}
+	var zero idem.Minter
+	if k, err := zero.Mint("a"); !errors.Is(err, idem.ErrInvalidNamespace) {
+		t.Errorf("the zero Minter's Mint = %v, %v; want ErrInvalidNamespace", k, err)
+	}
 	if _, err := idem.NewMinter(idem.Namespace("")); !errors.Is(err, idem.ErrInvalidNamespace) {
 		t.Errorf("NewMinter(\"\") = %v, want ErrInvalidNamespace", err)
 	}

@@ -18,6 +18,10 @@ type StoredError struct {
 	Cause string `json:"cause,omitempty"`
 }
 
+// IdemClass implements Classifier: an error that wraps a replayed
+// StoredError is recorded with its class.
+func (e *StoredError) IdemClass() string { return e.Class }
+
 func (e *StoredError) Error() string {
 	if e.Message == "" {
 		return e.Class
@@ -31,7 +35,8 @@ type Classifier interface {
 }
 
 // ErrorOf converts err into the StoredError FailPermanent records: Class
-// from the first error in the chain implementing Classifier (else the Go
+// from the first error in the chain implementing Classifier with a class
+// that is not empty (a wrapped replayed *StoredError is one; else the Go
 // type of err, like "*fs.PathError"), Message from err.Error() and Cause
 // from errors.Unwrap(err).Error().
 func ErrorOf(err error) StoredError {
@@ -47,17 +52,40 @@ func ErrorOf(err error) StoredError {
 		class, err = p.class, p.err
 	}
 	e := StoredError{Class: fmt.Sprintf("%T", err), Message: err.Error()}
-	var c Classifier
-	switch {
-	case class != "":
+	if class == "" {
+		class = classOf(err)
+	}
+	if class != "" {
 		e.Class = class
-	case errors.As(err, &c):
-		e.Class = c.IdemClass()
 	}
 	if cause := errors.Unwrap(err); cause != nil {
 		e.Cause = cause.Error()
 	}
 	return e
+}
+
+// classOf returns the class of the first error in err's chain that
+// implements Classifier with a class that is not empty, or "".
+func classOf(err error) string {
+	for err != nil {
+		if c, ok := err.(Classifier); ok && c.IdemClass() != "" {
+			return c.IdemClass()
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if c := classOf(e); c != "" {
+					return c
+				}
+			}
+			return ""
+		default:
+			return ""
+		}
+	}
+	return ""
 }
 
 // Permanent marks err as a permanent failure with the class tag class: Do

@@ -28,6 +28,9 @@ func TestErrorOf(t *testing.T) {
 		{"classifier in chain", fmt.Errorf("op: %w", &declined{"limit"}), idem.StoredError{Class: "payment.declined", Message: "op: declined: limit", Cause: "declined: limit"}},
 		{"permanent", idem.Permanent("card.expired", fmt.Errorf("card: %w", cause)), idem.StoredError{Class: "card.expired", Message: "card: issuer unavailable", Cause: "issuer unavailable"}},
 		{"stored", &idem.StoredError{Class: "c", Message: "m", Cause: "z"}, idem.StoredError{Class: "c", Message: "m", Cause: "z"}},
+		{"wrapped stored", fmt.Errorf("outer: %w", &idem.StoredError{Class: "payment.declined", Message: "m"}), idem.StoredError{Class: "payment.declined", Message: "outer: m", Cause: "m"}},
+		{"wrapped permanent without class", fmt.Errorf("op: %w", idem.Permanent("", &declined{"limit"})), idem.StoredError{Class: "payment.declined", Message: "op: declined: limit", Cause: "declined: limit"}},
+		{"joined", errors.Join(errors.New("a"), &declined{"limit"}), idem.StoredError{Class: "payment.declined", Message: "a\ndeclined: limit"}},
 		{"path error", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist}, idem.StoredError{Class: "*fs.PathError", Message: "open /x: file does not exist", Cause: "file does not exist"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,11 +87,15 @@ type TypedOutcome[Req, Res any] struct {
 	RecordedRequestErr error
 
 	RetryAfter time.Duration
+
+	recordedRequest []byte // the recorded request as the store returned it
 }
 
-// Err is like Outcome.Err.
+// Err is like Outcome.Err; a *MismatchError carries the recorded request
+// as the store returned it.
 func (o TypedOutcome[Req, Res]) Err() error {
-	return Outcome{Kind: o.Kind, Error: o.Error, RecordedHash: o.RecordedHash, SubmittedHash: o.SubmittedHash, RetryAfter: o.RetryAfter}.Err()
+	return Outcome{Kind: o.Kind, Error: o.Error, RecordedHash: o.RecordedHash, SubmittedHash: o.SubmittedHash,
+		RecordedRequest: o.recordedRequest, RetryAfter: o.RetryAfter}.Err()
 }
 
 // Request encodes req and fingerprints it, as Begin does.
@@ -127,6 +131,7 @@ func (t *Typed[Req, Res]) Begin(ctx context.Context, key Key, req Req, opts *Beg
 			return TypedOutcome[Req, Res]{}, &DecodeError{What: "result", Err: err}
 		}
 	case Mismatch:
+		out.recordedRequest = o.RecordedRequest
 		if err := t.unmarshal(o.RecordedRequest, &out.RecordedRequest); err != nil {
 			var zero Req
 			out.RecordedRequest = zero

@@ -33,6 +33,12 @@
 // (the handler called Flush or Hijack), and handler panics (the key is
 // released and the panic goes on).
 //
+// Requests with the same key are compared by method, target and body, a
+// JSON body by its RFC 8785 canonical form: member order and whitespace do
+// not count, and numbers compare as IEEE-754 doubles, so two integers
+// beyond 2^53 that differ only in their last digits count as the same
+// request (send such IDs as strings).
+//
 // The body of a protected request with a key is read whole (up to
 // Config.MaxBody) before the handler runs, to fingerprint it; the handler
 // reads the same bytes from memory, and r.GetBody gives them again, so an
