@@ -50,7 +50,8 @@ type Event struct {
 	// ran).
 	HandlerTime time.Duration
 	// Err is the store error, for OutcomeStoreError and for failures to
-	// record or release (OutcomeExecuted with Err set).
+	// record or release (OutcomeExecuted with Err set), or the failure of
+	// Config.KeyScope or Config.Fingerprint, for OutcomeInternal.
 	Err error
 }
 
@@ -68,7 +69,8 @@ const (
 	OutcomeKeyMissing  Outcome = "key_missing"
 	OutcomeKeyInvalid  Outcome = "key_invalid"
 	OutcomeTooLarge    Outcome = "body_too_large"
-	OutcomeStoreError  Outcome = "store_error" // 503, or passed through with FailOpen
+	OutcomeStoreError  Outcome = "store_error"    // 503, or passed through with FailOpen
+	OutcomeInternal    Outcome = "internal_error" // 500: Config.KeyScope or Config.Fingerprint failed
 )
 
 // Config configures the middleware. Only Store is required.
@@ -85,6 +87,8 @@ type Config struct {
 	RequireKey bool
 	// KeyScope returns the scope of a request's key, so that callers cannot
 	// see or probe each other's records. Defaults to ScopeByAuthorization.
+	// A scope idem.Key.WithScope rejects (over idem.MaxScopeLen bytes,
+	// control characters, invalid UTF-8) answers 500 (OutcomeInternal).
 	KeyScope func(*http.Request) string
 	// Profile selects IETF (default) or Stripe conventions.
 	Profile Profile
@@ -93,7 +97,9 @@ type Config struct {
 	StoreStatus func(status int) bool
 	// Fingerprint, when set, replaces the request fingerprint (method, path,
 	// query and body, the body by its canonical JSON form when the
-	// Content-Type is JSON). body is the whole request body.
+	// Content-Type is JSON). body is the whole request body. An error, or
+	// the zero Fingerprint, answers 500 (OutcomeInternal, the error in
+	// Event.Err, not in the response).
 	Fingerprint func(r *http.Request, body []byte) (idem.Fingerprint, error)
 	// ReplayHeaders are the response headers recorded and replayed.
 	// Defaults to DefaultReplayHeaders. Set-Cookie, authentication and

@@ -116,7 +116,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if key, err = key.WithScope(m.cfg.KeyScope(r)); err != nil {
-		x.fail(OutcomeStoreError, &Problem{Type: ProblemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: "invalid key scope"})
+		x.ev.Err = fmt.Errorf("idemhttp: Config.KeyScope: %w", err)
+		x.fail(OutcomeInternal, &Problem{Type: ProblemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: "The key's scope could not be determined."})
 		return
 	}
 
@@ -126,7 +127,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	req, err := x.request(body)
 	if err != nil {
-		x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemInternal, Title: "Request fingerprint failed", Status: http.StatusInternalServerError, Detail: err.Error()})
+		x.ev.Err = err
+		x.fail(OutcomeInternal, &Problem{Type: ProblemInternal, Title: "Request fingerprint failed", Status: http.StatusInternalServerError, Detail: "The request could not be fingerprinted."})
 		return
 	}
 
@@ -220,8 +222,11 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 	} else {
 		fp, err = defaultFingerprint(r.Method, target, contentType, body)
 	}
-	if err != nil {
-		return idem.Request{}, err
+	switch {
+	case err != nil:
+		return idem.Request{}, fmt.Errorf("idemhttp: Config.Fingerprint: %w", err)
+	case fp.IsZero():
+		return idem.Request{}, errors.New("idemhttp: Config.Fingerprint returned the zero Fingerprint")
 	}
 	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, contentType, len(body))
 	*x.buf = payload

@@ -712,3 +712,31 @@ func TestMaxBodyAtTheInt64Limit(t *testing.T) {
 		}
 	}
 }
+
+// A custom KeyScope or Fingerprint that fails answers 500 without its
+// error text, counted as OutcomeInternal with the error in the event, and
+// never reaches the store (nor, with FailOpen, the handler).
+func TestConfigFunctionsThatFail(t *testing.T) {
+	for name, cfg := range map[string]idemhttp.Config{
+		"fingerprint error": {Fingerprint: func(*http.Request, []byte) (idem.Fingerprint, error) {
+			return idem.Fingerprint{}, errors.New("secret internal detail")
+		}},
+		"zero fingerprint": {FailOpen: true, Fingerprint: func(*http.Request, []byte) (idem.Fingerprint, error) {
+			return idem.Fingerprint{}, nil
+		}},
+		"invalid scope": {KeyScope: func(*http.Request) string { return "secret\x01scope" }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, cfg)
+			w := b.do(t, "POST", "/x", `{}`, key("k"))
+			wantProblem(t, w, 500, idemhttp.ProblemInternal)
+			if strings.Contains(w.Body.String(), "secret") {
+				t.Errorf("the problem shows the error: %s", w.Body)
+			}
+			if e := <-b.events; e.Outcome != idemhttp.OutcomeInternal || e.Err == nil {
+				t.Errorf("event %+v, want OutcomeInternal with the error", e)
+			}
+			wantRuns(t, b, 0)
+		})
+	}
+}
