@@ -131,7 +131,8 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // lease.TTL when every is 0) until the returned stop function is called;
 // stop waits for the background goroutine to exit. When the store reports
 // that the lease is no longer held (ErrStaleToken), KeepAlive calls lost once
-// and stops extending. Other heartbeat errors (an unavailable store) are
+// and stops extending. lost runs on the heartbeat, which stop waits for: it
+// must not call stop itself (signal the work instead, and stop from there). Other heartbeat errors (an unavailable store) are
 // retried at the next tick. A negative every, or a lease without TTL and no
 // explicit every, disables it.
 //
