@@ -32,9 +32,9 @@ func Children(step string, children ...InsertParams) Outcome {
 
 // checkChildren reports why the children of a Children outcome cannot be
 // inserted.
-func checkChildren(children []InsertParams) error {
+func checkChildren(children []InsertParams, limit int) error {
 	for i, p := range children {
-		if _, err := newRow(p.Args, p.Opts, 0); err != nil {
+		if _, err := newRow(p.Args, p.Opts, limit); err != nil {
 			return fmt.Errorf("durable: Children[%d]: %w", i, err)
 		}
 	}
@@ -190,7 +190,7 @@ func commitChildren(ctx context.Context, db dbtx, f []any, c *claimed, r ranStep
 		if n != 1 {
 			return nil // fenced off: nothing is inserted
 		}
-		out, err := insertAll(ctx, tx, r.outcome.children, 0)
+		out, err := insertAll(ctx, tx, r.outcome.children, 0) // checked against the limit by run
 		if err != nil {
 			return err
 		}

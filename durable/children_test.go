@@ -411,3 +411,30 @@ func TestCancelCascadesToGrandchildren(t *testing.T) {
 		t.Fatalf("%d rows still counting", n)
 	}
 }
+
+// Children whose state is over Config.MaxPayload are a step error of the
+// parent's step (a *PayloadTooLargeError), as Insert rejects them; none is
+// inserted to fail on its own.
+func TestOversizedChildrenAreAStepError(t *testing.T) {
+	t.Parallel()
+	type big struct{ Blob string }
+	child := mustFSM(t, durable.FSMConfig[big]{Name: "big-child", Initial: "run", Steps: map[string]durable.StepFunc[big]{
+		"run": func(context.Context, *durable.Step[big]) (durable.Outcome, error) { return durable.Done(nil), nil },
+	}})
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: child.With(big{Blob: strings.Repeat("x", 5000)})}}
+	}, &after)
+	cfg := fast(child, parent)
+	cfg.MaxPayload = 1000
+	b := setup(t, cfg)
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	waitFor(t, "the parent's step to fail", func() bool { return b.get(t, p).Attempt >= 2 })
+	if in := b.get(t, p); !strings.Contains(in.Error, "larger than Config.MaxPayload") {
+		t.Errorf("parent after its Children outcome: %s, error %q; want the payload error", in.Status, in.Error)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE fsm = 'big-child'"); n != 0 {
+		t.Errorf("%d oversized children inserted", n)
+	}
+}

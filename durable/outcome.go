@@ -109,7 +109,7 @@ func (o Outcome) String() string {
 var errZeroOutcome = errors.New("durable: step returned the zero Outcome")
 
 // check reports why o cannot be committed for an FSM with the given steps.
-func (o Outcome) check(hasStep func(string) bool) error {
+func (o Outcome) check(hasStep func(string) bool, limit int) error {
 	switch o.kind {
 	case "":
 		return errZeroOutcome
@@ -118,7 +118,7 @@ func (o Outcome) check(hasStep func(string) bool) error {
 			return fmt.Errorf("%w %q in %s", ErrUnknownStep, o.step, o)
 		}
 		if o.kind == KindChildren {
-			return checkChildren(o.children)
+			return checkChildren(o.children, limit)
 		}
 		if o.kind == KindAwait {
 			if len(o.signals) == 0 {

@@ -55,7 +55,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 			err = &StepTimeoutError{Timeout: f.cfg.StepTimeout, Err: err}
 		}
 		if err == nil {
-			err = out.check(f.hasStep)
+			err = out.check(f.hasStep, limit)
 		}
 	}
 	duration := time.Since(start)
@@ -71,7 +71,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 	var fresh S
 	_ = json.Unmarshal(c.state, &fresh)
 	step.State = fresh
-	out = f.handle(ctx, step, c.state, err)
+	out = f.handle(ctx, step, c.state, err, limit)
 	r := f.encode(c, step, withError(out, err, duration))
 	if undecoded {
 		r.state = c.state // never overwrite a state that could not be read
@@ -118,7 +118,7 @@ func callStep[S any](ctx context.Context, fn StepFunc[S], step *Step[S]) (out Ou
 // it has one and it gives an outcome that can be committed, else the
 // default. raw is the state as loaded, which step.State is reset to when
 // the handler fails.
-func (f *FSM[S]) handle(ctx context.Context, step *Step[S], raw []byte, stepErr error) Outcome {
+func (f *FSM[S]) handle(ctx context.Context, step *Step[S], raw []byte, stepErr error, limit int) Outcome {
 	if f.cfg.OnError != nil {
 		out, ok := func() (out Outcome, ok bool) {
 			defer func() {
@@ -127,7 +127,7 @@ func (f *FSM[S]) handle(ctx context.Context, step *Step[S], raw []byte, stepErr 
 				}
 			}()
 			out = f.cfg.OnError(ctx, step, stepErr)
-			return out, out.check(f.hasStep) == nil
+			return out, out.check(f.hasStep, limit) == nil
 		}()
 		if ok {
 			return out
