@@ -122,6 +122,17 @@ WHERE id IN (SELECT parent_id FROM durable_instance
 FOR NO KEY UPDATE`
 )
 
+// boundChildSQL selects the children a Cancel of their parent reaches:
+// those still to be counted by it, and the live ones, a child failed and
+// revived by Client.Retry included (counted once already, it no longer
+// releases its parent, but it is still one of its children). An ended child
+// that was counted has no live descendants left to reach. boundChildCSQL is
+// the same for the rows of alias c.
+const (
+	boundChildSQL  = `(releases_parent OR status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))`
+	boundChildCSQL = `(c.releases_parent OR c.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))`
+)
+
 // lockDescendantsSQL takes, for Cancel, the row locks of the descendants
 // of $1 still to be counted by their parents (those cancelChildrenSQL
 // may cancel), in the engine's lock order: ancestors before descendants,
@@ -136,10 +147,10 @@ FOR NO KEY UPDATE`
 // cascade: a Children outcome is committed under its parent's row lock.
 const lockDescendantsSQL = `
 WITH RECURSIVE tree (id, depth) AS (
-    SELECT id, 1 FROM durable_instance WHERE parent_id = $1 AND releases_parent
+    SELECT id, 1 FROM durable_instance WHERE parent_id = $1 AND ` + boundChildSQL + `
     UNION ALL
     SELECT c.id, tree.depth + 1 FROM durable_instance c JOIN tree ON c.parent_id = tree.id
-    WHERE c.releases_parent
+    WHERE ` + boundChildCSQL + `
 )
 SELECT i.id FROM durable_instance i JOIN tree ON i.id = tree.id
 ORDER BY tree.depth, i.id
@@ -153,9 +164,9 @@ FOR NO KEY UPDATE OF i`
 // stored for them, and none can be stored until the transaction ends.
 const cancelChildrenSQL = `
 WITH RECURSIVE tree AS (
-    SELECT id FROM durable_instance WHERE parent_id = $1 AND releases_parent
+    SELECT id FROM durable_instance WHERE parent_id = $1 AND ` + boundChildSQL + `
     UNION
-    SELECT c.id FROM durable_instance c JOIN tree ON c.parent_id = tree.id WHERE c.releases_parent
+    SELECT c.id FROM durable_instance c JOIN tree ON c.parent_id = tree.id WHERE ` + boundChildCSQL + `
 ), gone AS (
     UPDATE durable_instance
     SET status = 'cancelled', error = $2, finished_at = now(), releases_parent = false,

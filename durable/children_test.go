@@ -438,3 +438,37 @@ func TestOversizedChildrenAreAStepError(t *testing.T) {
 		t.Errorf("%d oversized children inserted", n)
 	}
 }
+
+// A child that failed and was revived by Client.Retry is counted by its
+// parent no more, but is still its child: cancelling the parent cancels it.
+func TestCancelReachesRetriedChildren(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams { return ctlChildren(ctl, "retried", 2) }, &after)
+	b := setup(t, fast(ctl, parent))
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, p)
+	for _, k := range kids {
+		b.waitStatus(t, k, durable.StatusAwaitingSignal)
+	}
+	b.signal(t, durable.ByID(kids[0]), "fail", nil, "")
+	b.waitStatus(t, kids[0], durable.StatusFailed)
+	if _, err := b.client.Retry(ctxT(t), durable.ByID(kids[0]), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, kids[0], durable.StatusAwaitingSignal)
+	if err := b.client.Cancel(ctxT(t), durable.ByID(p), "stop all"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kids {
+		if in := b.get(t, k); in.Status != durable.StatusCancelled {
+			t.Errorf("child %d after its parent was cancelled: %s, want cancelled", k, in.Status)
+		}
+	}
+	if in := b.get(t, p); in.Status != durable.StatusCancelled || after.Load() != 0 {
+		t.Errorf("parent: %s, step after ran %d times", in.Status, after.Load())
+	}
+}

@@ -57,7 +57,8 @@ func Await(step string, names ...string) Outcome {
 // AwaitTimeout is Await with a deadline: if no matching signal arrives
 // within timeout, step runs with no awaited signals and Step.TimedOut set.
 // A signal that arrives before the deadline wins; one that arrives after
-// it, but before the woken step is picked, is still seen by that step.
+// it, but before the woken step is picked, is still seen by that step. A
+// timeout of 0 sets no deadline: it is Await.
 func AwaitTimeout(step string, timeout time.Duration, names ...string) Outcome {
 	o := Await(step, names...)
 	o.timeout = timeout
