@@ -94,7 +94,7 @@ func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
 		ask := room - len(out)
 		cs, picked, err := q.claimRound(ctx, ask, lim)
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == concurrencyIndex {
+		if errors.As(err, &pe) && pe.Code == "23505" && (pe.ConstraintName == concurrencyIndex || pe.ConstraintName == bucketKeyIndex) {
 			// The statement leased nothing: repeat it with a fresh
 			// snapshot, or leave the rest to the next pick.
 			if races++; races <= maxRaceRetries {

@@ -168,8 +168,14 @@ const (
 	// order. locked: their buckets, locked in key order, so that pickers
 	// of any engine take a bucket's tokens one after the other, each
 	// seeing what the last one left. avail: each bucket's tokens now.
-	// granted: the rows whose running cost the bucket holds. spent: the
-	// buckets, with their tokens taken, created first if missing.
+	// granted: the rows whose running cost the bucket holds. refilled: the
+	// locked buckets, with their tokens taken. created: the buckets missing
+	// when the statement began (collected while idle), made with their
+	// tokens taken, and without ON CONFLICT: if another picker created one
+	// meanwhile, spending from the full bucket it also found missing, this
+	// statement fails with a unique violation (bucketKeyIndex) and leases
+	// nothing, and the claim is repeated with a fresh snapshot, which
+	// locks the bucket; so no two claims spend one burst. spent: both.
 	rateGrantSQL = `keyed AS (
     SELECT s.id, s.rate_limit AS key, least(s.rate_weight, c.burst) AS cost, c.rate, c.burst,
            sum(least(s.rate_weight, c.burst)) OVER (PARTITION BY s.rate_limit
@@ -186,20 +192,27 @@ const (
     FROM (SELECT DISTINCT key, rate, burst FROM keyed) c LEFT JOIN locked b ON b.key = c.key
 ), granted AS (
     SELECT k.id, k.key, k.cost FROM keyed k JOIN avail a ON a.key = k.key WHERE k.upto <= a.tokens
-), spent AS (
-    INSERT INTO durable_rate_limit_bucket AS b (key, tokens, updated_at)
+), refilled AS (
+    UPDATE durable_rate_limit_bucket AS b
+    SET tokens = a.tokens - coalesce((SELECT sum(g.cost) FROM granted g WHERE g.key = a.key), 0),
+        updated_at = greatest(b.updated_at, now())
+    FROM avail a
+    WHERE a.existed AND b.key = a.key
+    RETURNING b.key, b.tokens
+), created AS (
+    INSERT INTO durable_rate_limit_bucket (key, tokens, updated_at)
     SELECT a.key, a.tokens - coalesce((SELECT sum(g.cost) FROM granted g WHERE g.key = a.key), 0), now()
     FROM avail a
+    WHERE NOT a.existed
     ORDER BY a.key
-    ON CONFLICT (key) DO UPDATE
-    SET tokens = CASE WHEN (SELECT a.existed FROM avail a WHERE a.key = b.key) THEN excluded.tokens
-                      -- created by another picker since this statement began: take the
-                      -- tokens spent here from what that one left
-                      ELSE least(excluded.tokens,
-                                 b.tokens - ((SELECT a.burst FROM avail a WHERE a.key = b.key) - excluded.tokens)) END,
-        updated_at = greatest(b.updated_at, excluded.updated_at)
-    RETURNING b.key, b.tokens
+    RETURNING key, tokens
+), spent AS (
+    SELECT key, tokens FROM refilled UNION ALL SELECT key, tokens FROM created
 )`
+
+	// bucketKeyIndex is the unique index on the buckets' keys, which a
+	// claim that created a bucket another claim created too violates.
+	bucketKeyIndex = "durable_rate_limit_bucket_pkey"
 )
 
 // rateWaiting is a claim's line on one bucket with due rows in the queue:
