@@ -143,6 +143,29 @@ func (c *capture) finish() {
 // recordable reports whether the response can be recorded at all.
 func (c *capture) recordable() bool { return !c.overflow && !c.streaming && !c.declined }
 
+// Unrecorded marks the response that w writes, for a protected request, as
+// not to be recorded: it is delivered, and the key is released when the
+// handler returns, so that a retry runs again, as for a status the profile
+// does not store. Call it from the handler, before it returns; w is the
+// ResponseWriter it was given, or one wrapping it that has an Unwrap method
+// (as http.ResponseController expects). For a request the middleware does
+// not record it does nothing.
+func Unrecorded(w http.ResponseWriter) {
+	for w != nil {
+		switch x := w.(type) {
+		case *capture:
+			if x.recording {
+				x.decline()
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
 // decline abandons the recording: the response is delivered, and the key
 // released.
 func (c *capture) decline() {

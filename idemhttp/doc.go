@@ -48,6 +48,9 @@
 // (context.WithoutCancel): a client that disconnects does not abort the work
 // it started, so its retry finds the result instead of running again. For
 // the same reason, while the response is being recorded the handler's
-// writes to a client that went away report success. The lease is extended
+// writes to a client that went away report success. A streaming handler
+// (one that flushes), whose response is never recorded, gets its failed
+// writes reported: it must stop on them, since its context does not end
+// when the client goes away. The lease is extended
 // in the background while the handler runs.
 package idemhttp

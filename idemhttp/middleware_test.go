@@ -740,3 +740,34 @@ func TestConfigFunctionsThatFail(t *testing.T) {
 		})
 	}
 }
+
+// Unrecorded keeps a protected response from being recorded: it is
+// delivered, and the key released, so the retry runs again.
+func TestUnrecorded(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	runs := 0
+	mw, err := idemhttp.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+		if runs == 1 {
+			idemhttp.Unrecorded(w)
+		}
+	}))
+	for i, wantReplay := range []bool{false, false, true} {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "unrecorded")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 201 || (w.Header().Get("Idempotent-Replayed") == "true") != wantReplay {
+			t.Fatalf("request %d: %d replayed=%q, want 201 replayed=%v", i, w.Code, w.Header().Get("Idempotent-Replayed"), wantReplay)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("the handler ran %d times, want 2", runs)
+	}
+	idemhttp.Unrecorded(httptest.NewRecorder()) // not the middleware's: nothing happens
+}

@@ -91,9 +91,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if c, ok := w.(*capture); ok {
-				c.decline() // whatever the profile records: a retry runs again
-			}
+			Unrecorded(w) // whatever the profile records: a retry runs again
 			if cfg.ErrorLog != nil {
 				cfg.ErrorLog.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
 			} else {

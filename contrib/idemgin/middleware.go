@@ -20,6 +20,10 @@ import (
 // answers by itself (a replay or an error response), it calls c.Abort, so
 // no later handler runs.
 //
+// A chain that fails with c.Error and writes nothing leaves its response to
+// a middleware outside this one (an error renderer): it is not recorded,
+// and the key is released, so that a retry runs again.
+//
 // Register it before any middleware that reads the request body, and after
 // those that must see every request (logging, recovery, authentication).
 func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
@@ -40,6 +44,14 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			gw := newWriter(w, outerW)
 			c.Writer, c.Request = gw, r
 			c.Next()
+			if !gw.Written() && len(c.Errors) > 0 {
+				// Failed with c.Error and nothing written: the response is
+				// for a middleware outside this one to render, after the
+				// record would be taken. Nothing is recorded; the key is
+				// released.
+				idemhttp.Unrecorded(w)
+				return
+			}
 			gw.finish()
 		})).ServeHTTP(outerW, outerR)
 		if !ran {

@@ -594,3 +594,38 @@ func TestConfigError(t *testing.T) {
 		t.Errorf("New without a store = %v, want an error naming Config.Store", err)
 	}
 }
+
+// A chain that fails with c.Error and writes nothing leaves the response
+// to an error renderer outside the middleware: the client gets that, and
+// a retry runs again rather than getting a recorded empty 200.
+func TestCErrorWithNothingWrittenIsNotRecorded(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemgin.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	e := gin.New()
+	e.Use(func(c *gin.Context) { // the error renderer, outermost
+		c.Next()
+		if len(c.Errors) > 0 && !c.Writer.Written() {
+			c.JSON(http.StatusInternalServerError, gin.H{"error": c.Errors.Last().Error()})
+		}
+	}, mw)
+	e.POST("/charges", func(c *gin.Context) {
+		if runs++; runs == 1 {
+			_ = c.Error(errors.New("provider failed"))
+			return
+		}
+		c.JSON(http.StatusCreated, gin.H{"id": "ch_1"})
+	})
+	if w := serve(e, "POST", "/charges", `{}`, key("c-error")); w.Code != 500 {
+		t.Fatalf("first: %d %s, want the renderer's 500", w.Code, w.Body)
+	}
+	if w := serve(e, "POST", "/charges", `{}`, key("c-error")); w.Code != 201 || replayed(w) || runs != 2 {
+		t.Fatalf("retry: %d replayed=%v after %d runs; want it to run again", w.Code, replayed(w), runs)
+	}
+	if w := serve(e, "POST", "/charges", `{}`, key("c-error")); w.Code != 201 || !replayed(w) {
+		t.Fatalf("third: %d replayed=%v; want the recorded 201", w.Code, replayed(w))
+	}
+}

@@ -93,7 +93,10 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // CloseNotify returns a channel that never receives: the handler of a
 // protected request runs to completion whether or not the client stays,
-// and its context is not cancelled when the client goes away either.
+// and its context is not cancelled when the client goes away either. A
+// streaming handler (c.Stream) must therefore stop when a write fails,
+// which it does once the client is gone: a streamed response is not
+// recorded, so its failed writes are reported.
 func (w *writer) CloseNotify() <-chan bool {
 	if w.closed == nil {
 		w.closed = make(chan bool)
