@@ -39,5 +39,6 @@ const (
 	OutcomeMismatch    Outcome = "mismatch"     // FailedPrecondition: key reused with another request
 	OutcomeKeyMissing  Outcome = "key_missing"
 	OutcomeKeyInvalid  Outcome = "key_invalid"
-	OutcomeStoreError  Outcome = "store_error" // Unavailable, or passed through with FailOpen
+	OutcomeStoreError  Outcome = "store_error"    // Unavailable, or passed through with FailOpen
+	OutcomeInternal    Outcome = "internal_error" // Internal: Config.KeyScope failed, or the request cannot be fingerprinted
 )

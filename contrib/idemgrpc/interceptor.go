@@ -73,15 +73,17 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 		return x.fail(OutcomeKeyInvalid, errKeyInvalid(detail))
 	}
 	if key, err = key.WithScope(i.cfg.KeyScope(ctx)); err != nil {
-		return x.fail(OutcomeStoreError, errInternal("invalid key scope"))
+		x.ev.Err = err
+		return x.fail(OutcomeInternal, errInternal("invalid key scope"))
 	}
 	msg, ok := req.(proto.Message)
 	if !ok {
-		return x.fail(OutcomeKeyInvalid, errInternal("the request is not a protocol buffers message"))
+		return x.fail(OutcomeInternal, errInternal("the request is not a protocol buffers message"))
 	}
 	fp, wire, err := requestFingerprint(info.FullMethod, msg)
 	if err != nil {
-		return x.fail(OutcomeKeyInvalid, errInternal("request fingerprint failed"))
+		x.ev.Err = err
+		return x.fail(OutcomeInternal, errInternal("request fingerprint failed"))
 	}
 
 	sctx, done := x.storeCtx()
@@ -126,7 +128,7 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		var rec *metadataRecorder
 		if len(x.i.cfg.replay) > 0 {
 			if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
-				rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay}
+				rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay, client: x.ctx}
 				ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
 			}
 		}

@@ -575,3 +575,51 @@ func TestConfigValidation(t *testing.T) {
 	}()
 	idemgrpc.UnaryServerInterceptor(idemgrpc.Config{})
 }
+
+// A client that cancels while its call runs: the handler goes on (H21), and
+// the metadata it sets, which the stream now refuses, is recorded all the
+// same and replayed to the retry.
+func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	b.svc.header = metadata.Pairs("x-charge-id", "ch_1")
+	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result)
+	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(1), key("left")...) }()
+	<-b.svc.started
+	cancel()
+	if r := <-done; r.code() != codes.Canceled {
+		t.Fatalf("cancelled call: %v", r.err)
+	}
+	time.Sleep(50 * time.Millisecond) // the server sees the cancellation
+	close(b.svc.hold)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted {
+		t.Fatalf("event %+v, want the call executed and recorded", e)
+	}
+	r := b.call(chargeMethod, amount(1), key("left")...)
+	if !r.replayed() {
+		t.Fatalf("retry not replayed: %v", r.err)
+	}
+	if h, tr := r.header.Get("x-charge-id"), r.trailer.Get("x-charge-id"); len(h) != 1 || h[0] != "ch_1" || len(tr) != 1 || tr[0] != "t_1" {
+		t.Errorf("replayed header %v trailer %v, want [ch_1] and [t_1]", h, tr)
+	}
+}
+
+// A KeyScope that returns a scope keys cannot carry is an internal error,
+// counted as such with the error in the event; the handler does not run.
+func TestInvalidScopeIsInternal(t *testing.T) {
+	b := setup(t, idemgrpc.Config{KeyScope: func(context.Context) string { return "bad\x01scope" }})
+	r := b.call(chargeMethod, amount(1), key("scope")...)
+	if r.code() != codes.Internal {
+		t.Fatalf("call: %v, want Internal", r.err)
+	}
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeInternal || e.Err == nil {
+		t.Errorf("event %+v, want OutcomeInternal with the error", e)
+	}
+	if n := b.svc.runs.Load(); n != 0 {
+		t.Errorf("the handler ran %d times", n)
+	}
+}
