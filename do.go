@@ -111,6 +111,9 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 			serr = t.FailTransient(sctx, key, lease)
 		}
 		if serr != nil {
+			if !errors.Is(serr, ErrStaleToken) {
+				_ = t.FailTransient(sctx, key, lease) // not recorded: a retry runs fn again
+			}
 			return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
 		}
 		return res, err

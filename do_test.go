@@ -336,3 +336,26 @@ func TestDoMismatchCarriesTheRecordedRequest(t *testing.T) {
 		}())
 	}
 }
+
+// A permanent failure that cannot be recorded (its error is too large)
+// frees the key too: a retry runs fn again.
+func TestDoUnrecordableFailureFreesTheKey(t *testing.T) {
+	s, err := memstore.New(memstore.Config{MaxPayload: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := testKey(t, "unrecordable-failure")
+	runs := 0
+	for i := range 2 {
+		_, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) {
+			runs++
+			return 0, idem.Permanent("declined", errors.New(strings.Repeat("x", 1000)))
+		}, nil)
+		if err == nil || errors.Is(err, idem.ErrInFlight) {
+			t.Errorf("call %d: Do = %v, want the failure and the recording error", i, err)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("fn ran %d times, want 2 (the key freed after the first)", runs)
+	}
+}

@@ -71,6 +71,12 @@ func classOf(err error) string {
 		if c, ok := err.(Classifier); ok && c.IdemClass() != "" {
 			return c.IdemClass()
 		}
+		if a, ok := err.(interface{ As(any) bool }); ok { // as errors.As does
+			var c Classifier
+			if a.As(&c) && c != nil && c.IdemClass() != "" {
+				return c.IdemClass()
+			}
+		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()

@@ -15,6 +15,19 @@ type declined struct{ reason string }
 func (d *declined) Error() string     { return "declined: " + d.reason }
 func (d *declined) IdemClass() string { return "payment.declined" }
 
+// asClassified exposes a Classifier through an As method, as errors.As
+// allows.
+type asClassified struct{}
+
+func (asClassified) Error() string { return "wrapped by As" }
+func (asClassified) As(target any) bool {
+	if p, ok := target.(*idem.Classifier); ok {
+		*p = &declined{"as"}
+		return true
+	}
+	return false
+}
+
 func TestErrorOf(t *testing.T) {
 	cause := errors.New("issuer unavailable")
 	for _, tc := range []struct {
@@ -31,6 +44,7 @@ func TestErrorOf(t *testing.T) {
 		{"wrapped stored", fmt.Errorf("outer: %w", &idem.StoredError{Class: "payment.declined", Message: "m"}), idem.StoredError{Class: "payment.declined", Message: "outer: m", Cause: "m"}},
 		{"wrapped permanent without class", fmt.Errorf("op: %w", idem.Permanent("", &declined{"limit"})), idem.StoredError{Class: "payment.declined", Message: "op: declined: limit", Cause: "declined: limit"}},
 		{"joined", errors.Join(errors.New("a"), &declined{"limit"}), idem.StoredError{Class: "payment.declined", Message: "a\ndeclined: limit"}},
+		{"classifier through As", asClassified{}, idem.StoredError{Class: "payment.declined", Message: "wrapped by As"}},
 		{"path error", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist}, idem.StoredError{Class: "*fs.PathError", Message: "open /x: file does not exist", Cause: "file does not exist"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

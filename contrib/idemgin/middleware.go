@@ -45,12 +45,12 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			c.Writer, c.Request = gw, r
 			c.Next()
 			if !gw.Written() && len(c.Errors) > 0 {
-				// Failed with c.Error and nothing written: the response is
-				// for a middleware outside this one to render, after the
+				// Failed with c.Error and no body written: the response may
+				// be for a middleware outside this one to render, after the
 				// record would be taken. Nothing is recorded; the key is
-				// released.
+				// released. The status the chain set still goes out, and
+				// that middleware may still change it, as in plain gin.
 				idemhttp.Unrecorded(w)
-				return
 			}
 			gw.finish()
 		})).ServeHTTP(outerW, outerR)

@@ -629,3 +629,24 @@ func TestCErrorWithNothingWrittenIsNotRecorded(t *testing.T) {
 		t.Fatalf("third: %d replayed=%v; want the recorded 201", w.Code, replayed(w))
 	}
 }
+
+// A chain that attaches an error and sets a status without a body still
+// answers that status, as without the middleware; it is not recorded.
+func TestCErrorKeepsTheStatus(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemgin.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gin.New()
+	e.Use(mw)
+	e.POST("/charges", func(c *gin.Context) {
+		_ = c.Error(errors.New("provider down"))
+		c.Status(http.StatusServiceUnavailable)
+	})
+	for i := range 2 {
+		if w := serve(e, "POST", "/charges", `{}`, key("status")); w.Code != http.StatusServiceUnavailable || replayed(w) {
+			t.Fatalf("request %d: %d replayed=%v, want 503 from the handler", i, w.Code, replayed(w))
+		}
+	}
+}
