@@ -24,8 +24,8 @@ var DefaultNamespace = idem.MustNamespace("http")
 // default.
 var DefaultReplayHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
-	"Content-Location", "Location", "ETag", "Last-Modified", "Link", "Cache-Control",
-	"Vary", "X-Request-Id",
+	"Content-Location", "Content-Range", "Location", "ETag", "Last-Modified", "Link",
+	"Cache-Control", "Vary", "X-Request-Id",
 }
 
 // neverReplayed headers are dropped from recordings whatever ReplayHeaders

@@ -771,3 +771,40 @@ func TestUnrecorded(t *testing.T) {
 	}
 	idemhttp.Unrecorded(httptest.NewRecorder()) // not the middleware's: nothing happens
 }
+
+// A 206 is replayed with its Content-Range.
+func TestPartialContentReplaysItsRange(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemhttp.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Range", "bytes 0-4/20")
+		w.WriteHeader(http.StatusPartialContent)
+		_, _ = io.WriteString(w, "01234")
+	}))
+	for i := range 2 {
+		r := httptest.NewRequest("POST", "/file", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "range")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 206 || w.Header().Get("Content-Range") != "bytes 0-4/20" {
+			t.Fatalf("request %d: %d Content-Range %q", i, w.Code, w.Header().Get("Content-Range"))
+		}
+	}
+}
+
+// A body limit set before the middleware (http.MaxBytesReader) answers
+// 413, as the middleware's own limit does.
+func TestOuterBodyLimitIs413(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	h := http.MaxBytesHandler(b.h, 1024)
+	r := httptest.NewRequest("POST", "/x", io.NopCloser(strings.NewReader(strings.Repeat("x", 4096))))
+	r.ContentLength = -1
+	r.Header.Set("Idempotency-Key", "limited")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	wantProblem(t, w, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
+	wantRuns(t, b, 0)
+}

@@ -80,6 +80,18 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
+			// The key goes upstream under a lower-case name: net/http's
+			// Transport takes a request carrying (canonical)
+			// Idempotency-Key as safe to send again by itself after a
+			// connection failure, though the upstream may have run it. The
+			// proxy sends each request at most once; retrying is the
+			// client's (a retry that found nothing written still happens).
+			for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+				if v, ok := pr.Out.Header[name]; ok {
+					delete(pr.Out.Header, name)
+					pr.Out.Header[strings.ToLower(name)] = v
+				}
+			}
 		},
 		Transport:  cfg.Transport,
 		ErrorLog:   cfg.ErrorLog,

@@ -189,3 +189,34 @@ func TestProxyStreamsUnprotectedResponses(t *testing.T) {
 		t.Fatal("the first line of a streamed GET was held back until the upstream finished")
 	}
 }
+
+// An upstream that drops a reused connection after running a POST does not
+// get it again from the proxy's Transport (which resends requests carrying
+// an Idempotency-Key by itself): the proxy sends each request once.
+func TestProxySendsAKeyedRequestOnce(t *testing.T) {
+	var posts atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+		if posts.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // the work done, the connection dropped
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	up.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer up.Close()
+	p := newProxy(t, up.URL, 5*time.Second)
+	res, err := http.Get(p.URL + "/warm") // a connection to reuse
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	res, _ = post(t, p.URL+"/pay", "once", `{"a":1}`)
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the upstream got the POST %d times (answer %d), want once", n, res.StatusCode)
+	}
+}
