@@ -24,7 +24,10 @@
 //
 // Register it with e.Use (after routing, so that unknown routes are
 // answered as the router answers them) before any middleware that reads the
-// request body.
+// request body. Bound protected bodies with idemhttp.Config.MaxBody rather
+// than echo's BodyLimit in front of the middleware: BodyLimit's error on a
+// chunked body reaches the middleware as an unreadable body (400), where
+// MaxBody answers 413.
 //
 // This package is a module of its own, so that echo is a dependency only
 // of programs that use it.
