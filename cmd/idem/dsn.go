@@ -70,13 +70,12 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 // alone, since its password cannot be told apart from the rest.
 func redact(dsn string) string {
 	u, err := url.Parse(dsn)
+	scheme, _, isURL := strings.Cut(dsn, "://")
+	isURL = isURL && urlScheme.MatchString(scheme)
 	switch {
-	case err != nil:
-		if scheme, _, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, "@:/ ") {
-			return scheme + "://(unreadable URL)"
-		}
-		return "(unreadable DSN)"
-	case u.Scheme == "" || u.Opaque != "" && u.RawQuery == "":
+	case err != nil && isURL:
+		return scheme + "://(unreadable URL)"
+	case err != nil || u.Scheme == "" || u.Opaque != "" && u.RawQuery == "":
 		return passwordField.ReplaceAllString(dsn, "${1}xxxxx") // a key=value string, a path…
 	}
 	if q := u.Query(); q.Has("password") {
@@ -96,7 +95,10 @@ func urlError(err error) error {
 
 // passwordField is the password of a libpq "key=value" connection string,
 // quoted or not.
-var passwordField = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// urlScheme is what a URL's scheme may be (RFC 3986).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 // sqliteParams configure every SQLite connection: WAL so readers never
 // block the writer, a busy timeout so writers queue instead of failing,

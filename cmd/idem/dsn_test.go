@@ -15,7 +15,9 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"redis://:secret@h:6379/0":                    "redis://:xxxxx@h:6379/0",
 		"sqllite:idem.db":                             "sqllite:idem.db",
 		"mongo://x":                                   "mongo://x",
-		"%zz":                                         "(unreadable DSN)",
+		"%zz":                                         "%zz",
+		"password=se://cret host=h":                   "password=xxxxx host=h",
+		"host=h sslpassword=secret":                   "host=h sslpassword=xxxxx",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
