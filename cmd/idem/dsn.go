@@ -75,6 +75,8 @@ func redact(dsn string) string {
 	switch {
 	case err != nil && isURL:
 		return scheme + "://(unreadable URL)"
+	case err == nil && strings.Contains(u.Opaque, "@"): // user:password@host, no "//"
+		return u.Scheme + ":xxxxx@" + u.Opaque[strings.LastIndexByte(u.Opaque, '@')+1:]
 	case err != nil || u.Scheme == "" || u.Opaque != "" && u.RawQuery == "":
 		return passwordField.ReplaceAllString(dsn, "${1}xxxxx") // a key=value string, a path…
 	}

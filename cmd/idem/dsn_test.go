@@ -18,6 +18,7 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"%zz":                                         "%zz",
 		"password=se://cret host=h":                   "password=xxxxx host=h",
 		"host=h sslpassword=secret":                   "host=h sslpassword=xxxxx",
+		"u:secret@h:5432/db":                          "u:xxxxx@h:5432/db",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
