@@ -30,7 +30,18 @@ type ProxyConfig struct {
 	// Transport makes the upstream calls. Defaults to a clone of
 	// http.DefaultTransport that keeps up to 100 idle connections to the
 	// upstream (http.DefaultTransport keeps 2 per host, so that a proxy
-	// under concurrent load would dial a new connection for most requests).
+	// under concurrent load would dial a new connection for most requests)
+	// for at most a second: a connection the upstream closed while idle is
+	// not reused for a request the upstream may then have run, since the
+	// default Transport never sends a request twice (see below). Keep the
+	// upstream's keep-alive timeout above a second.
+	//
+	// net/http's Transport sends again, by itself, a request carrying an
+	// Idempotency-Key header after a connection failure, though the
+	// upstream may have run it. With the default Transport the proxy
+	// prevents that: the key goes upstream under the lower-case map key
+	// "idempotency-key" (the same header on the wire). A Transport of your
+	// own gets the header as it came, and must not resend requests itself.
 	Transport http.RoundTripper
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -60,9 +71,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	if cfg.Transport == nil {
+	sendOnce := cfg.Transport == nil
+	if sendOnce {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = t.MaxIdleConns
+		t.IdleConnTimeout = time.Second
 		cfg.Transport = t
 	}
 	mwcfg := cfg.Middleware
@@ -80,16 +93,18 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
-			// The key goes upstream under a lower-case name: net/http's
-			// Transport takes a request carrying (canonical)
-			// Idempotency-Key as safe to send again by itself after a
-			// connection failure, though the upstream may have run it. The
-			// proxy sends each request at most once; retrying is the
-			// client's (a retry that found nothing written still happens).
-			for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-				if v, ok := pr.Out.Header[name]; ok {
-					delete(pr.Out.Header, name)
-					pr.Out.Header[strings.ToLower(name)] = v
+			if sendOnce {
+				// net/http's Transport takes a request carrying (canonical)
+				// Idempotency-Key as safe to send again by itself after a
+				// connection failure, though the upstream may have run it:
+				// the proxy sends each request at most once, and retrying
+				// is the client's. Under a lower-case map key the header
+				// still goes upstream, but the Transport does not see it.
+				for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+					if v, ok := pr.Out.Header[name]; ok {
+						delete(pr.Out.Header, name)
+						pr.Out.Header[strings.ToLower(name)] = v
+					}
 				}
 			}
 		},

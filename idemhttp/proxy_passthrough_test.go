@@ -220,3 +220,40 @@ func TestProxySendsAKeyedRequestOnce(t *testing.T) {
 		t.Fatalf("the upstream got the POST %d times (answer %d), want once", n, res.StatusCode)
 	}
 }
+
+// roundTripFunc is a RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A Transport of the user's own gets the key header as it came; the
+// upstream gets it either way.
+func TestProxyOwnTransportSeesTheKey(t *testing.T) {
+	var upstreamKey string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamKey = r.Header.Get("Idempotency-Key")
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer up.Close()
+	var seen string
+	own := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		seen = r.Header.Get("Idempotency-Key")
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	s, _ := memstore.New(memstore.Config{})
+	u, _ := url.Parse(up.URL)
+	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Transport: own, ErrorLog: log.New(io.Discard, "", 0), Middleware: idemhttp.Config{Store: s}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httptest.NewServer(h)
+	defer p.Close()
+	if res, _ := post(t, p.URL+"/x", "own-transport", `{}`); res.StatusCode != 201 || seen != "own-transport" || upstreamKey != "own-transport" {
+		t.Fatalf("%d: the Transport saw key %q, the upstream %q", res.StatusCode, seen, upstreamKey)
+	}
+	// The default Transport: the upstream still gets the key.
+	p2 := newProxy(t, up.URL, 5*time.Second)
+	if res, _ := post(t, p2.URL+"/x", "default-transport", `{}`); res.StatusCode != 201 || upstreamKey != "default-transport" {
+		t.Fatalf("%d: the upstream got key %q", res.StatusCode, upstreamKey)
+	}
+}
