@@ -650,3 +650,27 @@ func TestCErrorKeepsTheStatus(t *testing.T) {
 		}
 	}
 }
+
+// c.AbortWithStatus sends its status at once, as in plain gin: an error
+// renderer outside the middleware does not render over it, and the retry
+// replays what the client got.
+func TestAbortWithStatusIsWhatTheClientGets(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemgin.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gin.New()
+	e.Use(func(c *gin.Context) { // the error renderer, outermost
+		c.Next()
+		if len(c.Errors) > 0 && !c.Writer.Written() {
+			c.JSON(http.StatusInternalServerError, gin.H{"error": c.Errors.Last().Error()})
+		}
+	}, mw)
+	e.POST("/charges", func(c *gin.Context) { _ = c.AbortWithError(http.StatusBadRequest, errors.New("bad")) })
+	first := serve(e, "POST", "/charges", `{}`, key("abort"))
+	retry := serve(e, "POST", "/charges", `{}`, key("abort"))
+	if first.Code != 400 || retry.Code != 400 || first.Body.String() != retry.Body.String() {
+		t.Fatalf("first %d %q, retry %d %q (replayed=%v); want the same 400", first.Code, first.Body, retry.Code, retry.Body, replayed(retry))
+	}
+}

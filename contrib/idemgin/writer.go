@@ -46,8 +46,17 @@ func (w *writer) WriteHeader(code int) {
 	}
 }
 
-// WriteHeaderNow sends the header unless it was sent already.
+// WriteHeaderNow sends the header unless it was sent already, on to the
+// client too, as gin does: a middleware outside this one then sees the
+// response written (c.AbortWithStatus, say, is not rendered over).
 func (w *writer) WriteHeaderNow() {
+	w.sendHeader()
+	w.outer.WriteHeaderNow()
+}
+
+// sendHeader passes the header to the recording writer, unless it was
+// sent already.
+func (w *writer) sendHeader() {
 	if !w.Written() {
 		w.size = 0
 		w.w.WriteHeader(w.status)
@@ -111,6 +120,8 @@ func (w *writer) Pusher() http.Pusher { return w.outer.Pusher() }
 // Unwrap gives http.ResponseController access to the recording writer.
 func (w *writer) Unwrap() http.ResponseWriter { return w.w }
 
-// finish sends the header of a response whose handlers set a status (or
-// nothing) without writing a body, as gin does when its chain returns.
-func (w *writer) finish() { w.WriteHeaderNow() }
+// finish passes on the header of a response whose handlers set a status
+// (or nothing) without writing a body, as gin does when its chain returns;
+// gin's own writer, as when a chain returns, still waits, so that an outer
+// middleware may render over it.
+func (w *writer) finish() { w.sendHeader() }
