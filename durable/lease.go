@@ -9,12 +9,22 @@ import (
 // heartbeatSQL extends the leases of the claims this engine holds and
 // returns those it still holds, by id and claim count: a row reaped and
 // claimed again by this engine is held under a new count, and its old
-// claim is lost.
+// claim is lost. It locks the rows by ascending id first: a tree's rows
+// are in that order parents before children, the order in which Cancel's
+// cascade and a child's commit lock them, so that the heartbeat, which
+// holds many rows at once, never deadlocks with them.
 const heartbeatSQL = `
+WITH held AS (
+    SELECT i.id FROM durable_instance i
+    JOIN unnest($3::bigint[], $4::bigint[]) AS h(id, claims) ON i.id = h.id AND i.claims = h.claims
+    WHERE i.status = 'executing' AND i.lease_owner = $1
+    ORDER BY i.id
+    FOR NO KEY UPDATE OF i
+)
 UPDATE durable_instance i
 SET lease_expires_at = now() + $2 * interval '1 microsecond'
-FROM unnest($3::bigint[], $4::bigint[]) AS h(id, claims)
-WHERE i.id = h.id AND i.claims = h.claims AND i.status = 'executing' AND i.lease_owner = $1
+FROM held
+WHERE i.id = held.id
 RETURNING i.id, i.claims`
 
 // heartbeat extends this engine's leases every HeartbeatInterval. A claim
