@@ -74,12 +74,28 @@ func MigrationSQL(tableName string) (string, error) {
 // callers run one after the other and the later ones find nothing to do.
 // Errors are wrapped as for the other methods (errors.Is(err,
 // idem.ErrUnavailable) when the server cannot be used).
+//
+// On a schema that is already current Migrate only looks: it takes no lock
+// and needs no privilege beyond reading the catalog, so a role that may
+// only read and write the table can call it at every start, and it never
+// waits for, or holds up, the transactions using the table. Creating or
+// upgrading the schema needs the CREATE privilege on the schema and the
+// ownership of the table, and building an index blocks writers while it
+// runs.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.pool == nil {
 		return errNoPool
 	}
 	if err := ctx.Err(); err != nil {
 		return ctxError("Migrate", err, nil)
+	}
+	var current bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NULL`,
+		s.table.ident(), s.table.qualifiedIndexIdent(), s.table.oldIndexIdent()).Scan(&current); err != nil {
+		return classify(ctx, "Migrate", err)
+	}
+	if current {
+		return nil
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -225,4 +226,75 @@ func TestMigrateWithoutDatabasePrivilege(t *testing.T) {
 		t.Fatalf("Migrate as a role without CREATE on the database: %v", err)
 	}
 	lifecycle(t, s)
+}
+
+// On a current schema Migrate only looks: it neither waits for a
+// transaction holding a reservation nor needs more than the table's
+// read/write privileges, so any process may call it at every start.
+func TestMigrateOnACurrentSchemaOnlyLooks(t *testing.T) {
+	url := pgtest.URL(t)
+	admin := newPool(t, url)
+	ctx := ctxT(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	role, schema := "pgstore_user_"+suffix, "pgstore_current_"+suffix
+	table := schema + ".records"
+	owner, err := pgstore.New(admin, pgstore.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE ROLE " + role + " LOGIN"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role)
+		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	if err := owner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"GRANT USAGE ON SCHEMA " + schema + " TO " + role, "GRANT SELECT, INSERT, UPDATE, DELETE ON " + table + " TO " + role} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	// A transaction holds a reservation, and so a lock on the table.
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	k, _ := idem.ParseKey(idem.MustNamespace("migrate"), "held")
+	if _, err := owner.WithTx(tx).Begin(ctx, k, mustRequest(t, `{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	quick, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := owner.Migrate(quick); err != nil {
+		t.Fatalf("Migrate of a current schema beside an open transaction: %v", err)
+	}
+
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.User(role)
+	pool := newPool(t, u.String())
+	var pe *pgconn.PgError
+	if err := pool.Ping(ctx); errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") {
+		t.Skipf("the server does not let a new role in without a password: %v", err)
+	}
+	s, err := pgstore.New(pool, pgstore.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(quick); err != nil {
+		t.Fatalf("Migrate as a role that may only use the table: %v", err)
+	}
 }

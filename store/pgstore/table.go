@@ -78,6 +78,15 @@ func (t table) indexIdent() string {
 	return pgx.Identifier{t.name + "_expiry_idx"}.Sanitize()
 }
 
+// qualifiedIndexIdent is indexIdent qualified with the table's schema when
+// it has one, for to_regclass.
+func (t table) qualifiedIndexIdent() string {
+	if t.schema == "" {
+		return t.indexIdent()
+	}
+	return pgx.Identifier{t.schema, t.name + "_expiry_idx"}.Sanitize()
+}
+
 // oldIndexIdent returns the quoted name of the expiry index of schema
 // version 1, (namespace, expires_at), qualified with the table's schema
 // when it has one, for DROP INDEX.
