@@ -38,10 +38,11 @@ type ProxyConfig struct {
 	//
 	// net/http's Transport sends again, by itself, a request carrying an
 	// Idempotency-Key header after a connection failure, though the
-	// upstream may have run it. With the default Transport the proxy
-	// prevents that: the key goes upstream under the lower-case map key
-	// "idempotency-key" (the same header on the wire). A Transport of your
-	// own gets the header as it came, and must not resend requests itself.
+	// upstream may have run it. The proxy prevents that: the key goes to
+	// the Transport under the lower-case map key "idempotency-key" (the
+	// same header on the wire), which http.Header's methods do not find; a
+	// Transport of your own that needs the key reads
+	// r.Header["idempotency-key"].
 	Transport http.RoundTripper
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -71,8 +72,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	sendOnce := cfg.Transport == nil
-	if sendOnce {
+	if cfg.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = t.MaxIdleConns
 		t.IdleConnTimeout = time.Second
@@ -93,18 +93,16 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
-			if sendOnce {
-				// net/http's Transport takes a request carrying (canonical)
-				// Idempotency-Key as safe to send again by itself after a
-				// connection failure, though the upstream may have run it:
-				// the proxy sends each request at most once, and retrying
-				// is the client's. Under a lower-case map key the header
-				// still goes upstream, but the Transport does not see it.
-				for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-					if v, ok := pr.Out.Header[name]; ok {
-						delete(pr.Out.Header, name)
-						pr.Out.Header[strings.ToLower(name)] = v
-					}
+			// net/http's Transport takes a request carrying (canonical)
+			// Idempotency-Key as safe to send again by itself after a
+			// connection failure, though the upstream may have run it: the
+			// proxy sends each request at most once, and retrying is the
+			// client's. Under a lower-case map key the header still goes
+			// upstream, but the Transport does not see it.
+			for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+				if v, ok := pr.Out.Header[name]; ok {
+					delete(pr.Out.Header, name)
+					pr.Out.Header[strings.ToLower(name)] = v
 				}
 			}
 		},
