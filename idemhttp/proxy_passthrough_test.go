@@ -251,6 +251,7 @@ func TestProxyOwnTransportSeesTheKey(t *testing.T) {
 	defer up.Close()
 	var seen string
 	own := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		//lint:ignore SA1008 the proxy puts the key under this non-canonical map key on purpose (see ProxyConfig.Transport)
 		if v := r.Header["idempotency-key"]; len(v) == 1 && r.Header.Get("Idempotency-Key") == "" {
 			seen = v[0]
 		}
