@@ -201,8 +201,11 @@ func TestReclaimBySameEngineCancelsTheOldClaim(t *testing.T) {
 			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
 				started <- s.Attempt
 				if s.Attempt == 1 {
-					<-ctx.Done()
-					close(firstCancelled)
+					select {
+					case <-ctx.Done():
+						close(firstCancelled)
+					case <-release:
+					}
 				} else {
 					<-release
 				}
@@ -220,8 +223,11 @@ func TestReclaimBySameEngineCancelsTheOldClaim(t *testing.T) {
 	if a := <-started; a != 1 {
 		t.Fatalf("first run: attempt %d", a)
 	}
-	// The lease runs out, as after a pause longer than the lease.
-	b.exec(t, "UPDATE durable_instance SET lease_expires_at = now() - interval '1 second' WHERE id = $1", id)
+	// The row is reaped, as after a pause longer than the lease (done as
+	// the reaper does it: expiring the lease instead would race with the
+	// heartbeat, which may extend it first).
+	b.exec(t, `UPDATE durable_instance SET status = 'runnable', attempt = attempt + 1, lease_owner = NULL,
+		lease_expires_at = NULL WHERE id = $1`, id)
 	select {
 	case a := <-started:
 		if a != 2 {
