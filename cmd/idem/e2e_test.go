@@ -471,7 +471,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second) // the first one handled before the second comes
 	}
 	select {
 	case <-p.exited:
