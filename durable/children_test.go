@@ -71,6 +71,18 @@ func (b *testBundle) childIDs(t *testing.T, parent int64) []int64 {
 	return ids
 }
 
+// waitingChildren waits until parent waits for its children and each of
+// them waits for a signal, and returns their ids in id order.
+func (b *testBundle) waitingChildren(t *testing.T, parent int64) []int64 {
+	t.Helper()
+	b.waitStatus(t, parent, durable.StatusAwaitingChildren)
+	kids := b.childIDs(t, parent)
+	for _, k := range kids {
+		b.waitStatus(t, k, durable.StatusAwaitingSignal)
+	}
+	return kids
+}
+
 func (b *testBundle) pending(t *testing.T, parent int64) int {
 	t.Helper()
 	return b.count(t, "SELECT pending_children FROM durable_instance WHERE id = $1", parent)
@@ -275,11 +287,7 @@ func TestCancelParentCascadesToLiveChildren(t *testing.T) {
 	b.start(t)
 
 	p := b.insert(t, parent.With(parentState{}), nil)
-	b.waitStatus(t, p, durable.StatusAwaitingChildren)
-	kids := b.childIDs(t, p)
-	for _, k := range kids {
-		b.waitStatus(t, k, durable.StatusAwaitingSignal)
-	}
+	kids := b.waitingChildren(t, p)
 	b.signal(t, durable.ByID(kids[0]), "finish", nil, "")
 	b.waitStatus(t, kids[0], durable.StatusDone)
 	b.signal(t, durable.ByID(kids[1]), "go", 1, "") // pending in its inbox when cancelled
@@ -449,11 +457,7 @@ func TestCancelReachesRetriedChildren(t *testing.T) {
 	b := setup(t, fast(ctl, parent))
 	b.start(t)
 	p := b.insert(t, parent.With(parentState{}), nil)
-	b.waitStatus(t, p, durable.StatusAwaitingChildren)
-	kids := b.childIDs(t, p)
-	for _, k := range kids {
-		b.waitStatus(t, k, durable.StatusAwaitingSignal)
-	}
+	kids := b.waitingChildren(t, p)
 	b.signal(t, durable.ByID(kids[0]), "fail", nil, "")
 	b.waitStatus(t, kids[0], durable.StatusFailed)
 	if _, err := b.client.Retry(ctxT(t), durable.ByID(kids[0]), nil); err != nil {

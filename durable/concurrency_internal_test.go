@@ -14,29 +14,25 @@ import (
 	"github.com/idemgo/idem/internal/pgtest"
 )
 
-// TestConcurrencyClaimRace makes a picker lose the race for a key's slot:
-// another transaction leased a row of the key and has not committed, so
-// the picker's snapshot does not see it executing and gives its own row of
-// the key the same slot. The unique index makes it wait for the winner and
-// fail; claimRows takes that as "skip the key this time": no error, no row,
-// and a contention event counting the race.
-func TestConcurrencyClaimRace(t *testing.T) {
+// claimSetup is what the claim tests run on: a fresh schema, a pool to it,
+// a migrated client with cfg, and an FSM of one step that does nothing.
+type claimSetup struct {
+	ctx  context.Context
+	pool *pgxpool.Pool
+	c    *Client
+	fsm  *FSM[struct{}]
+}
+
+func newClaimSetup(t *testing.T, cfg *Config) claimSetup {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	pool, err := pgxpool.New(ctx, pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	var (
-		mu  sync.Mutex
-		evs []ConcurrencyContendedEvent
-	)
-	c, err := NewClient(pool, &Config{Hooks: Hooks{ConcurrencyContended: func(ev ConcurrencyContendedEvent) {
-		mu.Lock()
-		evs = append(evs, ev)
-		mu.Unlock()
-	}}})
+	t.Cleanup(pool.Close)
+	c, err := NewClient(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +40,30 @@ func TestConcurrencyClaimRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *Step[struct{}]) (Outcome, error) { return Done(nil), nil }
-	fsm, err := NewFSM(FSMConfig[struct{}]{Name: "race", Initial: "a", Steps: map[string]StepFunc[struct{}]{"a": noop}})
+	fsm, err := NewFSM(FSMConfig[struct{}]{Name: "claim", Initial: "a", Steps: map[string]StepFunc[struct{}]{"a": noop}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return claimSetup{ctx, pool, c, fsm}
+}
+
+// TestConcurrencyClaimRace makes a picker lose the race for a key's slot:
+// another transaction leased a row of the key and has not committed, so
+// the picker's snapshot does not see it executing and gives its own row of
+// the key the same slot. The unique index makes it wait for the winner and
+// fail; claimRows takes that as "skip the key this time": no error, no row,
+// and a contention event counting the race.
+func TestConcurrencyClaimRace(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		evs []ConcurrencyContendedEvent
+	)
+	cs := newClaimSetup(t, &Config{Hooks: Hooks{ConcurrencyContended: func(ev ConcurrencyContendedEvent) {
+		mu.Lock()
+		evs = append(evs, ev)
+		mu.Unlock()
+	}}})
+	ctx, pool, c, fsm := cs.ctx, cs.pool, cs.c, cs.fsm
 	for range 2 {
 		if _, err := c.Insert(ctx, fsm.With(struct{}{}), &InsertOpts{Queue: "q", ConcurrencyKey: "k"}); err != nil {
 			t.Fatal(err)

@@ -1,15 +1,11 @@
 package durable
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idemgo/idem/internal/pgtest"
 )
 
 // Two claims that both find a bucket missing (collected while idle) do not
@@ -18,25 +14,8 @@ import (
 // finds the tokens the first left. The two queues' pickers lock no row in
 // common, so nothing else makes the claims wait for each other.
 func TestClaimsRecreatingABucketSpendOneBurst(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	c, err := NewClient(pool, &Config{RateLimits: map[string]RateLimit{"api": {Limit: 1, Period: time.Hour, Burst: 3}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	noop := func(context.Context, *Step[struct{}]) (Outcome, error) { return Done(nil), nil }
-	fsm, err := NewFSM(FSMConfig[struct{}]{Name: "rl", Initial: "a", Steps: map[string]StepFunc[struct{}]{"a": noop}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := newClaimSetup(t, &Config{RateLimits: map[string]RateLimit{"api": {Limit: 1, Period: time.Hour, Burst: 3}}})
+	ctx, pool, c, fsm := cs.ctx, cs.pool, cs.c, cs.fsm
 	for _, q := range []string{"q1", "q2"} {
 		for range 5 {
 			if _, err := c.Insert(ctx, fsm.With(struct{}{}), &InsertOpts{Queue: q, RateLimit: "api"}); err != nil {
