@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
@@ -185,29 +186,33 @@ func lifecycle(t *testing.T, s idem.Store) {
 // TestMigrateWithoutDatabasePrivilege: a role that may create tables in an
 // existing schema, but not schemas, can migrate a table qualified with
 // that schema.
-func TestMigrateWithoutDatabasePrivilege(t *testing.T) {
-	url := pgtest.URL(t)
-	admin := newPool(t, url)
-	ctx := ctxT(t)
+// roleAndSchema creates a login role and a schema with a random suffix,
+// dropped when the test ends, and runs the statements grants makes of
+// them.
+func roleAndSchema(t *testing.T, ctx context.Context, admin *pgxpool.Pool, grants func(role, schema string) []string) (role, schema string) {
+	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	role, schema := "pgstore_role_"+suffix, "pgstore_schema_"+suffix
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN",
-		"CREATE SCHEMA " + schema,
-		"GRANT USAGE, CREATE ON SCHEMA " + schema + " TO " + role,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	role, schema = "pgstore_role_"+suffix, "pgstore_schema_"+suffix
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role)
 		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+role)
 	})
+	for _, q := range append([]string{"CREATE ROLE " + role + " LOGIN", "CREATE SCHEMA " + schema}, grants(role, schema)...) {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return role, schema
+}
+
+// poolAs connects to url as role, or skips the test if the server lets
+// no role in without a password.
+func poolAs(t *testing.T, ctx context.Context, url, role string) *pgxpool.Pool {
+	t.Helper()
 	u, err := neturl.Parse(url)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +223,17 @@ func TestMigrateWithoutDatabasePrivilege(t *testing.T) {
 	if err := pool.Ping(ctx); errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") {
 		t.Skipf("the server does not let a new role in without a password: %v", err)
 	}
-	s, err := pgstore.New(pool, pgstore.Config{Table: schema + ".records"})
+	return pool
+}
+
+func TestMigrateWithoutDatabasePrivilege(t *testing.T) {
+	url := pgtest.URL(t)
+	admin := newPool(t, url)
+	ctx := ctxT(t)
+	role, schema := roleAndSchema(t, ctx, admin, func(role, schema string) []string {
+		return []string{"GRANT USAGE, CREATE ON SCHEMA " + schema + " TO " + role}
+	})
+	s, err := pgstore.New(poolAs(t, ctx, url, role), pgstore.Config{Table: schema + ".records"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,26 +250,12 @@ func TestMigrateOnACurrentSchemaOnlyLooks(t *testing.T) {
 	url := pgtest.URL(t)
 	admin := newPool(t, url)
 	ctx := ctxT(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	suffix := hex.EncodeToString(b[:])
-	role, schema := "pgstore_user_"+suffix, "pgstore_current_"+suffix
+	role, schema := roleAndSchema(t, ctx, admin, func(string, string) []string { return nil })
 	table := schema + ".records"
 	owner, err := pgstore.New(admin, pgstore.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE ROLE " + role + " LOGIN"} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role)
-		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+role)
-	})
 	if err := owner.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -280,17 +281,7 @@ func TestMigrateOnACurrentSchemaOnlyLooks(t *testing.T) {
 		t.Fatalf("Migrate of a current schema beside an open transaction: %v", err)
 	}
 
-	u, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = neturl.User(role)
-	pool := newPool(t, u.String())
-	var pe *pgconn.PgError
-	if err := pool.Ping(ctx); errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") {
-		t.Skipf("the server does not let a new role in without a password: %v", err)
-	}
-	s, err := pgstore.New(pool, pgstore.Config{Table: table})
+	s, err := pgstore.New(poolAs(t, ctx, url, role), pgstore.Config{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
