@@ -595,23 +595,36 @@ func TestConfigError(t *testing.T) {
 	}
 }
 
-// A chain that fails with c.Error and writes nothing leaves the response
-// to an error renderer outside the middleware: the client gets that, and
-// a retry runs again rather than getting a recorded empty 200.
-func TestCErrorWithNothingWrittenIsNotRecorded(t *testing.T) {
+// engineWithRenderer returns a gin engine with the middleware on memstore,
+// behind, when renderer, the usual error renderer: a middleware that
+// answers 500 with the last error after the chain when nothing was
+// written.
+func engineWithRenderer(t *testing.T, renderer bool) *gin.Engine {
+	t.Helper()
 	s, _ := memstore.New(memstore.Config{})
 	mw, err := idemgin.New(idemhttp.Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := 0
 	e := gin.New()
-	e.Use(func(c *gin.Context) { // the error renderer, outermost
-		c.Next()
-		if len(c.Errors) > 0 && !c.Writer.Written() {
-			c.JSON(http.StatusInternalServerError, gin.H{"error": c.Errors.Last().Error()})
-		}
-	}, mw)
+	if renderer {
+		e.Use(func(c *gin.Context) {
+			c.Next()
+			if len(c.Errors) > 0 && !c.Writer.Written() {
+				c.JSON(http.StatusInternalServerError, gin.H{"error": c.Errors.Last().Error()})
+			}
+		})
+	}
+	e.Use(mw)
+	return e
+}
+
+// A chain that fails with c.Error and writes nothing leaves the response
+// to an error renderer outside the middleware: the client gets that, and
+// a retry runs again rather than getting a recorded empty 200.
+func TestCErrorWithNothingWrittenIsNotRecorded(t *testing.T) {
+	runs := 0
+	e := engineWithRenderer(t, true)
 	e.POST("/charges", func(c *gin.Context) {
 		if runs++; runs == 1 {
 			_ = c.Error(errors.New("provider failed"))
@@ -633,13 +646,7 @@ func TestCErrorWithNothingWrittenIsNotRecorded(t *testing.T) {
 // A chain that attaches an error and sets a status without a body still
 // answers that status, as without the middleware; it is not recorded.
 func TestCErrorKeepsTheStatus(t *testing.T) {
-	s, _ := memstore.New(memstore.Config{})
-	mw, err := idemgin.New(idemhttp.Config{Store: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := gin.New()
-	e.Use(mw)
+	e := engineWithRenderer(t, false)
 	e.POST("/charges", func(c *gin.Context) {
 		_ = c.Error(errors.New("provider down"))
 		c.Status(http.StatusServiceUnavailable)
@@ -655,18 +662,7 @@ func TestCErrorKeepsTheStatus(t *testing.T) {
 // renderer outside the middleware does not render over it, and the retry
 // replays what the client got.
 func TestAbortWithStatusIsWhatTheClientGets(t *testing.T) {
-	s, _ := memstore.New(memstore.Config{})
-	mw, err := idemgin.New(idemhttp.Config{Store: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := gin.New()
-	e.Use(func(c *gin.Context) { // the error renderer, outermost
-		c.Next()
-		if len(c.Errors) > 0 && !c.Writer.Written() {
-			c.JSON(http.StatusInternalServerError, gin.H{"error": c.Errors.Last().Error()})
-		}
-	}, mw)
+	e := engineWithRenderer(t, true)
 	e.POST("/charges", func(c *gin.Context) { _ = c.AbortWithError(http.StatusBadRequest, errors.New("bad")) })
 	first := serve(e, "POST", "/charges", `{}`, key("abort"))
 	retry := serve(e, "POST", "/charges", `{}`, key("abort"))
