@@ -8,14 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemgo/idem/idemhttp"
-	"github.com/idemgo/idem/store/memstore"
 )
 
 // The proxy buffers and records the responses of protected requests only;
@@ -25,15 +23,7 @@ func TestProxyStripeProfileDoesNotRecordUpstreamFailures(t *testing.T) {
 	up := httptest.NewServer(http.NotFoundHandler())
 	addr := up.URL
 	up.Close() // nothing listens there any more
-	s, _ := memstore.New(memstore.Config{})
-	u, _ := url.Parse(addr)
-	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Timeout: time.Second, ErrorLog: log.New(io.Discard, "", 0),
-		Middleware: idemhttp.Config{Store: s, Profile: idemhttp.ProfileStripe}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := httptest.NewServer(h)
-	defer p.Close()
+	p := serveProxy(t, addr, idemhttp.ProxyConfig{Timeout: time.Second, Middleware: idemhttp.Config{Profile: idemhttp.ProfileStripe}})
 	for i := range 2 {
 		res, body := post(t, p.URL+"/x", "down-stripe", `{}`)
 		if res.StatusCode != 502 || res.Header.Get("Idempotent-Replayed") != "" {
@@ -214,14 +204,7 @@ func testSendsOnce(t *testing.T, transport http.RoundTripper) {
 	}))
 	up.Config.ErrorLog = log.New(io.Discard, "", 0)
 	defer up.Close()
-	s, _ := memstore.New(memstore.Config{})
-	u, _ := url.Parse(up.URL)
-	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Transport: transport, ErrorLog: log.New(io.Discard, "", 0), Middleware: idemhttp.Config{Store: s}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := httptest.NewServer(h)
-	defer p.Close()
+	p := serveProxy(t, up.URL, idemhttp.ProxyConfig{Transport: transport})
 	res, err := http.Get(p.URL + "/warm") // a connection to reuse
 	if err != nil {
 		t.Fatal(err)
@@ -257,14 +240,7 @@ func TestProxyOwnTransportSeesTheKey(t *testing.T) {
 		}
 		return http.DefaultTransport.RoundTrip(r)
 	})
-	s, _ := memstore.New(memstore.Config{})
-	u, _ := url.Parse(up.URL)
-	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Transport: own, ErrorLog: log.New(io.Discard, "", 0), Middleware: idemhttp.Config{Store: s}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := httptest.NewServer(h)
-	defer p.Close()
+	p := serveProxy(t, up.URL, idemhttp.ProxyConfig{Transport: own})
 	if res, _ := post(t, p.URL+"/x", "own-transport", `{}`); res.StatusCode != 201 || seen != "own-transport" || upstreamKey != "own-transport" {
 		t.Fatalf("%d: the Transport saw key %q, the upstream %q", res.StatusCode, seen, upstreamKey)
 	}

@@ -17,9 +17,19 @@ import (
 
 func newProxy(t *testing.T, upstream string, timeout time.Duration) *httptest.Server {
 	t.Helper()
-	s, _ := memstore.New(memstore.Config{})
-	u, _ := url.Parse(upstream)
-	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Middleware: idemhttp.Config{Store: s, MaxBody: 2 << 20, MaxCapture: 2 << 20}, Timeout: timeout, ErrorLog: log.New(io.Discard, "", 0)})
+	return serveProxy(t, upstream, idemhttp.ProxyConfig{Middleware: idemhttp.Config{MaxBody: 2 << 20, MaxCapture: 2 << 20}, Timeout: timeout})
+}
+
+// serveProxy serves NewProxy(cfg) to upstream until the test ends, on a
+// memstore unless cfg names a store, logging nowhere.
+func serveProxy(t *testing.T, upstream string, cfg idemhttp.ProxyConfig) *httptest.Server {
+	t.Helper()
+	if cfg.Middleware.Store == nil {
+		cfg.Middleware.Store, _ = memstore.New(memstore.Config{})
+	}
+	cfg.Upstream, _ = url.Parse(upstream)
+	cfg.ErrorLog = log.New(io.Discard, "", 0)
+	h, err := idemhttp.NewProxy(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
