@@ -32,9 +32,10 @@ type capture struct {
 	buf         *[]byte        // pooled, nil when nothing is kept
 	wroteHeader bool
 	recording   bool // the response is to be recorded (a protected request)
-	overflow    bool // the body outgrew max
-	streaming   bool // Flush or Hijack was called
-	declined    bool // the handler said not to record the response
+	// abandoned says the response will not be recorded after all: its
+	// body outgrew max, it is streaming (Flush or Hijack was called), or
+	// the handler said not to (Unrecorded).
+	abandoned bool
 	// whole says the handler writes a body it already holds whole, so that
 	// a Flush only pushes it out and does not make the response streaming
 	// (the proxy sets it, as ReverseProxy flushes to send trailers).
@@ -87,7 +88,7 @@ func (c *capture) WriteString(s string) (int, error) {
 // handler, n bytes of it written with err: all of it while the response is
 // being recorded (see capture), n and err otherwise.
 func (c *capture) delivered(n, want int, err error) (int, error) {
-	if err != nil && c.recording && c.recordable() {
+	if err != nil && c.recording && !c.abandoned {
 		return want, nil
 	}
 	return n, err
@@ -96,12 +97,11 @@ func (c *capture) delivered(n, want int, err error) (int, error) {
 // keep adds p to the recorded body, unless the body outgrows max or the
 // response is streaming.
 func keep[T []byte | string](c *capture, p T) {
-	if !c.recordable() || len(p) == 0 {
+	if c.abandoned || len(p) == 0 {
 		return
 	}
 	if len(c.body)+len(p) > c.max {
-		c.overflow = true
-		c.close()
+		c.abandon()
 		return
 	}
 	if c.buf == nil {
@@ -118,14 +118,14 @@ func (c *capture) Flush() {
 		c.WriteHeader(http.StatusOK)
 	}
 	if !c.whole {
-		c.streaming = true
+		c.abandoned = true
 	}
 	_ = http.NewResponseController(c.w).Flush()
 }
 
 // Hijack hands the connection to the handler and abandons the recording.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c.streaming = true
+	c.abandoned = true
 	return http.NewResponseController(c.w).Hijack()
 }
 
@@ -141,7 +141,7 @@ func (c *capture) finish() {
 }
 
 // recordable reports whether the response can be recorded at all.
-func (c *capture) recordable() bool { return !c.overflow && !c.streaming && !c.declined }
+func (c *capture) recordable() bool { return !c.abandoned }
 
 // Unrecorded marks the response that w writes, for a protected request, as
 // not to be recorded: it is delivered, and the key is released when the
@@ -155,7 +155,7 @@ func Unrecorded(w http.ResponseWriter) {
 		switch x := w.(type) {
 		case *capture:
 			if x.recording {
-				x.decline()
+				x.abandon()
 			}
 			return
 		case interface{ Unwrap() http.ResponseWriter }:
@@ -166,10 +166,10 @@ func Unrecorded(w http.ResponseWriter) {
 	}
 }
 
-// decline abandons the recording: the response is delivered, and the key
-// released.
-func (c *capture) decline() {
-	c.declined = true
+// abandon gives up the recording and the body kept so far: the response
+// is delivered, and the key released.
+func (c *capture) abandon() {
+	c.abandoned = true
 	c.close()
 }
 

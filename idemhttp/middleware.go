@@ -176,11 +176,11 @@ func (x *exchange) readBody() ([]byte, bool) {
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := readAll(r.Body, r.ContentLength, max)
 		_ = r.Body.Close()
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok { // a limit set before the middleware
-			x.tooLarge()
-			return nil, false
-		}
 		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok { // a limit set before the middleware
+				x.tooLarge()
+				return nil, false
+			}
 			x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemInternal, Title: "Request body unreadable", Status: http.StatusBadRequest, Detail: "The request body could not be read."})
 			return nil, false
 		}
