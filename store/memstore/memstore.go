@@ -293,8 +293,8 @@ func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Leas
 	if err != nil { // a struct of strings always encodes
 		return err
 	}
-	if len(enc) > s.cfg.MaxPayload {
-		return &idem.PayloadTooLargeError{What: "error", Size: len(enc), Limit: s.cfg.MaxPayload}
+	if err := idem.CheckPayload("error", enc, s.cfg.MaxPayload); err != nil {
+		return err
 	}
 	var kept idem.StoredError
 	if err := json.Unmarshal(enc, &kept); err != nil {
