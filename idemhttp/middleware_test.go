@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/idemgo/idem"
@@ -773,6 +774,28 @@ func TestUnrecorded(t *testing.T) {
 }
 
 // A 206 is replayed with its Content-Range.
+// Header values that are not UTF-8 (a Latin-1 file name, say) replay
+// byte for byte, beside valid ones of the same and other fields.
+func TestReplayKeepsHeaderBytes(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.header = http.Header{
+		"Content-Disposition": {"attachment; filename=\"caf\xe9.pdf\""},
+		"Link":                {"</a>; rel=a", "</\xff>; rel=b"},
+		"Location":            {"/files/1"},
+	}
+	first := b.do(t, "POST", "/files", `{}`, key("latin1"))
+	w := b.do(t, "POST", "/files", `{}`, key("latin1"))
+	if w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatal("not replayed")
+	}
+	for _, h := range []string{"Content-Disposition", "Link", "Location", "Content-Type"} {
+		if d := cmp.Diff(first.Header()[h], w.Header()[h]); d != "" {
+			t.Errorf("%s (-first +replay):\n%s", h, d)
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
 func TestPartialContentReplaysItsRange(t *testing.T) {
 	s, _ := memstore.New(memstore.Config{})
 	mw, err := idemhttp.New(idemhttp.Config{Store: s})

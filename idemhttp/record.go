@@ -16,14 +16,22 @@ import (
 //
 //	{"v":1,"status":201,"header":{"Content-Type":["application/json"]},"body":"<base64>"}
 //
+// A header field with a value that is not valid UTF-8, which a JSON
+// string cannot hold, goes instead, with all its values in base64, into a
+// "header_bytes" member between "header" and "body":
+//
+//	{"v":1,"status":200,"header_bytes":{"Content-Disposition":["<base64>"]},"body":"<base64>"}
+//
 // It is written by appendResponse and read by decodeResponse, both by hand
 // on the hot path; decodeResponse falls back to encoding/json for anything
-// it does not recognise, so a record reformatted by a store still replays.
+// it does not recognise (header_bytes among them), so a record reformatted
+// by a store still replays.
 type recordedResponse struct {
-	V      int         `json:"v"`
-	Status int         `json:"status"`
-	Header http.Header `json:"header,omitempty"`
-	Body   []byte      `json:"body"`
+	V           int                 `json:"v"`
+	Status      int                 `json:"status"`
+	Header      http.Header         `json:"header,omitempty"`
+	HeaderBytes map[string][][]byte `json:"header_bytes,omitempty"`
+	Body        []byte              `json:"body"`
 }
 
 // appendResponse appends the record of a response. header holds the
@@ -31,27 +39,58 @@ type recordedResponse struct {
 func appendResponse(dst []byte, status int, header []headerField, body []byte) []byte {
 	dst = append(dst, `{"v":1,"status":`...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
-	if len(header) > 0 {
-		dst = append(dst, `,"header":{`...)
-		for i, f := range header {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, f.name)
-			dst = append(dst, ":["...)
-			for j, v := range f.values {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendJSONString(dst, v)
-			}
-			dst = append(dst, ']')
-		}
-		dst = append(dst, '}')
-	}
+	dst = appendHeader(dst, `,"header":{`, header, false)
+	dst = appendHeader(dst, `,"header_bytes":{`, header, true)
 	dst = append(dst, `,"body":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, body)
 	return append(dst, `"}`...)
+}
+
+// appendHeader appends the member named in open holding the fields of
+// header whose values are all valid UTF-8, as strings, or with raw the
+// others, in base64; nothing when there are no such fields.
+func appendHeader(dst []byte, open string, header []headerField, raw bool) []byte {
+	n := 0
+	for _, f := range header {
+		if validValues(f.values) == raw {
+			continue
+		}
+		if n == 0 {
+			dst = append(dst, open...)
+		} else {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = appendJSONString(dst, f.name)
+		dst = append(dst, ":["...)
+		for j, v := range f.values {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			if raw {
+				dst = append(dst, '"')
+				dst = base64.StdEncoding.AppendEncode(dst, []byte(v))
+				dst = append(dst, '"')
+			} else {
+				dst = appendJSONString(dst, v)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	if n > 0 {
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// validValues reports whether every value is valid UTF-8.
+func validValues(values []string) bool {
+	for _, v := range values {
+		if !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // appendRequest appends what is recorded about a request, for operators
@@ -127,6 +166,13 @@ func readResponse(b, body []byte, fields []headerField, values []string) (respon
 	}
 	r := response{status: rec.Status, body: rec.Body, header: fields}
 	for name, v := range rec.Header {
+		r.header = append(r.header, headerField{name: name, values: v})
+	}
+	for name, raw := range rec.HeaderBytes {
+		v := make([]string, len(raw))
+		for i, b := range raw {
+			v[i] = string(b)
+		}
 		r.header = append(r.header, headerField{name: name, values: v})
 	}
 	return r, nil

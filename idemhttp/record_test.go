@@ -20,9 +20,15 @@ func TestRecordRoundTrip(t *testing.T) {
 		"escaped value": {header: []headerField{{name: "X-Request-Id", values: []string{`a"b\c`}}, {name: "Vary", values: []string{"Accept"}}}, body: "x"},
 		"many headers": {header: []headerField{{name: "A", values: []string{"1"}}, {name: "B", values: []string{"2", "3"}}, {name: "C", values: []string{"4"}},
 			{name: "D", values: []string{"5"}}, {name: "E", values: []string{"6"}}, {name: "F", values: []string{"7", "8", "9"}}}, body: "y"},
+		"value not UTF-8": {header: []headerField{{name: "Content-Disposition", values: []string{"attachment; filename=\"caf\xe9.pdf\""}}}, body: "z"},
+		"some values not UTF-8": {header: []headerField{{name: "Content-Type", values: []string{"text/plain"}}, {name: "Link", values: []string{"<a>", "<\xff>", "<c>"}},
+			{name: "Etag", values: []string{"\x80"}}, {name: "Vary", values: []string{"Accept"}}}, body: "w"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := appendResponse(nil, 201, c.header, []byte(c.body))
+			if !json.Valid(rec) {
+				t.Fatalf("record is not JSON: %s", rec)
+			}
 			var fields [2]headerField
 			var values [2]string
 			r, err := readResponse(rec, make([]byte, 0, 4), fields[:0], values[:0])
