@@ -4,21 +4,26 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strings"
 )
 
 // ScopeByAuthorization scopes keys by caller: the first 128 bits of the
 // SHA-256 of the Authorization header, in hex; empty (one shared scope) for
-// requests without one. Two callers using the same key never see each
-// other's records, and the credential itself is never stored.
+// requests without one. A request with several Authorization lines is
+// scoped by all of them, joined by newlines (which no header value holds),
+// whichever of them the API reads. Two callers using the same key never
+// see each other's records, and the credential itself is never stored.
 func ScopeByAuthorization(r *http.Request) string {
-	auth := headerValue(r.Header, "Authorization")
-	if auth == "" {
-		return ""
-	}
+	lines := r.Header["Authorization"]
 	var sum [sha256.Size]byte
-	if len(auth) <= 32 {
+	switch auth := headerValue(r.Header, "Authorization"); {
+	case len(lines) > 1:
+		sum = sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	case auth == "":
+		return ""
+	case len(auth) <= 32:
 		sum = sha256.Sum256([]byte(auth)) // the copy is on the stack
-	} else {
+	default:
 		sum = sum256Long(auth)
 	}
 	var buf [32]byte

@@ -4,23 +4,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"google.golang.org/grpc/metadata"
 )
 
 // ScopeByAuthorization scopes keys by caller: the first 128 bits of the
-// SHA-256 of the first "authorization" value of the incoming metadata, in
-// hex; empty (one shared scope) for calls without one. It is the scope
-// idemhttp.ScopeByAuthorization gives the same credential over HTTP. Two
+// SHA-256 of the "authorization" value of the incoming metadata, in hex;
+// empty (one shared scope) for calls without one. Several values count
+// together, joined by newlines. It is the scope
+// idemhttp.ScopeByAuthorization gives the same credentials over HTTP. Two
 // callers using the same key never see each other's records, and the
 // credential itself is never stored.
 func ScopeByAuthorization(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
-	auth := md.Get("authorization")
-	if len(auth) == 0 || auth[0] == "" {
+	auth := strings.Join(md.Get("authorization"), "\n")
+	if auth == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(auth[0]))
+	sum := sha256.Sum256([]byte(auth))
 	return hex.EncodeToString(sum[:16])
 }
 
