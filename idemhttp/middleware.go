@@ -240,7 +240,9 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 // DefaultFingerprint fingerprints a request by method, path and query, and
 // body; a JSON body (Content-Type application/json or +json) counts by its
 // canonical form, so member order and whitespace do not matter. A body
-// labelled JSON that does not parse counts by its bytes.
+// labelled JSON that does not parse counts by its bytes, and so does a
+// body sent with a Content-Encoding (gzip, say): it is not decoded, so a
+// retry must send the same encoded bytes.
 func DefaultFingerprint(r *http.Request, body []byte) (idem.Fingerprint, error) {
 	return defaultFingerprint(r.Method, r.URL.RequestURI(), headerValue(r.Header, "Content-Type"), body)
 }
