@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -285,6 +287,79 @@ func TestGoexitReleases(t *testing.T) {
 			if o, err := c.Handle(context.Background(), msg{ID: "goexit"}); o != consumer.Handled || runs.Load() != 2 {
 				t.Fatalf("redelivery after the handler exited: %s %v, %d runs", o, err, runs.Load())
 			}
+		})
+	}
+}
+
+// TestTrackerLedgerLostClaimIsReported checks that a TrackerLedger delivery
+// whose claim outlived the tracker's TTL and was taken over by a redelivery
+// says so: Complete and Release then change nothing (the key stays the
+// redelivery's), and Handle's error wraps idem.ErrStaleToken, as StoreLedger
+// reports a lost lease, rather than Handled with a nil error for a key that
+// is not marked done. A claim that lapsed with nobody taking the key over
+// still settles without an error.
+func TestTrackerLedgerLostClaimIsReported(t *testing.T) {
+	const ttl = time.Minute
+	for _, tc := range []struct {
+		name     string
+		fail     bool // the first delivery's handler fails
+		takeover bool // a redelivery claims the key after the TTL
+		want     consumer.Outcome
+		stale    bool // the first delivery's error wraps idem.ErrStaleToken
+	}{
+		{"complete after takeover", false, true, consumer.Handled, true},
+		{"release after takeover", true, true, consumer.Failed, true},
+		{"complete after lapse", false, false, consumer.Handled, false},
+		{"release after lapse", true, false, consumer.Failed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := tracker.New(tracker.Config{TTL: ttl})
+				tr.Start()
+				defer tr.Stop()
+				b := setup(t, consumer.TrackerLedger(tr, "orders"))
+				b.hold = make(chan struct{})
+				b.started = make(chan struct{}, 2)
+
+				first := make(chan error, 1)
+				go func() {
+					o, err := b.c.Handle(context.Background(), msg{ID: "m", Fail: tc.fail})
+					if o != tc.want {
+						t.Errorf("first delivery: %s, want %s", o, tc.want)
+					}
+					first <- err
+				}()
+				<-b.started
+				time.Sleep(ttl + time.Second) // the first claim lapses
+				second := make(chan consumer.Outcome, 1)
+				if tc.takeover {
+					go func() { second <- handle(t, b, msg{ID: "m"}) }()
+					<-b.started
+				}
+				close(b.hold) // both handlers return
+				err := <-first
+				if got := errors.Is(err, idem.ErrStaleToken); got != tc.stale {
+					t.Errorf("first delivery's error %v: wraps ErrStaleToken = %v, want %v", err, got, tc.stale)
+				}
+				if tc.fail && err == nil {
+					t.Error("failing first delivery returned no error")
+				}
+				if !tc.takeover {
+					if got := tr.Completed("orders", "m"); got == tc.fail {
+						t.Errorf("after the lapsed claim settled: Completed = %v, want %v", got, !tc.fail)
+					}
+					return
+				}
+				if o := <-second; o != consumer.Handled {
+					t.Fatalf("redelivery that took the key over: %s", o)
+				}
+				if !tr.Completed("orders", "m") {
+					t.Error("the redelivery's completion was undone")
+				}
+				if n := b.runs.Load(); n != 2 {
+					t.Errorf("handler ran %d times, want 2", n)
+				}
+			})
 		})
 	}
 }

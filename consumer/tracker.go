@@ -2,7 +2,9 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/tracker"
 )
 
@@ -13,8 +15,12 @@ import (
 //
 // A claim holds its key for the tracker's TTL; a handler that runs longer
 // than that loses the key to a redelivery, so choose the TTL well above the
-// slowest handler. Completed keys are remembered for the TTL after
-// completion.
+// slowest handler. A delivery whose key was taken over so leaves it to the
+// redelivery, and Handle's error then wraps idem.ErrStaleToken, as
+// StoreLedger reports a lost lease: with Handled, the key was not marked
+// done. A handler that succeeds after the tracker was stopped is reported
+// the same way, since nothing marks its key done. Completed keys are
+// remembered for the TTL after completion.
 func TrackerLedger(t *tracker.Tracker, scope string) Ledger {
 	return &trackerLedger{t: t, scope: scope}
 }
@@ -46,7 +52,9 @@ func (c *trackerClaim) Complete(context.Context) error {
 	if c.tok.IsZero() { // fail-open: nothing is tracked
 		return nil
 	}
-	c.l.t.CompleteOwned(c.l.scope, c.key, c.tok)
+	if !c.l.t.CompleteOwned(c.l.scope, c.key, c.tok) {
+		return errClaimLost
+	}
 	return nil
 }
 
@@ -54,6 +62,17 @@ func (c *trackerClaim) Release(context.Context) error {
 	if c.tok.IsZero() {
 		return nil
 	}
-	c.l.t.ReleaseOwned(c.l.scope, c.key, c.tok)
+	if !c.l.t.ReleaseOwned(c.l.scope, c.key, c.tok) && c.l.t.Seen(c.l.scope, c.key) {
+		// Not freed because another delivery holds the key or completed
+		// it. (A lapsed claim that the sweeper deleted, or a stopped
+		// tracker, leaves the key free: released as asked.)
+		return errClaimLost
+	}
 	return nil
 }
+
+// errClaimLost is what a trackerClaim's Complete and Release return when
+// its reservation is no longer its own.
+var errClaimLost = fmt.Errorf("consumer: the claim on the key was lost "+
+	"(it outlived the tracker's TTL and another delivery took the key, or the tracker was stopped): %w",
+	idem.ErrStaleToken)
