@@ -40,7 +40,12 @@ const (
 // and disappears together with the caller's own writes.
 //
 // Expiry is decided from the stored expires_at, not only by a backend's TTL:
-// a record past it counts as absent everywhere (Begin, Get).
+// a record past it counts as absent everywhere (Begin, Get). A record lives
+// at least as long as its lease: Begin and Heartbeat move expires_at to the
+// lease's end when that is later, so that a run outlasting the retention
+// (a lease longer than it, or heartbeats past it) is never joined by a
+// second one. The retention still counts from Begin: a key settled after
+// it is kept only until its last lease would have ended.
 //
 // Errors: an unreachable or failing backend gives an error satisfying
 // errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
@@ -114,7 +119,8 @@ type Request struct {
 // BeginOpts are per-call options of Begin. A nil *BeginOpts means defaults.
 type BeginOpts struct {
 	// Retention overrides the store's retention for this record: it is kept
-	// until now+Retention. Zero means the store's default.
+	// until now+Retention, or its lease's end if later. Zero means the
+	// store's default.
 	Retention time.Duration
 	// Lease overrides the store's lease duration for this reservation. Zero
 	// means the store's default.

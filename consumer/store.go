@@ -11,8 +11,10 @@ import (
 // StoreLedgerOpts configure StoreLedger. A nil *StoreLedgerOpts means
 // defaults.
 type StoreLedgerOpts struct {
-	// Retention is how long a done key is remembered. Defaults to the
-	// store's retention.
+	// Retention is how long a key is remembered, counted from its claim
+	// (and at least until its claim's last lease ends): choose it well
+	// above the longest handler and the broker's redelivery horizon.
+	// Defaults to the store's retention.
 	Retention time.Duration
 	// Lease is how long a claim holds its key before another consumer may
 	// take it over (a crashed consumer's key becomes free again); it is

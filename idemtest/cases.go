@@ -29,6 +29,8 @@ func cases() []testCase {
 		{"S10/RetentionAndLeaseOverride", testOverride},
 		{"S11/TypedRoundTrip", testTyped},
 		{"Expiry/ExpiredRecordCountsAsAbsent", testExpiry},
+		{"Expiry/NeverWhileLeased", testNeverExpiresWhileLeased},
+		{"Lease/NeverShorterThanGranted", testLeaseNeverShorter},
 		{"Keys/ScopesAndNamespacesAreIndependent", testIsolation},
 		{"Input/RejectedWithTypedErrors", testBadInput},
 		{"Input/InvalidResultLeavesReservation", testInvalidResult},
@@ -395,6 +397,72 @@ func testExpiry(t *testing.T, b *bundle) {
 	if o.Lease.Fence <= lease.Fence {
 		t.Errorf("fence %d after expiry, want more than %d", o.Lease.Fence, lease.Fence)
 	}
+}
+
+// testNeverExpiresWhileLeased: a record in progress does not expire before
+// its lease ends, though its retention be shorter, so that a run outlasting
+// the retention is never joined by a second one: a lease longer than the
+// retention, or a heartbeat past it, keeps the record, and another Begin
+// meanwhile is InFlight, not Fresh.
+func testNeverExpiresWhileLeased(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	r := request(t, `{"a":1}`)
+
+	k := b.key(t, "lease-longer-than-retention")
+	o := begin(t, b.store, k, r, &idem.BeginOpts{Retention: time.Second, Lease: 10 * time.Second})
+	wantKind(t, o, idem.Fresh)
+	b.clock.Advance(5 * time.Second)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	ok(t, b.store.Commit(ctx, k, o.Lease, []byte(`1`)), "Commit after the retention, within the lease")
+	wantKind(t, begin(t, b.store, k, r, nil), idem.PriorResult)
+
+	k = b.key(t, "heartbeat-past-retention")
+	o = begin(t, b.store, k, r, &idem.BeginOpts{Retention: 20 * time.Second, Lease: 10 * time.Second})
+	wantKind(t, o, idem.Fresh)
+	b.clock.Advance(8 * time.Second)
+	lease, err := b.store.Heartbeat(ctx, k, o.Lease, 30*time.Second) // to 38 s
+	ok(t, err, "Heartbeat")
+	b.clock.Advance(17 * time.Second) // 25 s: past the retention
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	if rec := get(t, b.store, k); rec.ExpiresAt.Before(lease.ExpiresAt) {
+		t.Errorf("expires_at %v, before the lease's end %v", rec.ExpiresAt, lease.ExpiresAt)
+	}
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`2`)), "Commit after the retention, within the extended lease")
+	wantKind(t, begin(t, b.store, k, r, nil), idem.PriorResult)
+	// Once the lease's end has passed, the record expires as any other.
+	b.clock.Advance(14 * time.Second) // 39 s
+	wantKind(t, begin(t, b.store, k, r, nil), idem.Fresh)
+}
+
+// testLeaseNeverShorter: a lease whose length is not a whole number of
+// the backend's time unit (500 ns over) is kept, rounded up, at least as
+// long as the Lease.ExpiresAt the owner was given, from Begin and from
+// Heartbeat: a Begin just before that instant is InFlight.
+func testLeaseNeverShorter(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	r := request(t, `{"a":1}`)
+	const odd = 10*time.Second + 500*time.Nanosecond
+
+	k := b.key(t, "odd-lease")
+	o := begin(t, b.store, k, r, &idem.BeginOpts{Lease: odd})
+	wantKind(t, o, idem.Fresh)
+	if want := b.clock.Now().Add(odd); o.Lease.ExpiresAt.Before(want) {
+		t.Errorf("lease ends %v, want %v or later", o.Lease.ExpiresAt, want)
+	}
+	b.clock.Advance(10 * time.Second)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+
+	k = b.key(t, "odd-heartbeat")
+	o = begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.Fresh)
+	lease, err := b.store.Heartbeat(ctx, k, o.Lease, odd)
+	ok(t, err, "Heartbeat")
+	if want := b.clock.Now().Add(odd); lease.ExpiresAt.Before(want) {
+		t.Errorf("heartbeat lease ends %v, want %v or later", lease.ExpiresAt, want)
+	}
+	b.clock.Advance(10 * time.Second)
+	wantKind(t, begin(t, b.store, k, r, nil), idem.InFlight)
+	ok(t, b.store.Commit(ctx, k, lease, []byte(`1`)), "Commit")
 }
 
 func testIsolation(t *testing.T, b *bundle) {

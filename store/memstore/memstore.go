@@ -243,7 +243,9 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	fence := e.fence + 1
 	*e = newEntry(mk, req.RecordedPayload())
 	e.fp, e.fence, e.created = req.Fingerprint, fence, nowNS
-	e.expires, e.leaseExpires = toNanos(now.Add(retention)), toNanos(now.Add(leaseTTL))
+	// The record lives at least as long as its lease (see idem.Store).
+	e.leaseExpires = toNanos(now.Add(leaseTTL))
+	e.expires = max(toNanos(now.Add(retention)), e.leaseExpires)
 	s.write(key.Namespace(), e, retention)
 	return idem.Outcome{Kind: idem.Fresh, Lease: e.lease(leaseTTL), TakenOver: takenOver}, nil
 }
@@ -359,6 +361,10 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 		return idem.Lease{}, err
 	}
 	e.leaseExpires = toNanos(now.Add(extend))
+	if e.leaseExpires > e.expires { // the record lives at least as long as its lease
+		e.expires = e.leaseExpires
+		s.write(key.Namespace(), e, extend)
+	}
 	return e.lease(extend), nil
 }
 

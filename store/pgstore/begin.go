@@ -36,8 +36,12 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	for range maxBeginAttempts {
 		now := b.now()
 		token := idem.NewToken()
-		leaseEnd := now.Add(leaseTTL)
-		r.args[5], r.args[6], r.args[7], r.args[8] = now, now.Add(retention), leaseEnd, token
+		leaseEnd := after(now, leaseTTL)
+		expires := after(now, retention)
+		if leaseEnd.After(expires) { // the record lives at least as long as its lease
+			expires = leaseEnd
+		}
+		r.args[5], r.args[6], r.args[7], r.args[8] = now, expires, leaseEnd, token
 		err := b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
 		if err != nil {
 			return idem.Outcome{}, classify(ctx, "Begin", err)

@@ -31,6 +31,17 @@ func (b binding) now() time.Time {
 	return b.s.cfg.Now().Truncate(time.Microsecond)
 }
 
+// after is t+d rounded up to the microsecond, PostgreSQL's unit, so that a
+// lease or a retention is never stored shorter than the caller was told
+// (pgx truncates what it sends).
+func after(t time.Time, d time.Duration) time.Time {
+	end := t.Add(d)
+	if r := end.Truncate(time.Microsecond); r.Before(end) {
+		return r.Add(time.Microsecond)
+	}
+	return end
+}
+
 // keyArgs are the first three parameters of every key statement.
 func keyArgs(k idem.Key) (ns, scope, value string) {
 	return string(k.Namespace()), k.Scope(), k.Value()

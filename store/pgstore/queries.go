@@ -49,9 +49,10 @@ func newQueries(t table) queries {
 		return r.Replace(s)
 	}
 	const (
-		commitSet    = "status = 'committed', result_payload = $7::json, lease_expires_at = NULL"
-		failSet      = "status = 'failed_permanent', error_payload = $7::jsonb, lease_expires_at = NULL"
-		heartbeatSet = "lease_expires_at = $7::timestamptz"
+		commitSet = "status = 'committed', result_payload = $7::json, lease_expires_at = NULL"
+		failSet   = "status = 'failed_permanent', error_payload = $7::jsonb, lease_expires_at = NULL"
+		// The record lives at least as long as its lease (see idem.Store).
+		heartbeatSet = "lease_expires_at = $7::timestamptz, expires_at = GREATEST(expires_at, $7::timestamptz)"
 	)
 	q.commit, q.commitTx = update(commitSet, ""), update(commitSet, "$8")
 	q.failPermanent, q.failPermanentTx = update(failSet, ""), update(failSet, "$8")

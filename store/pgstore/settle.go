@@ -64,7 +64,7 @@ func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, 
 		sql = b.s.sql.heartbeatTx
 	}
 	now := b.now()
-	end := now.Add(extend)
+	end := after(now, extend)
 	if err := b.settle(ctx, "Heartbeat", sql, "", key, lease, now, end); err != nil {
 		return idem.Lease{}, err
 	}

@@ -131,12 +131,19 @@ return 1
 `)
 
 // heartbeatScript is Heartbeat. ARGV: now, token, fence, new
-// lease_expires_at. Reply 1 when extended, 0 when the lease is stale.
+// lease_expires_at, the lease's rest (ms, for PEXPIRE). A lease that ends
+// after the record's exp moves exp (and the key's TTL) to its end, as the
+// record lives at least as long as its lease. Reply 1 when extended, 0
+// when the lease is stale.
 var heartbeatScript = redis.NewScript(ownerCheck + `
 if st ~= 'in_progress' then
 	return 0
 end
 redis.call('HSET', key, 'lease', ARGV[4])
+if tonumber(ARGV[4]) > (tonumber(r[4]) or 0) then
+	redis.call('HSET', key, 'exp', ARGV[4])
+	redis.call('PEXPIRE', key, ARGV[5])
+end
 return 1
 `)
 

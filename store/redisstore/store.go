@@ -74,11 +74,12 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	clock := s.cfg.Now()
 	now := clock.UnixMilli()
 	token := idem.NewToken()
-	expires := after(clock, retention)
+	leaseExp := after(clock, leaseTTL)
+	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
 	rkey := s.key(key)
 	reply, err := beginScript.Run(ctx, s.calls, []string{rkey},
 		now, req.Fingerprint.Bytes(), payload, token,
-		expires, after(clock, leaseTTL), expires-now,
+		expires, leaseExp, expires-now,
 	).Slice()
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
@@ -191,8 +192,9 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	if extend <= 0 {
 		extend = s.cfg.Lease
 	}
-	leaseExp := after(s.cfg.Now(), extend)
-	if err := s.settle(ctx, "heartbeat", heartbeatScript, key, lease, leaseExp); err != nil {
+	clock := s.cfg.Now()
+	leaseExp := after(clock, extend)
+	if err := s.settle(ctx, "heartbeat", heartbeatScript, key, lease, leaseExp, leaseExp-clock.UnixMilli()); err != nil {
 		return idem.Lease{}, err
 	}
 	return idem.Lease{Token: lease.Token, Fence: lease.Fence, ExpiresAt: timeOf(leaseExp), TTL: extend}, nil

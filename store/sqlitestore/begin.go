@@ -41,7 +41,7 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	args := []any{
 		string(key.Namespace()), key.Scope(), key.Value(), // ?1 ?2 ?3
 		req.Fingerprint.Bytes(), string(payload), token, // ?4 ?5 ?6
-		now, after(clock, retention), leaseExpires, // ?7 ?8 ?9
+		now, max(after(clock, retention), leaseExpires), leaseExpires, // ?7 ?8 ?9: the record lives at least as long as its lease
 	}
 	fresh := func(fence int64, takenOver bool) idem.Outcome {
 		return idem.Outcome{

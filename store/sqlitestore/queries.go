@@ -72,7 +72,8 @@ WHERE ` + owned,
 
 	failTransient: `DELETE FROM "{{table}}" WHERE ` + owned,
 
-	heartbeat: `UPDATE "{{table}}" SET lease_expires_at = ?7 WHERE ` + owned,
+	// The record lives at least as long as its lease (see idem.Store).
+	heartbeat: `UPDATE "{{table}}" SET lease_expires_at = ?7, expires_at = MAX(expires_at, ?7) WHERE ` + owned,
 
 	purge: `DELETE FROM "{{table}}" WHERE rowid IN (
 	SELECT rowid FROM "{{table}}" WHERE namespace = ?1 AND expires_at <= ?2 LIMIT ?3)`,
