@@ -21,7 +21,9 @@ type Config struct {
 	// SweepInterval is how often the sweeper deletes expired keys. Whether a
 	// key has expired is decided from its stored deadline on every call, so
 	// the interval only bounds how long an expired key keeps its memory: at
-	// most TTL + SweepInterval after it was last refreshed.
+	// most TTL + SweepInterval after it was last refreshed. The sweep also
+	// gives back the memory a shard's map kept from a burst of keys that
+	// have since expired or been released.
 	//
 	// Defaults to TTL/4.
 	SweepInterval time.Duration

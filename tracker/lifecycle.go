@@ -41,6 +41,7 @@ func (t *Tracker) Stop() {
 		s := &t.shards[i]
 		s.mu.Lock()
 		s.keys = make(map[scopedKey]entry) // a cleared map would keep its memory
+		s.peak = 0
 		s.mu.Unlock()
 	}
 }

@@ -26,12 +26,27 @@ func (e entry) live(now int64) bool { return now < e.deadline }
 type shard struct {
 	mu   sync.Mutex
 	keys map[scopedKey]entry
+	// peak is the most keys the map has held since it was made: a Go map
+	// keeps the memory of its largest size, which the sweep gives back by
+	// making a fresh one when few of them are left.
+	peak int
 	// minted counts the owner tokens handed out here. It only grows, also
 	// across Reset, Stop and Start, so a stale token never matches a newer
 	// reservation of the same key (a key always maps to the same shard).
 	minted uint64
 	id     uint64 // the shard's index, which tells its tokens from other shards'
-	_      [32]byte
+	_      [24]byte
+}
+
+// shrinkFloor is the peak size below which a shard's map is never rebuilt:
+// a map that small takes little memory (a few tens of KiB at most), and
+// rebuilding it would only cost time.
+const shrinkFloor = 256
+
+// put stores e under k and keeps s.peak; s.mu must be held.
+func (s *shard) put(k scopedKey, e entry) {
+	s.keys[k] = e
+	s.peak = max(s.peak, len(s.keys))
 }
 
 // mint returns a token no other reservation of this tracker ever had: the
@@ -42,13 +57,27 @@ func (s *shard) mint() uint64 {
 	return s.minted<<16 | s.id
 }
 
-// sweep deletes the entries that are no longer live at now.
+// sweep deletes the entries that are no longer live at now. A Go map never
+// shrinks, so when that (or Release) has left the map under a quarter of its
+// peak, and the peak was at least shrinkFloor, sweep moves the live entries
+// to a fresh map sized for them and lets the old one go. The copy is of at
+// most a quarter of the entries deleted since the map was made, so it costs
+// less than the deletions did.
 func (s *shard) sweep(now int64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k, e := range s.keys {
 		if !e.live(now) {
 			delete(s.keys, k)
 		}
 	}
-	s.mu.Unlock()
+	if s.peak < shrinkFloor || len(s.keys) >= s.peak/4 {
+		return
+	}
+	fresh := make(map[scopedKey]entry, len(s.keys))
+	for k, e := range s.keys {
+		fresh[k] = e
+	}
+	s.keys = fresh
+	s.peak = len(fresh)
 }

@@ -114,7 +114,7 @@ func (t *Tracker) Complete(scope, key string) {
 	if s == nil {
 		return
 	}
-	s.keys[scopedKey{scope, key}] = entry{deadline: now + t.ttl}
+	s.put(scopedKey{scope, key}, entry{deadline: now + t.ttl})
 	s.mu.Unlock()
 }
 

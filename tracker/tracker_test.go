@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,5 +350,71 @@ func TestCompletedTellsDoneFromReserved(t *testing.T) {
 	var nilTracker *Tracker
 	if nilTracker.Completed("s", "k") {
 		t.Fatal("a nil tracker reports Completed")
+	}
+}
+
+// TestSweepRebuildsShrunkenMaps checks when a sweep replaces a shard's map
+// (which Go never shrinks) by a fresh one holding the live keys: when the
+// sweep leaves it under a quarter of the most keys it held, expired or
+// released since, and that peak reached shrinkFloor; never a small map, nor
+// one still near its peak, nor the fresh map again at the next sweep.
+func TestSweepRebuildsShrunkenMaps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		gone, live  int
+		release     bool // the gone keys are released instead of expiring
+		wantRebuilt bool
+	}{
+		{"small map emptied", shrinkFloor - 1, 0, false, false},
+		{"map at the floor emptied", shrinkFloor, 0, false, true},
+		{"a quarter left", 3 * shrinkFloor, shrinkFloor, false, false},
+		{"under a quarter left", 3*shrinkFloor + 1, shrinkFloor - 1, false, true},
+		{"released, not expired", 2 * shrinkFloor, 1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var now atomic.Int64
+			tr := started(t, Config{TTL: time.Hour, Shards: 1, Now: func() time.Time {
+				return time.Unix(0, now.Load())
+			}})
+			for i := range tc.gone {
+				tr.Complete("gone", fmt.Sprint(i))
+			}
+			now.Add(int64(30 * time.Minute))
+			var toks []Token
+			for i := range tc.live {
+				tok, _ := tr.Acquire("live", fmt.Sprint(i))
+				toks = append(toks, tok)
+			}
+			if tc.release {
+				for i := range tc.gone {
+					tr.Release("gone", fmt.Sprint(i))
+				}
+			} else {
+				now.Add(int64(40 * time.Minute)) // the gone keys expire
+			}
+
+			s := &tr.shards[0]
+			before := reflect.ValueOf(s.keys).Pointer()
+			tr.sweep()
+			rebuilt := reflect.ValueOf(s.keys).Pointer() != before
+			if rebuilt != tc.wantRebuilt {
+				t.Errorf("%d of %d keys left: rebuilt = %v, want %v", tc.live, tc.gone+tc.live, rebuilt, tc.wantRebuilt)
+			}
+			if n := tr.Len(); n != tc.live {
+				t.Fatalf("Len = %d after the sweep, want %d", n, tc.live)
+			}
+			for i, tok := range toks {
+				if !tr.ReserveOwned("live", fmt.Sprint(i), tok) || tr.Reserve("live", fmt.Sprint(i)) {
+					t.Fatalf("live key %d lost its reservation or its owner", i)
+				}
+			}
+			after := reflect.ValueOf(s.keys).Pointer()
+			tr.sweep()
+			if reflect.ValueOf(s.keys).Pointer() != after {
+				t.Error("a sweep that deleted nothing rebuilt the map")
+			}
+		})
 	}
 }

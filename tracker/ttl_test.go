@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"runtime"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -173,4 +175,58 @@ func TestOwnerRetakesLapsedKey(t *testing.T) {
 			t.Fatal("the retaken reservation is not the owner's")
 		}
 	})
+}
+
+// TestSweepReturnsBurstMemory checks the package doc's promise that the
+// sweeper reclaims the memory of expired keys: once a burst of keys has
+// expired and been swept, the heap is back near where it was before the
+// burst (a Go map never shrinks, so the sweep must replace it), and the
+// keys still live, a completed one and a reservation with its owner, are
+// kept.
+func TestSweepReturnsBurstMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const burst = 50_000
+		keys := make([]string, burst) // made beforehand: only the map counts
+		for i := range keys {
+			keys[i] = strconv.Itoa(i)
+		}
+		tr := New(Config{TTL: ttl, SweepInterval: time.Minute, Shards: 4})
+		tr.Start()
+		defer tr.Stop()
+
+		base := heapAlloc()
+		for _, k := range keys {
+			tr.Complete("burst", k)
+		}
+		peak := heapAlloc()
+		time.Sleep(ttl / 2)
+		tr.Complete("s", "done")
+		tok, _ := tr.Acquire("s", "reserved")
+		time.Sleep(ttl / 2) // the burst expires; the next sweep deletes it
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := tr.Len(); n != 2 {
+			t.Fatalf("Len = %d after the burst expired, want 2", n)
+		}
+		after := heapAlloc()
+		t.Logf("heap above the start: %d KiB at the peak, %d KiB after the sweep", (peak-base)>>10, (after-base)>>10)
+		if after > base+(peak-base)/8 {
+			t.Errorf("the swept tracker still holds %d KiB of the %d KiB its burst took", (after-base)>>10, (peak-base)>>10)
+		}
+		if !tr.Completed("s", "done") || tr.Reserve("s", "reserved") {
+			t.Error("a live key was lost with the burst")
+		}
+		if !tr.ReleaseOwned("s", "reserved", tok) {
+			t.Error("the reservation lost its owner with the burst")
+		}
+		runtime.KeepAlive(keys)
+	})
+}
+
+// heapAlloc returns the bytes of live heap objects after a collection.
+func heapAlloc() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
