@@ -393,7 +393,7 @@ func TestUpstreamDownGives502(t *testing.T) {
 
 func TestTTLExpiry(t *testing.T) {
 	up := newCounting(t)
-	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--ttl", "1s")
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--ttl", "1s", "--lease", "1s")
 	send(t, p.base, "ttl-1", `{}`)
 	if r := send(t, p.base, "ttl-1", `{}`); !r.replayed {
 		t.Fatal("not replayed within the TTL")
