@@ -36,7 +36,12 @@ type Config struct {
 	// least 16.
 	Shards int
 
-	// Now returns the current time; tests inject a fake clock here.
+	// Now returns the current time; tests inject a fake clock here. The
+	// tracker counts time from Now's first reading (in New) in int64
+	// nanoseconds: a reading more than about 292 years later counts as
+	// that bound, where the tracker's time stands still; a key reserved or
+	// completed at such a reading never expires (Release, Reset and Stop
+	// still drop it).
 	//
 	// Defaults to time.Now.
 	Now func() time.Time

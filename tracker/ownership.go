@@ -35,7 +35,7 @@ func (t *Tracker) Acquire(scope, key string) (Token, bool) {
 		return Token{}, false
 	}
 	tok := Token{s.mint()}
-	s.put(k, entry{deadline: now + t.ttl, owner: tok.n})
+	s.put(k, entry{deadline: t.deadline(now), owner: tok.n})
 	return tok, true
 }
 
@@ -66,7 +66,7 @@ func (t *Tracker) ReserveOwned(scope, key string, tok Token) bool {
 	if e, ok := s.keys[k]; ok && e.owner != tok.n && e.live(now) {
 		return false
 	}
-	s.put(k, entry{deadline: now + t.ttl, owner: tok.n})
+	s.put(k, entry{deadline: t.deadline(now), owner: tok.n})
 	return true
 }
 
@@ -90,7 +90,7 @@ func (t *Tracker) CompleteOwned(scope, key string, tok Token) bool {
 	if e, ok := s.keys[k]; ok && (tok.IsZero() || e.owner != tok.n) && e.live(now) {
 		return false
 	}
-	s.put(k, entry{deadline: now + t.ttl})
+	s.put(k, entry{deadline: t.deadline(now)})
 	return true
 }
 

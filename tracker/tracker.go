@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,11 +64,24 @@ func (t *Tracker) started() bool {
 // clock returns the current time as nanoseconds since t.epoch, on the
 // monotonic clock when Now provides one. With the default clock it reads
 // only the monotonic clock (time.Since), which costs half of time.Now.
+//
+// A Now reading further from the epoch than an int64 reaches saturates (in
+// Sub), and clock keeps it below math.MaxInt64, so that a deadline from it,
+// which saturates at math.MaxInt64 (see deadline), is still in the future.
 func (t *Tracker) clock() int64 {
 	if t.now == nil {
 		return int64(time.Since(t.epoch))
 	}
-	return int64(t.now().Sub(t.epoch))
+	return min(int64(t.now().Sub(t.epoch)), math.MaxInt64-1)
+}
+
+// deadline returns when a key stored at now expires: now + TTL, or
+// math.MaxInt64 where that would overflow.
+func (t *Tracker) deadline(now int64) int64 {
+	if now > math.MaxInt64-t.ttl {
+		return math.MaxInt64
+	}
+	return now + t.ttl
 }
 
 // lockRunning locks the shard of k and returns it, or returns nil, locking
@@ -114,7 +128,7 @@ func (t *Tracker) Complete(scope, key string) {
 	if s == nil {
 		return
 	}
-	s.put(scopedKey{scope, key}, entry{deadline: now + t.ttl})
+	s.put(scopedKey{scope, key}, entry{deadline: t.deadline(now)})
 	s.mu.Unlock()
 }
 

@@ -418,3 +418,45 @@ func TestSweepRebuildsShrunkenMaps(t *testing.T) {
 		})
 	}
 }
+
+// TestClockFarFromFirstReading checks a Config.Now whose readings lie
+// further from its first one than int64 nanoseconds reach (about 292
+// years), such as a fake clock that starts at the zero Time and is then set
+// to a real date: every write (Reserve, Complete, ReserveOwned,
+// CompleteOwned) still holds its key for the TTL, where a deadline that
+// wrapped negative used to leave every key free at once.
+func TestClockFarFromFirstReading(t *testing.T) {
+	t.Parallel()
+	date := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		first, then time.Time
+	}{
+		{"zero Time, then a date", time.Time{}, date},
+		{"a date, then 300 years later", date, date.AddDate(300, 0, 0)},
+		{"a date, then the zero Time", date, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var now atomic.Pointer[time.Time]
+			now.Store(&tc.first)
+			tr := started(t, Config{TTL: time.Hour, Now: func() time.Time { return *now.Load() }})
+			now.Store(&tc.then)
+
+			if !tr.Reserve("s", "reserved") || tr.Reserve("s", "reserved") {
+				t.Error("Reserve: the key was free again at once")
+			}
+			tr.Complete("s", "done")
+			if !tr.Completed("s", "done") || tr.Reserve("s", "done") {
+				t.Error("Complete: the key was not kept")
+			}
+			tok, ok := tr.Acquire("s", "owned")
+			if !ok || !tr.ReserveOwned("s", "owned", tok) || tr.Reserve("s", "owned") {
+				t.Error("ReserveOwned: the key was free again at once")
+			}
+			if !tr.CompleteOwned("s", "owned", tok) || !tr.Completed("s", "owned") {
+				t.Error("CompleteOwned: the key was not kept")
+			}
+		})
+	}
+}
