@@ -32,8 +32,8 @@ type Config struct {
 	// must be a power of two, at most 65536; more shards means less lock
 	// contention between cores.
 	//
-	// Defaults to four per GOMAXPROCS, rounded up to a power of two, and at
-	// least 16.
+	// Defaults to four per GOMAXPROCS, rounded up to a power of two, at
+	// least 16 and at most 65536.
 	Shards int
 
 	// Now returns the current time; tests inject a fake clock here. The
@@ -64,10 +64,16 @@ func (c Config) withDefaults() Config {
 		c.SweepInterval = max(c.TTL/4, 1)
 	}
 	if c.Shards == 0 {
-		n := 4 * runtime.GOMAXPROCS(0)
-		c.Shards = max(minShards, 1<<bits.Len(uint(n-1)))
+		c.Shards = defaultShards(runtime.GOMAXPROCS(0))
 	}
 	return c
+}
+
+// defaultShards returns the default Config.Shards for procs GOMAXPROCS:
+// four per proc rounded up to a power of two, within [minShards, maxShards].
+func defaultShards(procs int) int {
+	n := 4 * min(procs, maxShards/4)
+	return max(minShards, 1<<bits.Len(uint(n-1)))
 }
 
 // validate reports the first invalid field of a config whose defaults have

@@ -460,3 +460,29 @@ func TestClockFarFromFirstReading(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultShards checks the default Config.Shards: four per GOMAXPROCS
+// rounded up to a power of two, at least minShards and at most maxShards,
+// so that the zero Config stays valid on a machine of any size.
+func TestDefaultShards(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ procs, want int }{
+		{1, minShards},
+		{4, minShards},
+		{5, 32},
+		{8, 32},
+		{12, 64},
+		{maxShards / 4, maxShards},
+		{maxShards/4 + 1, maxShards},
+		{20000, maxShards},
+		{1 << 30, maxShards},
+	} {
+		if got := defaultShards(tc.procs); got != tc.want {
+			t.Errorf("GOMAXPROCS %d: %d shards, want %d", tc.procs, got, tc.want)
+		}
+		cfg := Config{Shards: defaultShards(tc.procs)}
+		if err := cfg.withDefaults().validate(); err != nil {
+			t.Errorf("GOMAXPROCS %d: the default config is invalid: %v", tc.procs, err)
+		}
+	}
+}
