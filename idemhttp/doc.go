@@ -53,4 +53,8 @@
 // writes reported: it must stop on them, since its context does not end
 // when the client goes away. The lease is extended
 // in the background while the handler runs.
+//
+// Records expire after Config.Retention but, except on Redis, stay stored
+// until purged: call the store's PurgeExpired (for DefaultNamespace, or
+// Config.Namespace) now and then, as idem proxy does every 10 minutes.
 package idemhttp

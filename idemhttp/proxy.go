@@ -118,9 +118,9 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
 			if cfg.ErrorLog != nil {
-				cfg.ErrorLog.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
+				cfg.ErrorLog.Printf("upstream %s %s: %v", r.Method, r.URL.Path, err)
 			} else {
-				log.Printf("idem proxy: upstream %s %s: %v", r.Method, r.URL.Path, err)
+				log.Printf("idemhttp: upstream %s %s: %v", r.Method, r.URL.Path, err)
 			}
 			var ne net.Error
 			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {

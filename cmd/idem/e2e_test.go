@@ -452,6 +452,38 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// A request still running when --shutdown-timeout ends is cut off: the
+// proxy exits 1 saying so, and the key stays reserved (a retry gets 409)
+// rather than being released for a second run while the upstream may
+// still be at the first.
+func TestShutdownTimeoutLeavesKeyReserved(t *testing.T) {
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 1)
+	defer close(up.block)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--shutdown-timeout", "500ms")
+	go func() {
+		req, _ := http.NewRequest("POST", p.base+"/charges", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "cut-1")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-up.started
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(); err == nil || !strings.Contains(p.output.String(), "were cut off: their keys stay reserved") {
+		t.Fatalf("proxy exit %v, want an error saying requests were cut off:\n%s", err, p.output)
+	}
+	q := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	if r := send(t, q.base, "cut-1", `{}`); r.status != 409 {
+		t.Fatalf("retry of the cut-off request: %+v, want 409", r)
+	}
+}
+
 // A second SIGTERM during the graceful shutdown stops the proxy at once.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	up := newCounting(t)

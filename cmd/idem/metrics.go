@@ -20,6 +20,7 @@ type metrics struct {
 	upstream histogram
 	purged   atomic.Int64
 	storeErr atomic.Int64
+	internal atomic.Int64
 }
 
 func newMetrics() *metrics {
@@ -42,7 +43,10 @@ func (m *metrics) observe(e idemhttp.Event) {
 	if e.HandlerTime > 0 {
 		m.upstream.observe(e.HandlerTime)
 	}
-	if e.Err != nil {
+	switch {
+	case e.Outcome == idemhttp.OutcomeInternal:
+		m.internal.Add(1)
+	case e.Err != nil:
 		m.storeErr.Add(1)
 	}
 }
@@ -57,7 +61,7 @@ func (m *metrics) count(o idemhttp.Outcome) int64 {
 }
 
 func (m *metrics) write(w io.Writer) {
-	fmt.Fprintln(w, "# HELP idem_requests_total Protected requests by outcome.")
+	fmt.Fprintln(w, "# HELP idem_requests_total Requests with a protected method (POST and PATCH), by outcome; pass_through is one without a key.")
 	fmt.Fprintln(w, "# TYPE idem_requests_total counter")
 	m.mu.Lock()
 	names := make([]string, 0, len(m.outcomes))
@@ -76,7 +80,8 @@ func (m *metrics) write(w io.Writer) {
 		{"idem_replays_total", "Responses answered from a record.", m.count(idemhttp.OutcomeReplayed)},
 		{"idem_conflicts_total", "Requests answered 409 because the key was in flight.", m.count(idemhttp.OutcomeInProgress)},
 		{"idem_mismatches_total", "Requests rejected because the key was reused with another request.", m.count(idemhttp.OutcomeMismatch)},
-		{"idem_store_errors_total", "Requests that met a store error.", m.storeErr.Load()},
+		{"idem_store_errors_total", "Requests that met a store error (or a record that did not read).", m.storeErr.Load()},
+		{"idem_internal_errors_total", "Requests answered 500 because their scope or fingerprint could not be computed.", m.internal.Load()},
 		{"idem_purged_records_total", "Expired records deleted by the periodic purge.", m.purged.Load()},
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)

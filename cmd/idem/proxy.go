@@ -80,7 +80,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}
 
-	logger := log.New(stderr, "idem proxy: ", log.LstdFlags)
+	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
 	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch})
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}
 
-	m := newMetrics()
+	m, errs := newMetrics(), newErrorReporter(logger)
 	profile := idemhttp.ProfileIETF
 	if f.stripe {
 		profile = idemhttp.ProfileStripe
@@ -104,7 +104,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
-			OnEvent: m.observe,
+			OnEvent: func(e idemhttp.Event) { m.observe(e); errs.report(e) },
 		},
 	})
 	if err != nil {
@@ -149,6 +149,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		sctx, cancel := context.WithTimeout(context.Background(), f.drain)
 		err = srv.Shutdown(sctx)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("requests still running after --shutdown-timeout %s were cut off: their keys stay reserved until their leases end (--lease %s), and a retry meanwhile gets 409", f.drain, f.lease)
+		}
 	}
 	stopPurge()
 	<-purgeDone

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"log"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/idemhttp"
+)
+
+// TestErrorReporter checks that the first error is logged at once, that
+// the ones after it within the interval are only counted, and that the
+// next line says how many were left out; events without an error log
+// nothing.
+func TestErrorReporter(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Unix(1_700_000_000, 0)
+	r := newErrorReporter(log.New(&out, "", 0))
+	r.now = func() time.Time { return now }
+	ev := func(err error) idemhttp.Event {
+		return idemhttp.Event{Request: httptest.NewRequest("POST", "/charges", nil), Outcome: idemhttp.OutcomeStoreError, Err: err}
+	}
+	down := errors.New("store down")
+	r.report(ev(nil))
+	r.report(ev(down))
+	for range 3 {
+		now = now.Add(time.Second)
+		r.report(ev(down))
+	}
+	r.report(ev(nil))
+	now = now.Add(10 * time.Second)
+	r.report(ev(down))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"POST /charges: store_error: store down",
+		"POST /charges: store_error: store down (and 3 more errors since the last report)",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want %q", lines, want)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d = %q, want %q", i, lines[i], want[i])
+		}
+	}
+}
