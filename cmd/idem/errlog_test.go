@@ -48,3 +48,20 @@ func TestErrorReporter(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsSeparateInternalErrors checks that a request answered 500
+// for a failing scope or fingerprint counts as an internal error, not as a
+// store error, and that a store error still counts as one.
+func TestMetricsSeparateInternalErrors(t *testing.T) {
+	m := newMetrics()
+	m.observe(idemhttp.Event{Outcome: idemhttp.OutcomeInternal, Err: errors.New("scope")})
+	m.observe(idemhttp.Event{Outcome: idemhttp.OutcomeStoreError, Err: errors.New("down")})
+	m.observe(idemhttp.Event{Outcome: idemhttp.OutcomeExecuted})
+	var out bytes.Buffer
+	m.write(&out)
+	for _, want := range []string{"idem_store_errors_total 1\n", "idem_internal_errors_total 1\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, out.String())
+		}
+	}
+}
