@@ -7,6 +7,9 @@
 // the key so that the redelivery runs it again. (Marking before handling
 // would swallow a message whose handler failed.)
 //
+//	tr := tracker.New(tracker.Config{TTL: time.Hour})
+//	tr.Start() // an unstarted tracker fails open: it lets every duplicate through
+//	defer tr.Stop()
 //	c, _ := consumer.New(consumer.Config[Order]{
 //		Ledger: consumer.TrackerLedger(tr, "orders"),   // one process
 //		// Ledger: consumer.StoreLedger(store, ns, nil), // many processes
