@@ -1,5 +1,5 @@
-// Package dedup drops duplicate deliveries of replicated operations, as the
-// tidaldb design (seeds/003) does, in bounded memory.
+// Package dedup drops duplicate deliveries of replicated operations in
+// bounded memory.
 //
 // Three pieces, usable alone or together:
 //

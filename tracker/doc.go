@@ -1,6 +1,5 @@
 // Package tracker is an in-process reserve / complete / release tracker of
-// idempotency keys with a TTL, after the bloccs design (seeds/000): a
-// consumer reserves a message's key before handling it, so that a duplicate
+// idempotency keys with a TTL: a consumer reserves a message's key before handling it, so that a duplicate
 // delivery is dropped instead of running its effects twice.
 //
 // # Contract
