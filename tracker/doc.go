@@ -1,6 +1,7 @@
 // Package tracker is an in-process reserve / complete / release tracker of
-// idempotency keys with a TTL: a consumer reserves a message's key before handling it, so that a duplicate
-// delivery is dropped instead of running its effects twice.
+// idempotency keys with a TTL: a consumer reserves a message's key before
+// handling it, so that a duplicate delivery is dropped instead of running
+// its effects twice.
 //
 // # Contract
 //
