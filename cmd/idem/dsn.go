@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -32,12 +34,17 @@ type storeOpts struct {
 	// batch sends the calls of concurrent requests together: pgstore's
 	// Pipeline, redisstore's AutoPipeline, sqlitestore's Batch.
 	batch bool
+	// existing is for the commands that only read or delete (inspect,
+	// purge): a SQLite database must already be there, with its table,
+	// and is never created.
+	existing bool
 }
 
 // openedStore is a store with what the commands need around it.
 type openedStore struct {
 	idem.Store
 	kind    string
+	name    string                          // the store as messages show it: a redacted DSN, a SQLite file's absolute path
 	migrate func(ctx context.Context) error // nil when the backend has no schema
 	ping    func(ctx context.Context) error
 	close   func()
@@ -52,7 +59,7 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		if err != nil {
 			return nil, err
 		}
-		return &openedStore{Store: s, kind: "memory", ping: func(context.Context) error { return nil }, close: func() {}}, nil
+		return &openedStore{Store: s, kind: "memory", name: "memory", ping: func(context.Context) error { return nil }, close: func() {}}, nil
 	case strings.HasPrefix(dsn, "sqlite:"):
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), o)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
@@ -121,7 +128,14 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	if err != nil {
 		return nil, err
 	}
-	u := url.URL{Scheme: "file", Path: abs, RawQuery: sqliteParams} // escapes '?', '#' and '%' in the path
+	params := sqliteParams
+	if o.existing {
+		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no SQLite database at %s; run idem migrate --store sqlite:%s to create it, or check the path", abs, abs)
+		}
+		params += "&mode=rw" // open, never create
+	}
+	u := url.URL{Scheme: "file", Path: abs, RawQuery: params} // escapes '?', '#' and '%' in the path
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, err
@@ -138,7 +152,30 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		_ = db.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "sqlite", migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+	if o.existing {
+		if err := sqliteHasTable(ctx, db, abs, o.table); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	return &openedStore{Store: s, kind: "sqlite", name: "sqlite:" + abs, migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+}
+
+// sqliteHasTable checks that the database at path has the store's table
+// (table, or sqlitestore.DefaultTable when empty).
+func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
+	if table == "" {
+		table = sqlitestore.DefaultTable
+	}
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE`, table).Scan(&n)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read sqlite database %s: %w", path, err)
+	case n == 0:
+		return fmt.Errorf("SQLite database %s has no table %s; run idem migrate --store sqlite:%s to create it", path, table, path)
+	}
+	return nil
 }
 
 func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
@@ -161,7 +198,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "postgres", migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
 }
 
 func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
@@ -190,5 +227,5 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		_ = client.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "redis", ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
+	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
 }

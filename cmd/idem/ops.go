@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 )
@@ -20,6 +22,16 @@ func parseNamespace(s string) (idem.Namespace, error) {
 		return "", fmt.Errorf("--namespace: %w", err)
 	}
 	return ns, nil
+}
+
+// noTable explains err, from a store call, when it says that the store's
+// table is not there (Postgres's undefined_table): idem migrate creates
+// it. Other errors are returned as they are.
+func noTable(st *openedStore, err error) error {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, st.name)
+	}
+	return err
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
@@ -57,14 +69,14 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *dsn, storeOpts{})
+	st, err := openStore(ctx, *dsn, storeOpts{existing: true})
 	if err != nil {
 		return err
 	}
 	defer st.close()
 	n, err := st.PurgeExpired(ctx, ns, time.Now())
 	if err != nil {
-		return err
+		return noTable(st, err)
 	}
 	fmt.Fprintf(stdout, "purged %d expired records of namespace %s\n", n, ns)
 	return nil
@@ -119,7 +131,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if k, err = k.WithScope(*scope); err != nil {
 		return fmt.Errorf("--scope: %w", err)
 	}
-	st, err := openStore(ctx, *dsn, storeOpts{})
+	st, err := openStore(ctx, *dsn, storeOpts{existing: true})
 	if err != nil {
 		return err
 	}
@@ -129,7 +141,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return fmt.Errorf("no live record for key %q in namespace %s (scope %q)", k.Value(), ns, k.Scope())
 	}
 	if err != nil {
-		return err
+		return noTable(st, err)
 	}
 	out := inspected{
 		Namespace: string(ns), Scope: k.Scope(), Key: k.Value(), Status: rec.Status, Fingerprint: rec.Fingerprint.String(),

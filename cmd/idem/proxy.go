@@ -139,7 +139,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	ready.Store(true)
-	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.kind)
+	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.name)
 
 	select {
 	case err = <-serveErr:

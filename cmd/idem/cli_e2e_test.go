@@ -1,0 +1,174 @@
+package main_test
+
+// End-to-end tests of what the idem command tells its user: messages,
+// exit codes and which stream they go to.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/internal/pgtest"
+)
+
+// result is what one run of the idem binary printed and how it exited.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runIdem runs the idem binary with args in dir, with env added to the
+// environment, and returns what it printed and its exit code.
+func runIdem(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idemBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("idem %q: %v", args, err)
+	}
+	return r
+}
+
+// TestReadCommandsNeedAnExistingSQLiteStore: idem inspect and idem purge
+// on a SQLite path where there is no database say so and create none; on
+// a database without the table they say to run idem migrate.
+func TestReadCommandsNeedAnExistingSQLiteStore(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	commands := [][]string{{"inspect", "--key", "k"}, {"purge"}}
+	for _, args := range commands {
+		r := runIdem(t, dir, nil, append(args, "--store", "sqlite:"+typo)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "no SQLite database at "+typo) || !strings.Contains(r.stderr, "idem migrate --store sqlite:"+typo) {
+			t.Errorf("idem %s on a missing file: exit %d, stderr %q; want 1 and a message naming the path and idem migrate", args[0], r.code, r.stderr)
+		}
+		if _, err := os.Stat(typo); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("idem %s created %s (stat: %v)", args[0], typo, err)
+		}
+	}
+	// A relative path is looked up from the working directory and shown
+	// absolute.
+	r := runIdem(t, dir, nil, "purge", "--store", "sqlite:typo.db")
+	if r.code != 1 || !strings.Contains(r.stderr, "no SQLite database at "+typo) {
+		t.Errorf("idem purge on a missing relative path: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	if err := os.WriteFile(typo, nil, 0o600); err != nil { // an empty file is an empty database
+		t.Fatal(err)
+	}
+	for _, args := range commands {
+		r := runIdem(t, dir, nil, append(args, "--store", "sqlite:"+typo)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "run idem migrate --store sqlite:"+typo) || strings.Contains(r.stderr, "no such table") {
+			t.Errorf("idem %s on a database without the table: exit %d, stderr %q; want 1 and a message saying to run idem migrate", args[0], r.code, r.stderr)
+		}
+	}
+
+	if r := runIdem(t, dir, nil, "migrate", "--store", "sqlite:"+typo); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runIdem(t, dir, nil, "purge", "--store", "sqlite:"+typo); r.code != 0 || !strings.Contains(r.stdout, "purged 0 expired records") {
+		t.Errorf("idem purge after migrate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runIdem(t, dir, nil, "inspect", "--key", "k", "--store", "sqlite:"+typo); r.code != 1 || !strings.Contains(r.stderr, "no live record") {
+		t.Errorf("idem inspect after migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// idem migrate creates a database that is not there yet.
+	fresh := filepath.Join(dir, "fresh.db")
+	if r := runIdem(t, dir, nil, "migrate", "--store", "sqlite:"+fresh); r.code != 0 {
+		t.Fatalf("idem migrate on a new path: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("idem migrate did not create the database: %v", err)
+	}
+}
+
+// TestInspectPostgresWithoutTable: idem inspect and idem purge on a
+// Postgres database without the table say to run idem migrate.
+func TestInspectPostgresWithoutTable(t *testing.T) {
+	dsn := pgtest.URL(t)
+	for _, args := range [][]string{{"inspect", "--key", "k"}, {"purge"}} {
+		r := runIdem(t, t.TempDir(), nil, append(args, "--store", dsn)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "run idem migrate") {
+			t.Errorf("idem %s: exit %d, stderr %q; want 1 and a message saying to run idem migrate", args[0], r.code, r.stderr)
+		}
+	}
+}
+
+// TestProxyNamesItsStore: the proxy's start-up line names the SQLite
+// file by its absolute path and other stores by their address, without
+// the password.
+func TestProxyNamesItsStore(t *testing.T) {
+	up := newCounting(t)
+	dir := t.TempDir()
+	pg := strings.Replace(pgtest.URL(t), "postgres://postgres@", "postgres://postgres:secret@", 1)
+	if !strings.Contains(pg, ":secret@") {
+		t.Fatalf("cannot put a password into %s", pg)
+	}
+	for _, tc := range []struct {
+		name, store, want string
+	}{
+		{"sqlite", "sqlite:rel.db", "store sqlite:" + filepath.Join(dir, "rel.db") + "\n"},
+		{"memory", "memory", "store memory\n"},
+		{"postgres", pg, "store postgres://postgres:xxxxx@"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listen, admin := freeAddr(t), freeAddr(t)
+			cmd := exec.Command(idemBin, "proxy", "--listen", listen, "--admin", admin, "--upstream", up.srv.URL, "--store", tc.store)
+			cmd.Dir = dir
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			waitHealthy(t, "http://"+admin, done)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if err := <-done; err != nil {
+				t.Fatalf("proxy: %v\n%s", err, out.String())
+			}
+			if s := out.String(); !strings.Contains(s, tc.want) || strings.Contains(s, "secret") {
+				t.Errorf("proxy output %q: want it to contain %q and no password", s, tc.want)
+			}
+		})
+	}
+}
+
+// waitHealthy waits until admin/healthz answers 200, failing t if the
+// process ends first (done receives) or it takes too long.
+func waitHealthy(t *testing.T, admin string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get(admin + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("proxy exited: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("proxy not healthy")
+}
