@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemgo/idem/durable"
 )
 
@@ -42,14 +40,11 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if dbURL == "" {
 		return errors.New("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := connectPostgres(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("bad --db URL %q: %w", redact(dbURL), err)
+		return err
 	}
 	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres at %s is unreachable: %w", redact(dbURL), err)
-	}
 	c, err := durable.NewClient(pool, nil)
 	if err != nil {
 		return err

@@ -1,0 +1,104 @@
+package main_test
+
+// End-to-end tests of idem durable: they run the binary TestMain builds.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// durableRun is the outcome of one idem durable command.
+type durableRun struct {
+	stdout, stderr string
+	code           int // the exit code; -1 when killed
+	took           time.Duration
+}
+
+// runDurable runs idem durable args with no IDEM_* variable from the
+// test's environment, and kills it after limit.
+func runDurable(t *testing.T, limit time.Duration, args ...string) durableRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idemBin, append([]string{"durable"}, args...)...)
+	cmd.Dir = t.TempDir()
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "IDEM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := durableRun{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("idem durable %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("idem durable %q still ran after %v; stderr: %s", args, limit, r.stderr)
+	}
+	return r
+}
+
+// silentServer is a TCP server that accepts connections and never answers
+// them, as a hung database would.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestDurableConnectTimeout: a database that accepts the connection but
+// never answers is given up on, as idem migrate gives up on it, rather
+// than waited for for ever.
+func TestDurableConnectTimeout(t *testing.T) {
+	t.Parallel()
+	addr := silentServer(t)
+	r := runDurable(t, 40*time.Second, "list", "--db", "postgres://u:secret@"+addr+"/x")
+	if r.code != 1 || !strings.Contains(r.stderr, "unreachable") {
+		t.Fatalf("exit %d after %v, stderr %q; want exit 1 saying the database is unreachable", r.code, r.took, r.stderr)
+	}
+	if r.took > 20*time.Second {
+		t.Errorf("gave up after %v; want about 10 s, as idem migrate", r.took)
+	}
+	if strings.Contains(r.stderr, "secret") {
+		t.Errorf("stderr leaks the password: %s", r.stderr)
+	}
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgConnectTimeout bounds the first connection to PostgreSQL, as
+// openPostgres bounds the store's: a server that accepts the connection but
+// never answers is given up on instead of waited for.
+const pgConnectTimeout = 10 * time.Second
+
+// connectPostgres opens a pool on dsn (a postgres:// URL or a libpq
+// key=value string) and checks, within pgConnectTimeout, that the server
+// answers. Its errors are openPostgres's, so that every command reports a
+// bad or unreachable database alike.
+func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, pgConnectTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return pool, nil
+}
