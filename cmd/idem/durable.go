@@ -8,69 +8,97 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem/durable"
 )
 
-// runDurable is `idem durable <list|inspect|signal|cancel|retry|stats|buckets>
-// --db URL …`: an operator's view of the durable engine's instances, in JSON.
-func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
-	subs := map[string]func(context.Context, *durable.Client, []string, io.Writer, io.Writer, env) error{
-		"list":    durableList,
-		"inspect": durableInspect,
-		"signal":  durableSignal,
-		"cancel":  durableCancel,
-		"retry":   durableRetry,
-		"stats":   durableStats,
-		"buckets": durableBuckets,
-	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stderr, "usage: idem durable <list|inspect|signal|cancel|retry|stats|buckets> --db URL [flags]")
-		return errUsage
-	}
-	name := args[0]
-	// The subcommand parses its own flags; --db is taken here, wherever it
-	// stands.
-	dbURL, rest, err := takeDB(args[1:], getenv)
-	if err != nil {
-		return err
-	}
-	if dbURL == "" {
-		return errors.New("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
-	}
-	pool, err := connectPostgres(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	c, err := durable.NewClient(pool, nil)
-	if err != nil {
-		return err
-	}
-	return subs[name](ctx, c, rest, stdout, stderr, getenv)
+// durableSub is one subcommand of idem durable.
+type durableSub struct {
+	name, summary string
+	run           func(ctx context.Context, d *durableCall) error
 }
 
-// takeDB removes --db URL (or --db=URL) from args; IDEM_DB is the default.
-func takeDB(args []string, getenv env) (string, []string, error) {
-	url, _ := getenv("IDEM_DB")
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "--db" || a == "-db":
-			if i+1 == len(args) {
-				return "", nil, errors.New("--db needs a value")
-			}
-			url = args[i+1]
-			i++
-		case strings.HasPrefix(a, "--db=") || strings.HasPrefix(a, "-db="):
-			_, url, _ = strings.Cut(a, "=")
-		default:
-			rest = append(rest, a)
-		}
+func durableSubs() []durableSub {
+	return []durableSub{
+		{"list", "list instances in id order, filtered by status, queue, FSM or key", durableList},
+		{"inspect", "show one instance with its state and inbox", durableInspect},
+		{"signal", "send a signal to a live instance", durableSignal},
+		{"cancel", "cancel a live instance and its live children", durableCancel},
+		{"retry", "make a failed instance runnable again", durableRetry},
+		{"stats", "count the instances by queue and status", durableStats},
+		{"buckets", "show the rate-limit buckets and the instances waiting on each", durableBuckets},
 	}
-	return url, rest, nil
+}
+
+// runDurable is `idem durable <subcommand> --db URL …`: an operator's view
+// of the durable engine's instances, in JSON.
+func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	if len(args) == 0 {
+		durableUsage(stderr)
+		return errUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		durableUsage(stderr)
+		return flag.ErrHelp
+	}
+	for _, sub := range durableSubs() {
+		if sub.name != args[0] {
+			continue
+		}
+		d := &durableCall{fs: flag.NewFlagSet("idem durable "+sub.name, flag.ContinueOnError), args: args[1:], getenv: getenv, stdout: stdout}
+		d.fs.SetOutput(stderr)
+		d.fs.StringVar(&d.dsn, "db", "", "the engine's PostgreSQL database: a postgres:// URL or a libpq key=value string (required)")
+		defer d.close()
+		return sub.run(ctx, d)
+	}
+	fmt.Fprintf(stderr, "idem durable: unknown subcommand %q\n\n", args[0])
+	durableUsage(stderr)
+	return errUsage
+}
+
+func durableUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: idem durable <subcommand> --db URL [flags]\n\nsubcommands:")
+	for _, sub := range durableSubs() {
+		fmt.Fprintf(w, "  %-8s %s\n", sub.name, sub.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'idem durable <subcommand> -h' for its flags. --db may also come from IDEM_DB.")
+}
+
+// durableCall is one run of a subcommand: its flags, which hold --db, and
+// the connection it opens once they are parsed.
+type durableCall struct {
+	fs     *flag.FlagSet
+	args   []string
+	getenv env
+	stdout io.Writer
+	dsn    string // --db
+	pool   *pgxpool.Pool
+}
+
+// parse parses the subcommand's flags, IDEM_* variables first.
+func (d *durableCall) parse() error { return parse(d.fs, d.args, d.getenv) }
+
+// client connects to --db, which must be set.
+func (d *durableCall) client(ctx context.Context) (*durable.Client, error) {
+	if d.dsn == "" {
+		return nil, errors.New("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
+	}
+	pool, err := connectPostgres(ctx, d.dsn)
+	if err != nil {
+		return nil, err
+	}
+	d.pool = pool
+	return durable.NewClient(pool, nil)
+}
+
+func (d *durableCall) close() {
+	if d.pool != nil {
+		d.pool.Close()
+	}
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -79,20 +107,22 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func durableList(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func durableList(ctx context.Context, d *durableCall) error {
 	var o durable.ListOpts
-	status := fs.String("status", "", "only instances in this status")
-	fs.StringVar(&o.Queue, "queue", "", "only instances of this queue")
-	fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
-	fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key")
-	fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id (paging)")
-	fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, "most instances listed")
-	if err := parse(fs, args, getenv); err != nil {
+	status := d.fs.String("status", "", "only instances in this status")
+	d.fs.StringVar(&o.Queue, "queue", "", "only instances of this queue")
+	d.fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
+	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key")
+	d.fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id (paging)")
+	d.fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, "most instances listed")
+	if err := d.parse(); err != nil {
 		return err
 	}
 	o.Status = durable.Status(*status)
+	c, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
 	list, err := c.List(ctx, &o)
 	if err != nil {
 		return err
@@ -100,7 +130,7 @@ func durableList(ctx context.Context, c *durable.Client, args []string, stdout, 
 	if list == nil {
 		list = []durable.Summary{}
 	}
-	return printJSON(stdout, list)
+	return printJSON(d.stdout, list)
 }
 
 // target reads --id or --key.
@@ -108,45 +138,37 @@ func target(fs *flag.FlagSet) (id *int64, key *string) {
 	return fs.Int64("id", 0, "the instance id"), fs.String("key", "", "the correlation key of a live instance")
 }
 
-func durableInspect(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id, key := target(fs)
-	if err := parse(fs, args, getenv); err != nil {
+func durableInspect(ctx context.Context, d *durableCall) error {
+	id, key := target(d.fs)
+	if err := d.parse(); err != nil {
 		return err
 	}
-	n, err := resolve(ctx, c, *id, *key)
+	if _, err := targetOf(*id, *key); err != nil {
+		return err
+	}
+	c, err := d.client(ctx)
 	if err != nil {
 		return err
+	}
+	n := *id
+	if *key != "" {
+		if n, err = c.Lookup(ctx, *key); err != nil {
+			return err
+		}
 	}
 	in, err := c.Get(ctx, n)
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, in)
+	return printJSON(d.stdout, in)
 }
 
-func resolve(ctx context.Context, c *durable.Client, id int64, key string) (int64, error) {
-	switch {
-	case id > 0 && key != "":
-		return 0, errors.New("give --id or --key, not both")
-	case id > 0:
-		return id, nil
-	case key != "":
-		return c.Lookup(ctx, key)
-	default:
-		return 0, errors.New("--id or --key is required")
-	}
-}
-
-func durableSignal(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable signal", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id, key := target(fs)
-	name := fs.String("name", "", "the signal's name (required)")
-	payload := fs.String("payload", "null", "the signal's payload, JSON")
-	dedup := fs.String("dedup", "", "dedup key: a second signal with it is dropped")
-	if err := parse(fs, args, getenv); err != nil {
+func durableSignal(ctx context.Context, d *durableCall) error {
+	id, key := target(d.fs)
+	name := d.fs.String("name", "", "the signal's name (required)")
+	payload := d.fs.String("payload", "null", "the signal's payload, JSON")
+	dedup := d.fs.String("dedup", "", "dedup key: a second signal with it is dropped")
+	if err := d.parse(); err != nil {
 		return err
 	}
 	if *name == "" {
@@ -159,10 +181,14 @@ func durableSignal(ctx context.Context, c *durable.Client, args []string, stdout
 	if err != nil {
 		return err
 	}
+	c, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
 	if err := c.Signal(ctx, t, *name, json.RawMessage(*payload), *dedup); err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]any{"signalled": true, "target": targetString(*id, *key), "name": *name})
+	return printJSON(d.stdout, map[string]any{"signalled": true, "target": targetString(*id, *key), "name": *name})
 }
 
 // targetOf is the durable.Target of --id or --key.
@@ -181,35 +207,35 @@ func targetOf(id int64, key string) (durable.Target, error) {
 
 // durableCancel is `idem durable cancel (--id N | --key K) [--reason R]`:
 // it cancels a live instance (durable.Client.Cancel).
-func durableCancel(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable cancel", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id, key := target(fs)
-	reason := fs.String("reason", "", "why, stored as the instance's error")
-	if err := parse(fs, args, getenv); err != nil {
+func durableCancel(ctx context.Context, d *durableCall) error {
+	id, key := target(d.fs)
+	reason := d.fs.String("reason", "", "why, stored as the instance's error")
+	if err := d.parse(); err != nil {
 		return err
 	}
 	t, err := targetOf(*id, *key)
 	if err != nil {
 		return err
 	}
+	c, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
 	if err := c.Cancel(ctx, t, *reason); err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]any{"cancelled": true, "target": targetString(*id, *key)})
+	return printJSON(d.stdout, map[string]any{"cancelled": true, "target": targetString(*id, *key)})
 }
 
 // durableRetry is `idem durable retry (--id N | --key K) [--at RFC3339]`:
 // it makes a failed instance runnable again (durable.Client.Retry). --key
 // names the one failed instance carrying the key, which under the default
 // scope no longer occupies it; several such instances need --id.
-func durableRetry(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable retry", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id := fs.Int64("id", 0, "the instance id")
-	key := fs.String("key", "", "the correlation key of the one failed instance carrying it")
-	at := fs.String("at", "", "when to run the step again, RFC 3339 (default: now)")
-	if err := parse(fs, args, getenv); err != nil {
+func durableRetry(ctx context.Context, d *durableCall) error {
+	id := d.fs.Int64("id", 0, "the instance id")
+	key := d.fs.String("key", "", "the correlation key of the one failed instance carrying it")
+	at := d.fs.String("at", "", "when to run the step again, RFC 3339 (default: now)")
+	if err := d.parse(); err != nil {
 		return err
 	}
 	t, err := targetOf(*id, *key)
@@ -222,11 +248,15 @@ func durableRetry(ctx context.Context, c *durable.Client, args []string, stdout,
 			return fmt.Errorf("--at is not an RFC 3339 time: %w", err)
 		}
 	}
+	c, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
 	n, err := c.Retry(ctx, t, &opts)
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, map[string]any{"retried": true, "id": n})
+	return printJSON(d.stdout, map[string]any{"retried": true, "id": n})
 }
 
 func targetString(id int64, key string) string {
@@ -236,10 +266,12 @@ func targetString(id int64, key string) string {
 	return "id:" + strconv.FormatInt(id, 10)
 }
 
-func durableStats(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable stats", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := parse(fs, args, getenv); err != nil {
+func durableStats(ctx context.Context, d *durableCall) error {
+	if err := d.parse(); err != nil {
+		return err
+	}
+	c, err := d.client(ctx)
+	if err != nil {
 		return err
 	}
 	stats, err := c.Stats(ctx)
@@ -249,22 +281,24 @@ func durableStats(ctx context.Context, c *durable.Client, args []string, stdout,
 	if stats == nil {
 		stats = []durable.QueueStats{}
 	}
-	return printJSON(stdout, stats)
+	return printJSON(d.stdout, stats)
 }
 
 // durableBuckets prints the rate-limit buckets with the runnable instances
 // waiting on each. This command knows no Config.RateLimits, so it shows
 // each bucket's tokens as the pickers last stored them ("known": false),
 // with the time they did.
-func durableBuckets(ctx context.Context, c *durable.Client, args []string, stdout, stderr io.Writer, getenv env) error {
-	fs := flag.NewFlagSet("idem durable buckets", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := parse(fs, args, getenv); err != nil {
+func durableBuckets(ctx context.Context, d *durableCall) error {
+	if err := d.parse(); err != nil {
+		return err
+	}
+	c, err := d.client(ctx)
+	if err != nil {
 		return err
 	}
 	buckets, err := c.RateLimitStats(ctx)
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, buckets)
+	return printJSON(d.stdout, buckets)
 }

@@ -102,3 +102,47 @@ func TestDurableConnectTimeout(t *testing.T) {
 		t.Errorf("stderr leaks the password: %s", r.stderr)
 	}
 }
+
+// durableFlags are the subcommands of idem durable, each with a flag of
+// its own that its help must show.
+var durableFlags = map[string]string{
+	"list":    "-status",
+	"inspect": "-key",
+	"signal":  "-name",
+	"cancel":  "-reason",
+	"retry":   "-at",
+	"stats":   "-db",
+	"buckets": "-db",
+}
+
+// TestDurableHelp: -h and --help print a subcommand's flags and exit 0,
+// without --db, as idem proxy -h does; idem durable -h lists the
+// subcommands.
+func TestDurableHelp(t *testing.T) {
+	t.Parallel()
+	for sub, own := range durableFlags {
+		for _, h := range []string{"-h", "--help"} {
+			r := runDurable(t, 30*time.Second, sub, h)
+			if r.code != 0 || !strings.Contains(r.stderr, "idem durable "+sub) || !strings.Contains(r.stderr, "-db") || !strings.Contains(r.stderr, own) {
+				t.Errorf("idem durable %s %s: exit %d, stderr %q; want 0 and its flags, %s among them", sub, h, r.code, r.stderr, own)
+			}
+		}
+	}
+	for _, h := range []string{"-h", "--help", "help"} {
+		r := runDurable(t, 30*time.Second, h)
+		if r.code != 0 {
+			t.Errorf("idem durable %s: exit %d, stderr %q; want 0", h, r.code, r.stderr)
+		}
+		for sub := range durableFlags {
+			if !strings.Contains(r.stderr, sub) {
+				t.Errorf("idem durable %s does not list %s: %q", h, sub, r.stderr)
+			}
+		}
+	}
+	if r := runDurable(t, 30*time.Second); r.code != 2 || !strings.Contains(r.stderr, "list") {
+		t.Errorf("idem durable alone: exit %d, stderr %q; want 2 and the usage", r.code, r.stderr)
+	}
+	if r := runDurable(t, 30*time.Second, "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "frobnicate"`) {
+		t.Errorf("idem durable frobnicate: exit %d, stderr %q; want 2 naming the unknown subcommand", r.code, r.stderr)
+	}
+}
