@@ -1,31 +1,45 @@
 package durable
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"time"
 )
 
 // heartbeatSQL extends the leases of the claims this engine holds and
-// returns those it still holds, by id and claim count: a row reaped and
+// returns those it extended, by id and claim count: a row reaped and
 // claimed again by this engine is held under a new count, and its old
-// claim is lost. It locks the rows by ascending id first: a tree's rows
-// are in that order parents before children, the order in which Cancel's
-// cascade and a child's commit lock them, so that the heartbeat, which
-// holds many rows at once, never deadlocks with them.
+// claim is lost. It skips the rows another transaction has locked (a
+// caller's SignalTx or CancelTx holds one until its transaction ends):
+// waiting for one would keep every other lease of the engine from being
+// extended meanwhile, and the reaper would take them back while their
+// steps still run. heldSQL then tells a skipped claim, extended on a later
+// beat, from a lost one. Skipping, the heartbeat never waits for a lock,
+// so it cannot deadlock with Cancel's cascade or a child's commit either;
+// it still locks in ascending id order, as they do.
 const heartbeatSQL = `
 WITH held AS (
     SELECT i.id FROM durable_instance i
     JOIN unnest($3::bigint[], $4::bigint[]) AS h(id, claims) ON i.id = h.id AND i.claims = h.claims
     WHERE i.status = 'executing' AND i.lease_owner = $1
     ORDER BY i.id
-    FOR NO KEY UPDATE OF i
+    FOR NO KEY UPDATE OF i SKIP LOCKED
 )
 UPDATE durable_instance i
 SET lease_expires_at = now() + $2 * interval '1 microsecond'
 FROM held
 WHERE i.id = held.id
 RETURNING i.id, i.claims`
+
+// heldSQL returns which of the claims ($2, $3: ids and claim counts) the
+// engine $1 still holds, without locking: those heartbeatSQL skipped as
+// locked by another transaction are still this engine's, only not
+// extended this time.
+const heldSQL = `
+SELECT i.id, i.claims FROM durable_instance i
+JOIN unnest($2::bigint[], $3::bigint[]) AS h(id, claims) ON i.id = h.id AND i.claims = h.claims
+WHERE i.status = 'executing' AND i.lease_owner = $1`
 
 // heartbeat extends this engine's leases every HeartbeatInterval. A claim
 // whose lease is gone (reaped, most likely after a pause longer than the
@@ -45,32 +59,51 @@ func (e *engine) heartbeat() {
 		ids, claims := fence(held)
 		ctx, cancel := e.dbContext()
 		defer cancel()
-		rows, err := e.c.pool.Query(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
+		kept, err := e.claimsIn(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
 		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
 		}
-		type claim struct{ id, claims int64 }
-		kept := make(map[claim]bool, len(held))
-		var k claim
-		for rows.Next() {
-			if err := rows.Scan(&k.id, &k.claims); err != nil {
-				break
-			}
-			kept[k] = true
+		// The claims not extended: lost, or skipped as locked.
+		missed := slices.DeleteFunc(slices.Clone(held), func(c *claimed) bool { return kept[claimKey{c.id, c.claims}] })
+		if len(missed) == 0 {
+			return
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		ids, claims = fence(missed)
+		still, err := e.claimsIn(ctx, heldSQL, e.owner, ids, claims)
+		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
 		}
-		for _, c := range held {
-			if !kept[claim{c.id, c.claims}] && e.isHeld(c) {
+		for _, c := range missed {
+			if !still[claimKey{c.id, c.claims}] && e.isHeld(c) {
 				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
 				c.loseLease()
 			}
 		}
 	})
+}
+
+// claimKey is a claim by row id and claim count.
+type claimKey struct{ id, claims int64 }
+
+// claimsIn runs query, which returns rows of (id, claims), and returns
+// them as a set.
+func (e *engine) claimsIn(ctx context.Context, query string, args ...any) (map[claimKey]bool, error) {
+	rows, err := e.c.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	set := map[claimKey]bool{}
+	var k claimKey
+	for rows.Next() {
+		if err := rows.Scan(&k.id, &k.claims); err != nil {
+			return nil, err
+		}
+		set[k] = true
+	}
+	return set, rows.Err()
 }
 
 // isHeld reports whether c is still tracked: a claim that finished between

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,6 +149,78 @@ func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
 	in := b.waitStatus(t, id, durable.StatusDone)
 	if in.Attempt != 1 {
 		t.Fatalf("attempt %d, want 1: the lease was reaped", in.Attempt)
+	}
+}
+
+// A caller's transaction that holds one executing instance's row lock
+// (SignalTx, for longer than a lease) must not keep the engine from
+// extending its other leases: those steps keep running once, unreaped;
+// and the locked instance's claim is not taken for lost meanwhile.
+func TestHeartbeatSkipsRowsLockedByCallers(t *testing.T) {
+	t.Parallel()
+	var (
+		mu        sync.Mutex
+		starts    = map[int64]int{}
+		cancelled = map[int64]bool{}
+	)
+	release := make(chan struct{})
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:    "locked",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				mu.Lock()
+				starts[s.ID]++
+				mu.Unlock()
+				select {
+				case <-release:
+				case <-ctx.Done():
+					mu.Lock()
+					cancelled[s.ID] = true
+					mu.Unlock()
+				}
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 2*time.Second, 100*time.Millisecond, 50*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	locked := b.insert(t, fsm.With(struct{}{}), nil) // the lower id: locked first in id order
+	other := b.insert(t, fsm.With(struct{}{}), nil)
+	waitFor(t, "both steps to start", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return starts[locked] == 1 && starts[other] == 1
+	})
+	tx, err := b.pool.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(locked), "note", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // twice the lease
+	mu.Lock()
+	n, lost := starts[other], cancelled[locked]
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("the unlocked instance's step started %d times while another row was locked, want 1", n)
+	}
+	if lost {
+		t.Error("the locked instance's step was cancelled as if its lease were lost")
+	}
+	if got := b.get(t, locked); got.Status != durable.StatusExecuting || got.Attempt != 1 {
+		t.Errorf("locked instance: %s attempt %d, want still executing its first attempt", got.Status, got.Attempt)
+	}
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if in := b.waitStatus(t, other, durable.StatusDone); in.Attempt != 1 {
+		t.Errorf("unlocked instance done at attempt %d, want 1", in.Attempt)
 	}
 }
 
