@@ -172,3 +172,31 @@ func waitHealthy(t *testing.T, admin string, done <-chan error) {
 	}
 	t.Fatal("proxy not healthy")
 }
+
+// TestBadFlagValuesSayWhatIsAccepted: a value a flag or its IDEM_*
+// variable cannot take is reported with the values the flag accepts.
+func TestBadFlagValuesSayWhatIsAccepted(t *testing.T) {
+	up := []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{"boolean variable", []string{"IDEM_REQUIRE_KEY=yes"}, nil, 1, `IDEM_REQUIRE_KEY`},
+		{"boolean flag", nil, []string{"--require-key=yes"}, 2, `-require-key`},
+		{"duration variable", []string{"IDEM_TTL=10"}, nil, 1, "a duration such as 30s or 24h"},
+		{"duration flag", nil, []string{"--lease", "soon"}, 2, "a duration such as 30s or 24h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runIdem(t, t.TempDir(), tc.env, append(up, tc.args...)...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "parse error") {
+				t.Errorf("exit %d, stderr %q; want %d and a message with %q and no bare parse error", r.code, r.stderr, tc.code, tc.want)
+			}
+			if strings.Contains(tc.name, "boolean") && !strings.Contains(r.stderr, "true or false (or 1/0") {
+				t.Errorf("stderr %q does not name the accepted values", r.stderr)
+			}
+		})
+	}
+}

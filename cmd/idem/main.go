@@ -29,6 +29,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -101,14 +102,21 @@ func usage(w io.Writer) {
 var errUsage = errors.New("usage")
 
 // parse parses args into fs after applying IDEM_* environment variables;
-// the command line wins.
+// the command line wins. A value a flag cannot take is reported with what
+// the flag accepts.
 func parse(fs *flag.FlagSet, args []string, getenv env) error {
+	restore := explainValues(fs)
+	defer restore()
+	usage := fs.Usage
+	fs.Usage = func() { restore(); usage() } // the flag package's help, from its own values
+	defer func() { fs.Usage = usage }()
+
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "IDEM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := getenv(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+				envErr = fmt.Errorf("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)
 			}
 		}
 	})
@@ -126,4 +134,65 @@ func parse(fs *flag.FlagSet, args []string, getenv env) error {
 		return errUsage
 	}
 	return nil
+}
+
+// explained is a flag's value whose Set errors say what the flag
+// accepts, where the flag package's say only "parse error".
+type explained struct {
+	flag.Value
+	want string // e.g. "a duration such as 30s or 24h"
+}
+
+func (e explained) Set(s string) error {
+	err := e.Value.Set(s)
+	switch {
+	case err == nil:
+		return nil
+	case err.Error() == "parse error": // the flag package's errParse
+		return fmt.Errorf("want %s", e.want)
+	default: // "value out of range"…
+		return fmt.Errorf("%v: want %s", err, e.want)
+	}
+}
+
+// IsBoolFlag keeps a boolean flag one that needs no value.
+func (e explained) IsBoolFlag() bool {
+	b, ok := e.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// explainValues wraps the values of fs's flags of the flag package's
+// types in explained; restore puts the flag package's own back, which
+// its help needs to show each flag's type and default. restore may be
+// called more than once.
+func explainValues(fs *flag.FlagSet) (restore func()) {
+	orig := map[*flag.Flag]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		var want string
+		switch g.Get().(type) {
+		case bool:
+			want = "true or false (or 1/0, t/f, T/F, TRUE/FALSE, True/False)"
+		case time.Duration:
+			want = "a duration such as 30s or 24h (a number and a unit: ns, us, ms, s, m or h; 1m30s combines them)"
+		case int, int64:
+			want = "a whole number such as 1048576, without a unit"
+		case uint, uint64:
+			want = "a whole number of 0 or more, without a unit"
+		case float64:
+			want = "a number such as 0.5"
+		default:
+			return
+		}
+		orig[f] = f.Value
+		f.Value = explained{Value: f.Value, want: want}
+	})
+	return func() {
+		for f, v := range orig {
+			f.Value = v
+		}
+	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testFlags is a flag set with one flag of each kind the commands use.
+func testFlags(out *bytes.Buffer) (*flag.FlagSet, *bool, *time.Duration) {
+	fs := flag.NewFlagSet("idem test", flag.ContinueOnError)
+	fs.SetOutput(out)
+	b := fs.Bool("require-key", false, "a boolean")
+	d := fs.Duration("ttl", time.Hour, "a duration")
+	fs.Int64("max-body", 10, "an integer")
+	fs.String("store", "memory", "a string")
+	return fs, b, d
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestParseErrorsSayWhatIsAccepted: a value a flag or its IDEM_*
+// variable cannot take is reported with what the flag accepts, not the
+// flag package's bare "parse error", and the usage that follows is the
+// flag package's own.
+func TestParseErrorsSayWhatIsAccepted(t *testing.T) {
+	var plain bytes.Buffer
+	ref, _, _ := testFlags(&plain)
+	ref.PrintDefaults()
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"bool flag", []string{"--require-key=yes"}, nil, []string{`"yes"`, "-require-key", "true or false", "1/0"}},
+		{"bool variable", nil, map[string]string{"IDEM_REQUIRE_KEY": "yes"}, []string{`"yes"`, "IDEM_REQUIRE_KEY", "--require-key", "true or false", "1/0"}},
+		{"duration flag", []string{"--ttl", "soon"}, nil, []string{`"soon"`, "-ttl", "a duration such as 30s or 24h"}},
+		{"duration variable", nil, map[string]string{"IDEM_TTL": "10"}, []string{`"10"`, "IDEM_TTL", "a duration such as 30s or 24h"}},
+		{"integer flag", []string{"--max-body", "1MB"}, nil, []string{`"1MB"`, "-max-body", "a whole number"}},
+		{"integer out of range", []string{"--max-body", "99999999999999999999"}, nil, []string{"-max-body", "out of range", "a whole number"}},
+		{"integer variable", nil, map[string]string{"IDEM_MAX_BODY": "ten"}, []string{`"ten"`, "IDEM_MAX_BODY", "a whole number"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			fs, _, _ := testFlags(&out)
+			err := parse(fs, tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := out.String()
+			if err != errUsage {
+				msg = err.Error()
+			} else if !strings.HasSuffix(msg, plain.String()) {
+				t.Errorf("usage after the error:\n%s\nwant the flag package's:\n%s", msg, plain.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "parse error") {
+				t.Errorf("message %q still says only parse error", msg)
+			}
+		})
+	}
+}
+
+// TestParseKeepsFlags: the explaining wrappers change no value: a bare
+// boolean flag is still true, valid values are set, and the flags hold
+// the flag package's own values again afterwards.
+func TestParseKeepsFlags(t *testing.T) {
+	var out bytes.Buffer
+	fs, b, d := testFlags(&out)
+	env := func(k string) (string, bool) {
+		if k == "IDEM_TTL" {
+			return "90s", true
+		}
+		return "", false
+	}
+	if err := parse(fs, []string{"--require-key"}, env); err != nil {
+		t.Fatalf("parse: %v\n%s", err, out.String())
+	}
+	if !*b || *d != 90*time.Second {
+		t.Errorf("require-key %v, ttl %v; want true, 1m30s", *b, *d)
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(explained); ok {
+			t.Errorf("flag %s keeps its wrapper after parse", f.Name)
+		}
+	})
+	if err := parse(fs, []string{"--require-key=false"}, noEnv); err != nil || *b {
+		t.Errorf("--require-key=false: %v, value %v", err, *b)
+	}
+}
