@@ -153,12 +153,12 @@ func durableInspect(ctx context.Context, d *durableCall) error {
 	n := *id
 	if *key != "" {
 		if n, err = c.Lookup(ctx, *key); err != nil {
-			return err
+			return notFound("inspect", *id, *key, err)
 		}
 	}
 	in, err := c.Get(ctx, n)
 	if err != nil {
-		return err
+		return notFound("inspect", *id, *key, err)
 	}
 	return printJSON(d.stdout, in)
 }
@@ -186,7 +186,7 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 		return err
 	}
 	if err := c.Signal(ctx, t, *name, json.RawMessage(*payload), *dedup); err != nil {
-		return err
+		return notFound("signal", *id, *key, err)
 	}
 	return printJSON(d.stdout, map[string]any{"signalled": true, "target": targetString(*id, *key), "name": *name})
 }
@@ -222,7 +222,7 @@ func durableCancel(ctx context.Context, d *durableCall) error {
 		return err
 	}
 	if err := c.Cancel(ctx, t, *reason); err != nil {
-		return err
+		return notFound("cancel", *id, *key, err)
 	}
 	return printJSON(d.stdout, map[string]any{"cancelled": true, "target": targetString(*id, *key)})
 }
@@ -254,9 +254,35 @@ func durableRetry(ctx context.Context, d *durableCall) error {
 	}
 	n, err := c.Retry(ctx, t, &opts)
 	if err != nil {
-		return err
+		return notFound("retry", *id, *key, err)
 	}
 	return printJSON(d.stdout, map[string]any{"retried": true, "id": n})
+}
+
+// notFound words the durable package's errors for a target that is not
+// there, which speak of signals whatever the call, as what subcommand verb
+// looked for: a live instance, or for retry a failed one, by --key; by
+// --id, any instance, except that signal wants a live one there too.
+// Other errors are returned as they are.
+func notFound(verb string, id int64, key string, err error) error {
+	kind := "live"
+	if verb == "retry" {
+		kind = "failed"
+	}
+	switch {
+	case errors.Is(err, durable.ErrAmbiguousTarget):
+		return fmt.Errorf("several %s instances carry key %q: give --id (idem durable list --key %q lists them)", kind, key, key)
+	case !errors.Is(err, durable.ErrNoTarget) && !errors.Is(err, durable.ErrNotFound):
+		return err
+	case key != "" && verb == "inspect":
+		return fmt.Errorf("no live instance to inspect: key %q; an ended one is inspected by --id (idem durable list --key %q shows it)", key, key)
+	case key != "":
+		return fmt.Errorf("no %s instance to %s: key %q", kind, verb, key)
+	case verb == "signal":
+		return fmt.Errorf("no live instance to signal: id %d", id)
+	default:
+		return fmt.Errorf("no instance to %s: id %d", verb, id)
+	}
 }
 
 func targetString(id int64, key string) string {

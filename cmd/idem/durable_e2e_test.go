@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/pgtest"
 )
 
 // durableRun is the outcome of one idem durable command.
@@ -144,5 +150,94 @@ func TestDurableHelp(t *testing.T) {
 	}
 	if r := runDurable(t, 30*time.Second, "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "frobnicate"`) {
 		t.Errorf("idem durable frobnicate: exit %d, stderr %q; want 2 naming the unknown subcommand", r.code, r.stderr)
+	}
+}
+
+// engineDB is a fresh database for the durable engine, with a client on
+// it and an FSM whose instances wait for a signal for ever.
+type engineDB struct {
+	url  string
+	pool *pgxpool.Pool
+	c    *durable.Client
+	fsm  *durable.FSM[struct{ N int }]
+}
+
+func newEngineDB(t *testing.T) *engineDB {
+	t.Helper()
+	e := &engineDB{url: pgtest.URL(t)}
+	var err error
+	if e.pool, err = pgxpool.New(context.Background(), e.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pool.Close)
+	if e.c, err = durable.NewClient(e.pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.fsm, err = durable.NewFSM(durable.FSMConfig[struct{ N int }]{
+		Name: "order", Initial: "wait",
+		Steps: map[string]durable.StepFunc[struct{ N int }]{
+			"wait": func(context.Context, *durable.Step[struct{ N int }]) (durable.Outcome, error) {
+				return durable.Await("wait", "paid"), nil
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// insert inserts an instance with key and ends it with status, as its step
+// would, unless status is runnable.
+func (e *engineDB) insert(t *testing.T, key string, status durable.Status, scope []durable.Status) int64 {
+	t.Helper()
+	ctx := context.Background()
+	id, err := e.c.Insert(ctx, e.fsm.With(struct{ N int }{N: 1}), &durable.InsertOpts{CorrelationKey: key, CorrelationScope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != durable.StatusRunnable {
+		if _, err := e.pool.Exec(ctx, `UPDATE durable_instance SET status = $2, finished_at = now() WHERE id = $1`, id, string(status)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// TestDurableNotFoundMessages: a target that is not there is reported in
+// the words of the subcommand that looked for it, not of Signal's.
+func TestDurableNotFoundMessages(t *testing.T) {
+	t.Parallel()
+	e := newEngineDB(t)
+	if err := e.c.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(t, "order:42", durable.StatusDone, nil)
+	e.insert(t, "order:43", durable.StatusRunnable, nil)
+	e.insert(t, "shared", durable.StatusRunnable, []durable.Status{})
+	e.insert(t, "shared", durable.StatusRunnable, []durable.Status{})
+	missing := fmt.Sprint(1 << 40)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", "--key", "order:42"}, `no live instance to inspect: key "order:42"`},
+		{[]string{"inspect", "--key", "order:42"}, `idem durable list --key "order:42"`},
+		{[]string{"inspect", "--id", missing}, "no instance to inspect: id " + missing},
+		{[]string{"inspect", "--key", "shared"}, `several live instances carry key "shared": give --id`},
+		{[]string{"signal", "--key", "order:42", "--name", "paid"}, `no live instance to signal: key "order:42"`},
+		{[]string{"signal", "--id", missing, "--name", "paid"}, "no live instance to signal: id " + missing},
+		{[]string{"cancel", "--key", "order:42"}, `no live instance to cancel: key "order:42"`},
+		{[]string{"cancel", "--id", missing}, "no instance to cancel: id " + missing},
+		{[]string{"retry", "--key", "order:43"}, `no failed instance to retry: key "order:43"`},
+		{[]string{"retry", "--id", missing}, "no instance to retry: id " + missing},
+	} {
+		r := runDurable(t, 30*time.Second, append(tc.args, "--db", e.url)...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem durable %q: exit %d, stderr %q; want 1 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if verb := tc.args[0]; verb != "signal" && strings.Contains(r.stderr, "signal") {
+			t.Errorf("idem durable %q speaks of signals: %q", tc.args, r.stderr)
+		}
 	}
 }
