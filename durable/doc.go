@@ -83,7 +83,10 @@
 // Should the old engine come back and finish such a step, its commit is
 // fenced off (StepStopEvent.Fenced): each outcome is committed once.
 // Cancelling Start's context is a hard stop, not a crash: the engine keeps
-// its leases until its running steps return, and commits their outcomes.
+// its leases until its running steps return, and commits their outcomes;
+// a step that fails once its context is so cancelled has its row handed
+// back, runnable with its attempt unchanged, rather than spending an
+// attempt (at the last one, failing the instance) on the stop.
 //
 // A step that hangs is bounded by FSMConfig.StepTimeout: its context is
 // cancelled when the timeout passes, and its lease is no longer extended

@@ -166,9 +166,45 @@ func TestStopCancelsStepsWhenItsContextEnds(t *testing.T) {
 	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
 	}
-	// The cancelled step returned an error; its retry was committed.
-	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 2 {
-		t.Fatalf("after a hard stop: status %s, attempt %d", in.Status, in.Attempt)
+	// The cancelled step returned an error: not its own failure, so the
+	// row is handed back without spending the attempt.
+	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 {
+		t.Fatalf("after a hard stop: status %s, attempt %d, want runnable at attempt 1", in.Status, in.Attempt)
+	}
+}
+
+// A hard stop at an instance's last attempt does not fail it for good: a
+// crash at the same moment would only have run the step again.
+func TestHardStopAtTheLastAttemptDoesNotFail(t *testing.T) {
+	t.Parallel()
+	started := make(chan int64, 1)
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:        "last",
+		Initial:     "a",
+		MaxAttempts: 1,
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				started <- s.ID
+				<-ctx.Done()
+				return durable.Outcome{}, ctx.Err()
+			},
+		},
+	})
+	b := setup(t, fast(fsm))
+	b.start(t)
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 {
+		t.Fatalf("after a hard stop at the last attempt: status %s, attempt %d, error %q; want runnable at attempt 1", in.Status, in.Attempt, in.Error)
+	}
+	ev := b.waitStepEvent(t, "the step's stop event", func(e durable.StepStopEvent) bool { return e.ID == id })
+	if !ev.HandedBack || ev.Kind != "" || ev.Err == nil {
+		t.Errorf("stop event %+v, want HandedBack with the step's error and no kind", ev)
 	}
 }
 

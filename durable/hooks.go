@@ -58,6 +58,11 @@ type StepStopEvent struct {
 	// CommitErr is the error of the outcome's commit, if it failed (the
 	// lease then runs out and the reaper returns the row).
 	CommitErr error
+	// HandedBack reports that the engine's hard stop (Stop's context
+	// ended, or Start's) cancelled the step, which then failed: nothing
+	// was committed, Kind is empty, and the row is runnable again with its
+	// attempt unchanged.
+	HandedBack bool
 }
 
 // PickStopEvent describes one claim a picker made.

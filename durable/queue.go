@@ -212,6 +212,10 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		r = unknownFSM(c)
 	}
 	cancel()
+	if r.err != nil && e.workCtx.Err() != nil {
+		e.handBack(c, r)
+		return
+	}
 
 	cctx, ccancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
 	res, err := commit(cctx, e.c.pool, e.owner, c, r)
@@ -236,5 +240,32 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	}
 	if res.runnable {
 		q.wake()
+	}
+}
+
+// handBack gives back the row of a step that the engine's hard stop
+// cancelled and that then failed: the failure is the stop's, not the
+// step's, so it spends no attempt and goes through no error handling (at
+// the last attempt that would fail the instance for good, where a crash
+// would only have run the step again). The row is runnable again at once,
+// attempt unchanged, as a claim handed back before it ran.
+func (e *engine) handBack(c *claimed, r ranStep) {
+	cfg := &e.c.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
+	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
+	cancel()
+	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("step_error", r.err)}
+	switch {
+	case err != nil:
+		cfg.Logger.Error("durable: handing back a step the stop interrupted failed; the lease will expire and the step run again",
+			append(attrs, slog.Any("error", err))...)
+	case n == 1:
+		cfg.Logger.Info("durable: step interrupted by the engine's stop; handed back to run again", attrs...)
+	}
+	if h := cfg.Hooks.StepStop; h != nil {
+		h(StepStopEvent{
+			ID: c.id, FSM: c.fsm, Step: c.step, Attempt: c.attempt, Duration: r.duration, Err: r.err,
+			HandedBack: err == nil && n == 1, Fenced: err == nil && n == 0, CommitErr: err,
+		})
 	}
 }
