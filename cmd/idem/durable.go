@@ -30,6 +30,7 @@ func durableSubs() []durableSub {
 		{"retry", "make a failed instance runnable again", durableRetry},
 		{"stats", "count the instances by queue and status", durableStats},
 		{"buckets", "show the rate-limit buckets and the instances waiting on each", durableBuckets},
+		{"migrate", "create or update the engine's tables", durableMigrate},
 	}
 }
 
@@ -53,7 +54,7 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		d.fs.SetOutput(stderr)
 		d.fs.StringVar(&d.dsn, "db", "", "the engine's PostgreSQL database: a postgres:// URL or a libpq key=value string (required)")
 		defer d.close()
-		return sub.run(ctx, d)
+		return d.explainSchema(sub.run(ctx, d))
 	}
 	fmt.Fprintf(stderr, "idem durable: unknown subcommand %q\n\n", args[0])
 	durableUsage(stderr)

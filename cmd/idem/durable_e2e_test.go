@@ -31,6 +31,12 @@ type durableRun struct {
 // test's environment, and kills it after limit.
 func runDurable(t *testing.T, limit time.Duration, args ...string) durableRun {
 	t.Helper()
+	return runDurableEnv(t, limit, nil, args...)
+}
+
+// runDurableEnv is runDurable with env added to the environment.
+func runDurableEnv(t *testing.T, limit time.Duration, env []string, args ...string) durableRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, idemBin, append([]string{"durable"}, args...)...)
@@ -40,6 +46,7 @@ func runDurable(t *testing.T, limit time.Duration, args ...string) durableRun {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -119,6 +126,7 @@ var durableFlags = map[string]string{
 	"retry":   "-at",
 	"stats":   "-db",
 	"buckets": "-db",
+	"migrate": "-db",
 }
 
 // TestDurableHelp: -h and --help print a subcommand's flags and exit 0,
@@ -239,5 +247,37 @@ func TestDurableNotFoundMessages(t *testing.T) {
 		if verb := tc.args[0]; verb != "signal" && strings.Contains(r.stderr, "signal") {
 			t.Errorf("idem durable %q speaks of signals: %q", tc.args, r.stderr)
 		}
+	}
+}
+
+// TestDurableMigrate: on a database without the engine's tables, the
+// subcommands say to run idem durable migrate, which creates them, and
+// runs again as a no-op.
+func TestDurableMigrate(t *testing.T) {
+	t.Parallel()
+	e := newEngineDB(t)
+	for _, args := range [][]string{{"list"}, {"stats"}, {"buckets"}, {"inspect", "--id", "1"}, {"cancel", "--id", "1"}} {
+		r := runDurable(t, 30*time.Second, append(args, "--db", e.url)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "idem durable migrate") || strings.Contains(r.stderr, "SQLSTATE") {
+			t.Errorf("idem durable %q on a fresh database: exit %d, stderr %q; want 1, saying to run idem durable migrate", args, r.code, r.stderr)
+		}
+	}
+	for range 2 {
+		r := runDurableEnv(t, 30*time.Second, []string{"IDEM_DB=" + e.url}, "migrate")
+		if r.code != 0 || !strings.Contains(r.stdout, `"migrated": true`) {
+			t.Fatalf("idem durable migrate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runDurable(t, 30*time.Second, "list", "--db", e.url); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("idem durable list after migrate: exit %d, stdout %q, stderr %q; want []", r.code, r.stdout, r.stderr)
+	}
+	// A table of an older schema lacks a column the command reads.
+	id := e.insert(t, "order:1", durable.StatusRunnable, nil)
+	if _, err := e.pool.Exec(context.Background(), "ALTER TABLE durable_instance DROP COLUMN reaps"); err != nil {
+		t.Fatal(err)
+	}
+	r := runDurable(t, 30*time.Second, "inspect", "--db", e.url, "--id", fmt.Sprint(id))
+	if r.code != 1 || !strings.Contains(r.stderr, "out of date") || !strings.Contains(r.stderr, "idem durable migrate") {
+		t.Errorf("idem durable inspect on an old schema: exit %d, stderr %q; want 1, saying to run idem durable migrate", r.code, r.stderr)
 	}
 }
