@@ -69,9 +69,10 @@
 // with the error on the row (Instance.Error), and then fails the instance,
 // never overwriting the state so that it can be repaired. Values
 // PostgreSQL cannot store (text that is not valid UTF-8 or holds a NUL, a
-// string with a NUL in JSON) are rejected the same way: the client's calls
-// fail with ErrUnstorable before writing anything, and a step whose state,
-// result or Await names hold one fails with it. Error texts and Stop
+// string with a NUL in JSON, a number or a time beyond its types' range)
+// are rejected the same way: the client's calls fail with ErrUnstorable
+// before writing anything, and a step whose state, result, Await names or
+// children hold one fails with it. Error texts and Stop
 // reasons are recorded with such characters replaced by U+FFFD.
 //
 // # Crashes

@@ -142,11 +142,21 @@ func checkPayload(what string, doc []byte, limit int) error {
 
 // ErrUnstorable is what errors.Is finds in the error of a call given a
 // value PostgreSQL cannot store: text that is not valid UTF-8 or holds a
-// NUL character (a correlation key, a signal name…), or JSON holding the
-// escape \u0000 (a string with a NUL in a state, result or payload).
-// Nothing was written. A step whose outcome holds one fails with it,
+// NUL character (a correlation key, a signal name…), JSON holding the
+// escape \u0000 (a string with a NUL in a state, result or payload) or a
+// number beyond jsonb's (such as 1e131072), or a time beyond timestamptz's
+// range (InsertOpts.EligibleAt, RetryOpts.At). Nothing was written. A step whose outcome holds one fails with it,
 // handled like any step error.
 var ErrUnstorable = errors.New("durable: value PostgreSQL cannot store")
+
+// checkTime returns an ErrUnstorable error when timestamptz cannot store
+// t.
+func checkTime(what string, t time.Time) error {
+	if err := pgstorable.Time(t); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrUnstorable, what, err)
+	}
+	return nil
+}
 
 // checkText returns an ErrUnstorable error when a text column cannot store
 // s, which what names.

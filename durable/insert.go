@@ -161,9 +161,15 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 	switch {
 	case !opts.EligibleAt.IsZero():
 		t := opts.EligibleAt
+		if err := checkTime("InsertOpts.EligibleAt", t); err != nil {
+			return nil, err
+		}
 		r.eligible = &t
 	case !opts.ScheduleAt.IsZero():
 		t := opts.ScheduleAt
+		if err := checkTime("InsertOpts.ScheduleAt", t); err != nil {
+			return nil, err
+		}
 		r.eligible = &t
 	default:
 		r.in = opts.ScheduleIn.Microseconds()

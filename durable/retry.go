@@ -68,6 +68,9 @@ const correlationGuardIndex = "durable_instance_correlation_guard_idx"
 // ErrDuplicate)). An id with no row, or a key no failed instance carries,
 // gives ErrNoTarget.
 func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int64, error) {
+	if err := opts.check(); err != nil {
+		return 0, err
+	}
 	var id int64
 	var queue string
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
@@ -94,8 +97,19 @@ func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int
 // nothing of RetryTx is left in tx and tx is still usable; after any other
 // error, tx should be rolled back.
 func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, target Target, opts *RetryOpts) (int64, error) {
+	if err := opts.check(); err != nil {
+		return 0, err
+	}
 	id, _, err := retryTx(ctx, tx, target, retryAt(opts))
 	return id, err
+}
+
+// check returns an ErrUnstorable error for an At timestamptz cannot store.
+func (o *RetryOpts) check() error {
+	if o == nil || o.At.IsZero() {
+		return nil
+	}
+	return checkTime("RetryOpts.At", o.At)
 }
 
 // retryAt is the time opts asks the step to run at; nil: at once.

@@ -18,8 +18,12 @@ import (
 
 func TestUnstorableOutcomesAreStepErrors(t *testing.T) {
 	t.Parallel()
-	type S struct{ Name string }
-	fsm := mustFSM(t, durable.FSMConfig[S]{
+	type S struct {
+		Name string
+		N    json.RawMessage `json:",omitempty"`
+	}
+	var fsm *durable.FSM[S]
+	fsm = mustFSM(t, durable.FSMConfig[S]{
 		Name: "unstorable", Initial: "start", MaxAttempts: 2,
 		Backoff: func(int) time.Duration { return 0 },
 		Steps: map[string]durable.StepFunc[S]{
@@ -36,6 +40,12 @@ func TestUnstorableOutcomesAreStepErrors(t *testing.T) {
 					return durable.Await("start", "a\x00b"), nil
 				case "stop reason":
 					return durable.Stop("bad \xff reason"), nil
+				case "number":
+					s.State.N = json.RawMessage(`1e131072`)
+					return durable.Done(nil), nil
+				case "child's time":
+					return durable.Children("start", durable.InsertParams{Args: fsm.With(S{Name: "child"}),
+						Opts: &durable.InsertOpts{EligibleAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}}), nil
 				}
 				return durable.Done(nil), nil
 			},
@@ -44,11 +54,13 @@ func TestUnstorableOutcomesAreStepErrors(t *testing.T) {
 	b := setup(t, fast(fsm))
 	b.start(t)
 	for what, wantError := range map[string]string{
-		"error text":  "upstream said \uFFFD\uFFFD",
-		"state":       "state has the escape \\u0000",
-		"result":      "result has the escape \\u0000",
-		"signal name": "Await signal name holds a NUL",
-		"stop reason": "bad \uFFFD reason",
+		"error text":   "upstream said \uFFFD\uFFFD",
+		"state":        "state has the escape \\u0000",
+		"result":       "result has the escape \\u0000",
+		"signal name":  "Await signal name holds a NUL",
+		"stop reason":  "bad \uFFFD reason",
+		"number":       "state has a number with more digits before the decimal point",
+		"child's time": "InsertOpts.EligibleAt is outside the range",
 	} {
 		id := b.insert(t, fsm.With(S{Name: what}), nil)
 		in := b.waitStatus(t, id, durable.StatusFailed)
@@ -88,6 +100,15 @@ func TestUnstorableInputIsRejected(t *testing.T) {
 		"signal name":    func() error { return b.client.Signal(ctx, durable.ByID(id), "x\x00", nil, "") },
 		"dedup key":      func() error { return b.client.Signal(ctx, durable.ByID(id), "x", nil, "d\xff") },
 		"cancel reason":  func() error { return b.client.Cancel(ctx, durable.ByID(id), "r\x00") },
+		"number":         func() error { return b.client.Signal(ctx, durable.ByID(id), "x", json.RawMessage(`[1e-16384]`), "") },
+		"eligible time": func() error {
+			_, err := b.client.Insert(ctx, fsm.With("x"), &durable.InsertOpts{EligibleAt: time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC)})
+			return err
+		},
+		"retry time": func() error {
+			_, err := b.client.Retry(ctx, durable.ByID(id), &durable.RetryOpts{At: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)})
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, durable.ErrUnstorable) {
 			t.Errorf("%s: %v, want ErrUnstorable", what, err)

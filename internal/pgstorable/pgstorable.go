@@ -7,14 +7,24 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
 // JSONB returns an error when b, valid JSON in valid UTF-8, holds what the
 // jsonb type refuses: the escape \u0000 (jsonb keeps strings as text,
-// which has no NUL), or a \u escape of a UTF-16 surrogate that is not part
-// of a pair. The json type takes every valid document.
+// which has no NUL), a \u escape of a UTF-16 surrogate that is not part
+// of a pair, or a number beyond the numeric type's range (see Number). The
+// json type takes every valid document.
 func JSONB(b []byte) error {
+	if err := escapes(b); err != nil {
+		return err
+	}
+	return numbers(b)
+}
+
+// escapes checks the \u escapes of b for JSONB.
+func escapes(b []byte) error {
 	// In valid JSON a backslash only occurs inside strings, and always
 	// starts an escape, so escapes can be found without tracking where
 	// strings start and end.
@@ -45,6 +55,97 @@ func JSONB(b []byte) error {
 			i += 6
 		}
 	}
+}
+
+// numbers checks the numbers of b, valid JSON, with Number. A number can
+// only be beyond the range with an exponent, or with more than 16383
+// digits, so most documents are passed by a glance.
+func numbers(b []byte) error {
+	if len(b) <= maxScale && bytes.IndexAny(b, "eE") < 0 {
+		return nil
+	}
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			i = stringEnd(b, i+1)
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(b) && numberByte(b[j]) {
+				j++
+			}
+			if err := Number(b[i:j]); err != nil {
+				return err
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return nil
+}
+
+// stringEnd returns the index after the closing quote of the string whose
+// contents start at b[i].
+func stringEnd(b []byte, i int) int {
+	for {
+		j := bytes.IndexAny(b[i:], `"\`)
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		if b[i] == '"' {
+			return i + 1
+		}
+		i += 2 // a backslash and the character it escapes
+	}
+}
+
+func numberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
+// The limits of PostgreSQL's numeric type, which jsonb keeps numbers in:
+// up to 131072 digits before the decimal point and 16383 after it.
+const (
+	maxIntDigits = 131072
+	maxScale     = 16383
+)
+
+// Number returns an error when num, a JSON number, is beyond what jsonb
+// stores: a non-zero value with more than 131072 digits before the
+// decimal point, or more than 16383 digits after it as written (a zero
+// value too: 0.0e-16383 has 16384). An exponent moves the point.
+func Number(num []byte) error {
+	n := strings.TrimPrefix(string(num), "-")
+	mantissa, exp := n, int64(0)
+	if k := strings.IndexAny(n, "eE"); k >= 0 {
+		mantissa = n[:k]
+		e := strings.TrimPrefix(n[k+1:], "+")
+		neg := strings.HasPrefix(e, "-")
+		e = strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")
+		if len(e) > 9 { // far beyond either limit
+			e = "999999999"
+		}
+		for _, c := range e {
+			exp = exp*10 + int64(c-'0')
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	intPart, frac, _ := strings.Cut(mantissa, ".")
+	if int64(len(frac))-exp > maxScale {
+		return errors.New("has a number with more digits after the decimal point than PostgreSQL's jsonb stores (16383)")
+	}
+	digits := intPart + frac
+	lead := len(digits) - len(strings.TrimLeft(digits, "0"))
+	if lead == len(digits) {
+		return nil // zero
+	}
+	if int64(len(intPart)-lead)+exp > maxIntDigits {
+		return errors.New("has a number with more digits before the decimal point than PostgreSQL's jsonb stores (131072)")
+	}
+	return nil
 }
 
 // hex4 decodes the four hex digits of a \u escape.
@@ -92,4 +193,19 @@ func CleanText(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// The range of PostgreSQL's timestamptz: 4714-11-24 BC (the year -4713 in
+// Go's proleptic count) to 294276-12-31 AD, in UTC.
+var (
+	minTime = time.Date(-4713, time.November, 24, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(294277, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Time returns an error when t is outside the range of timestamptz.
+func Time(t time.Time) error {
+	if t.Before(minTime) || !t.Before(maxTime) {
+		return errors.New("is outside the range of PostgreSQL's timestamptz (4714 BC to 294276 AD)")
+	}
+	return nil
 }
