@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,43 @@ func TestBadFlagValuesSayWhatIsAccepted(t *testing.T) {
 				t.Errorf("stderr %q does not name the accepted values", r.stderr)
 			}
 		})
+	}
+}
+
+// TestPostgresStoreErrors: a Postgres store whose database does not
+// exist, or whose user may not log in, is reported as such by every
+// command that opens it, not as an unreachable server.
+func TestPostgresStoreErrors(t *testing.T) {
+	base, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDB, noUser := *base, *base
+	noDB.Path = "/no_such_db"
+	noDB.User = url.UserPassword(base.User.Username(), "secret")
+	noUser.User = url.UserPassword("no_such_role", "secret")
+	for _, tc := range []struct {
+		name, dsn string
+		want      []string
+	}{
+		{"no database", noDB.String(), []string{`no database "no_such_db"`, "3D000"}},
+		{"no role", noUser.String(), []string{`authentication failed for user "no_such_role"`, "28000"}},
+	} {
+		for _, args := range [][]string{
+			{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+			{"migrate"}, {"purge"}, {"inspect", "--key", "k"},
+		} {
+			t.Run(tc.name+"/"+args[0], func(t *testing.T) {
+				r := runIdem(t, t.TempDir(), nil, append(args, "--store", tc.dsn)...)
+				if r.code != 1 || strings.Contains(r.stderr, "unreachable") || strings.Contains(r.stderr, "secret") {
+					t.Errorf("exit %d, stderr %q; want 1, no \"unreachable\" and no password", r.code, r.stderr)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(r.stderr, w) {
+						t.Errorf("stderr %q lacks %q", r.stderr, w)
+					}
+				}
+			})
+		}
 	}
 }

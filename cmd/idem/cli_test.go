@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // testFlags is a flag set with one flag of each kind the commands use.
@@ -94,5 +100,49 @@ func TestParseKeepsFlags(t *testing.T) {
 	})
 	if err := parse(fs, []string{"--require-key=false"}, noEnv); err != nil || *b {
 		t.Errorf("--require-key=false: %v, value %v", err, *b)
+	}
+}
+
+// TestPostgresConnectErrors: a failed first connection to Postgres is
+// told apart by its SQLSTATE (no database, authentication failed, other
+// refusal) from a server that cannot be reached, and no message shows the
+// password.
+func TestPostgresConnectErrors(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig("postgres://alice:secret@db.example:5433/shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := func(code, msg string) error {
+		return fmt.Errorf("failed to connect to `user=alice database=shop`: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: msg})
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"no database", pg("3D000", `database "shop" does not exist`), []string{"db.example:5433", `no database "shop"`, "createdb"}},
+		{"wrong password", pg("28P01", `password authentication failed for user "alice"`), []string{"db.example:5433", `authentication failed for user "alice"`, "password"}},
+		{"no such role", pg("28000", `role "alice" does not exist`), []string{"db.example:5433", `authentication failed for user "alice"`, `role "alice" does not exist`}},
+		{"too many connections", pg("53300", "sorry, too many clients already"), []string{"db.example:5433", "refused the connection", "too many clients"}},
+		{"unreachable", fmt.Errorf("failed to connect: %w", syscall.ECONNREFUSED), []string{"db.example:5433", "unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pgConnectError(&cfg.ConnConfig.Config, tc.err)
+			msg := got.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q lacks %q", msg, w)
+				}
+			}
+			if tc.name != "unreachable" && strings.Contains(msg, "unreachable") {
+				t.Errorf("%q calls a server that answered unreachable", msg)
+			}
+			if strings.Contains(msg, "secret") {
+				t.Errorf("%q shows the password", msg)
+			}
+			if !errors.Is(got, tc.err) && !errors.Is(got, errors.Unwrap(tc.err)) {
+				t.Errorf("%v does not wrap the cause", got)
+			}
+		})
 	}
 }

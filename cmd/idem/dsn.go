@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // the cgo-free SQLite driver, registered as "sqlite"
@@ -191,7 +194,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, pgConnectError(&cfg.ConnConfig.Config, err)
 	}
 	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch})
 	if err != nil {
@@ -199,6 +202,30 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		return nil, err
 	}
 	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+}
+
+// pgConnectError explains err, the failure of a first connection to the
+// server cfg names: a server that answered is told apart, by the SQLSTATE
+// of its refusal, from one that could not be reached. cfg's password is
+// never shown (pgconn's errors name only the user and the database).
+func pgConnectError(cfg *pgconn.Config, err error) error {
+	at := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket's directory
+		at = filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
+	}
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	switch {
+	case !ok:
+		return fmt.Errorf("postgres at %s is unreachable: %w", at, err)
+	case pe.Code == "3D000": // invalid_catalog_name
+		return fmt.Errorf("postgres at %s has no database %q: create it (createdb %s) or fix the database name in the DSN: %w", at, cfg.Database, cfg.Database, pe)
+	case pe.Code == "28P01": // invalid_password
+		return fmt.Errorf("postgres at %s: authentication failed for user %q: check the password in the DSN: %w", at, cfg.User, pe)
+	case strings.HasPrefix(pe.Code, "28"): // invalid_authorization_specification: no such role, no pg_hba.conf entry…
+		return fmt.Errorf("postgres at %s: authentication failed for user %q: %w", at, cfg.User, pe)
+	default: // too many connections, starting up, no CONNECT privilege…
+		return fmt.Errorf("postgres at %s refused the connection: %w", at, pe)
+	}
 }
 
 func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
