@@ -78,8 +78,8 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 	b.Queue(lockDescendantsSQL, id) // parents before children, or the cascade can deadlock
 	b.Queue(cancelSQL, id, why)
 	b.Queue(dropInboxSQL, id)
-	b.Queue(releaseParentSQL, id)       // a child releases its parent
-	b.Queue(cancelChildrenSQL, id, why) // a parent's live descendants end with it
+	b.Queue(releaseParentSQL, id)              // a child releases its parent
+	b.Queue(cancelChildrenSQL, id, why, false) // a parent's live descendants end with it
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("durable: Cancel: %w", err)
 	}

@@ -122,37 +122,38 @@ WHERE id IN (SELECT parent_id FROM durable_instance
 FOR NO KEY UPDATE`
 )
 
-// boundChildSQL selects the children a Cancel of their parent reaches:
-// those still to be counted by it, and the live ones, a child failed and
-// revived by Client.Retry included (counted once already, it no longer
-// releases its parent, but it is still one of its children). An ended child
-// that was counted has no live descendants left to reach. boundChildCSQL is
-// the same for the rows of alias c.
+// liveSQL is true for a row that has not ended; liveCSQL, for the rows of
+// alias c.
 const (
-	boundChildSQL  = `(releases_parent OR status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))`
-	boundChildCSQL = `(c.releases_parent OR c.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))`
+	liveSQL  = `status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`
+	liveISQL = `i.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`
 )
 
-// lockDescendantsSQL takes, for Cancel, the row locks of the descendants
-// of $1 still to be counted by their parents (those cancelChildrenSQL
-// may cancel), in the engine's lock order: ancestors before descendants,
-// here level by level from the top, and by ascending id within a level.
-// Every other transaction that locks two rows of a tree takes a parent
-// before its child too (a child's end takes lockParentSQL first; Cancel of
-// a child, lockParentByIDSQL), so none can hold a child while waiting for
-// its parent, held by the cascade, while the cascade waits for that child:
-// without this order, the cascade's UPDATE locks rows in whatever order its
-// plan reads them, a grandchild before its parent, and deadlocks with the
-// grandchild's own end. Rows locked here cannot gain children before the
-// cascade: a Children outcome is committed under its parent's row lock.
-const lockDescendantsSQL = `
+// descendantsSQL is the recursive walk of every descendant of $1, with
+// its depth: through ended rows too, since a child revived by Client.Retry
+// can live under a child that has ended.
+const descendantsSQL = `
 WITH RECURSIVE tree (id, depth) AS (
-    SELECT id, 1 FROM durable_instance WHERE parent_id = $1 AND ` + boundChildSQL + `
+    SELECT id, 1 FROM durable_instance WHERE parent_id = $1
     UNION ALL
     SELECT c.id, tree.depth + 1 FROM durable_instance c JOIN tree ON c.parent_id = tree.id
-    WHERE ` + boundChildCSQL + `
-)
+)`
+
+// lockDescendantsSQL takes, for Cancel, the row locks of the live
+// descendants of $1 (those cancelChildrenSQL cancels), in the engine's
+// lock order: ancestors before descendants, here level by level from the
+// top, and by ascending id within a level. Every other transaction that
+// locks two rows of a tree takes a parent before its child too (a child's
+// end takes lockParentSQL first; Cancel of a child, lockParentByIDSQL), so
+// none can hold a child while waiting for its parent, held by the cascade,
+// while the cascade waits for that child: without this order, the
+// cascade's UPDATE locks rows in whatever order its plan reads them, a
+// grandchild before its parent, and deadlocks with the grandchild's own
+// end. Rows locked here cannot gain children before the cascade: a
+// Children outcome is committed under its parent's row lock.
+const lockDescendantsSQL = descendantsSQL + `
 SELECT i.id FROM durable_instance i JOIN tree ON i.id = tree.id
+WHERE ` + liveISQL + `
 ORDER BY tree.depth, i.id
 FOR NO KEY UPDATE OF i`
 
@@ -162,23 +163,22 @@ FOR NO KEY UPDATE OF i`
 // lockDescendantsSQL, which locked the rows it cancels: a signal is stored
 // only under its instance's row lock, so its snapshot sees every signal
 // stored for them, and none can be stored until the transaction ends.
-const cancelChildrenSQL = `
-WITH RECURSIVE tree AS (
-    SELECT id FROM durable_instance WHERE parent_id = $1 AND ` + boundChildSQL + `
-    UNION
-    SELECT c.id FROM durable_instance c JOIN tree ON c.parent_id = tree.id WHERE ` + boundChildCSQL + `
-), gone AS (
+// With $3, it does so only if $1 was cancelled by this very transaction
+// (a step's Cancel outcome, whose commit may have been fenced off).
+const cancelChildrenSQL = descendantsSQL + `, gone AS (
     UPDATE durable_instance
     SET status = 'cancelled', error = $2, finished_at = now(), releases_parent = false,
         pending_children = 0, lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL,
         await_deadline = NULL, updated_at = now()
-    WHERE id IN (SELECT id FROM tree)
-      AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+    WHERE id IN (SELECT id FROM tree) AND ` + liveSQL + `
+      AND (NOT $3::bool OR EXISTS (SELECT 1 FROM durable_instance
+                                   WHERE id = $1 AND status = 'cancelled' AND finished_at = now()))
     RETURNING id
 ), dropped AS (
     DELETE FROM durable_signal WHERE instance_id IN (SELECT id FROM gone)
 )
-UPDATE durable_instance SET pending_children = 0 WHERE id = $1`
+UPDATE durable_instance SET pending_children = 0
+WHERE id = $1 AND (NOT $3::bool OR (status = 'cancelled' AND finished_at = now()))`
 
 // txBeginner is what commitChildren needs of the commit's database.
 type txBeginner interface {

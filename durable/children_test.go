@@ -476,3 +476,95 @@ func TestCancelReachesRetriedChildren(t *testing.T) {
 		t.Errorf("parent: %s, step after ran %d times", in.Status, after.Load())
 	}
 }
+
+// Cancel's cascade goes through ended children: a grandchild revived by
+// Client.Retry under a child that has since ended is cancelled with its
+// grandparent.
+func TestCancelReachesRevivedGrandchildren(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	mid := mustFSM(t, durable.FSMConfig[parentState]{
+		Name: "mid", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("after", durable.InsertParams{Args: ctl.With(ctlState{})}), nil
+			},
+			"after": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	top := mustFSM(t, durable.FSMConfig[parentState]{
+		Name: "top", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("wait", durable.InsertParams{Args: mid.With(parentState{})}), nil
+			},
+			"wait": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Await("wait", "never"), nil
+			},
+		},
+	})
+	b := setup(t, fast(ctl, mid, top))
+	b.start(t)
+	p := b.insert(t, top.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	m := b.childIDs(t, p)[0]
+	b.waitStatus(t, m, durable.StatusAwaitingChildren)
+	g := b.childIDs(t, m)[0]
+	b.waitStatus(t, g, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(g), "fail", nil, "") // g fails, m ends done, p awaits "never"
+	b.waitStatus(t, m, durable.StatusDone)
+	b.waitStatus(t, p, durable.StatusAwaitingSignal)
+	if _, err := b.client.Retry(ctxT(t), durable.ByID(g), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, g, durable.StatusAwaitingSignal)
+	if err := b.client.Cancel(ctxT(t), durable.ByID(p), "stop the tree"); err != nil {
+		t.Fatal(err)
+	}
+	if in := b.get(t, g); in.Status != durable.StatusCancelled {
+		t.Errorf("grandchild under an ended child after its grandparent was cancelled: %s, want cancelled", in.Status)
+	}
+	if in := b.get(t, m); in.Status != durable.StatusDone {
+		t.Errorf("ended child: %s, want still done", in.Status)
+	}
+}
+
+// A step's Cancel outcome ends the instance as Client.Cancel does: its
+// live children (here one revived by Client.Retry) are cancelled too.
+func TestCancelOutcomeCancelsLiveChildren(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	top := mustFSM(t, durable.FSMConfig[parentState]{
+		Name: "top", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[parentState]{
+			"spawn": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Children("wait", durable.InsertParams{Args: ctl.With(ctlState{})}), nil
+			},
+			"wait": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Await("decide", "abort"), nil
+			},
+			"decide": func(context.Context, *durable.Step[parentState]) (durable.Outcome, error) {
+				return durable.Cancel("aborted by the process"), nil
+			},
+		},
+	})
+	b := setup(t, fast(ctl, top))
+	b.start(t)
+	p := b.insert(t, top.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	c := b.childIDs(t, p)[0]
+	b.waitStatus(t, c, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(c), "fail", nil, "")
+	b.waitStatus(t, p, durable.StatusAwaitingSignal)
+	if _, err := b.client.Retry(ctxT(t), durable.ByID(c), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, c, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(p), "abort", nil, "")
+	b.waitStatus(t, p, durable.StatusCancelled)
+	if in := b.get(t, c); in.Status != durable.StatusCancelled || in.Error != "aborted by the process" {
+		t.Errorf("live child after its parent returned Cancel: %s, error %q; want cancelled with the parent's reason", in.Status, in.Error)
+	}
+}

@@ -183,6 +183,12 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		b.Queue(endSQL, append(f, r.state, string(status), result, errText)...)
 		b.Queue(dropInboxSQL, c.id)
 		b.Queue(releaseParentSQL, c.id) // a child releases its parent
+		if o.kind == KindCancel {
+			// As Client.Cancel: the live descendants end with it, if the
+			// fenced end above was committed.
+			b.Queue(lockDescendantsSQL, c.id)
+			b.Queue(cancelChildrenSQL, c.id, errText, true)
+		}
 		br := db.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -192,7 +198,7 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		if err != nil {
 			return res, err
 		}
-		for range 2 {
+		for range b.Len() - 2 {
 			if _, err := br.Exec(); err != nil {
 				return res, err
 			}
