@@ -161,7 +161,7 @@ func durableInspect(ctx context.Context, d *durableCall) error {
 	if err != nil {
 		return notFound("inspect", *id, *key, err)
 	}
-	return printJSON(d.stdout, in)
+	return printJSON(d.stdout, inspectInstance(in))
 }
 
 func durableSignal(ctx context.Context, d *durableCall) error {

@@ -4,11 +4,13 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -279,5 +281,53 @@ func TestDurableMigrate(t *testing.T) {
 	r := runDurable(t, 30*time.Second, "inspect", "--db", e.url, "--id", fmt.Sprint(id))
 	if r.code != 1 || !strings.Contains(r.stderr, "out of date") || !strings.Contains(r.stderr, "idem durable migrate") {
 		t.Errorf("idem durable inspect on an old schema: exit %d, stderr %q; want 1, saying to run idem durable migrate", r.code, r.stderr)
+	}
+}
+
+// TestDurableInspectJSON: inspect names an instance's fields as list does,
+// in snake_case, and leaves out the times and fields it does not have.
+func TestDurableInspectJSON(t *testing.T) {
+	t.Parallel()
+	e := newEngineDB(t)
+	ctx := context.Background()
+	if err := e.c.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(t, "order:7", durable.StatusRunnable, nil)
+	if err := e.c.Signal(ctx, durable.ByKey("order:7"), "paid", map[string]int{"amount": 5}, "evt-1"); err != nil {
+		t.Fatal(err)
+	}
+	r := runDurable(t, 30*time.Second, "list", "--db", e.url, "--key", "order:7")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 {
+		t.Fatalf("list: exit %d, %v, stdout %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	r = runDurable(t, 30*time.Second, "inspect", "--db", e.url, "--key", "order:7")
+	var in map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+		t.Fatalf("inspect: exit %d, %v, stdout %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	for k, v := range list[0] {
+		if !reflect.DeepEqual(in[k], v) {
+			t.Errorf("inspect's %q is %v; list's is %v", k, in[k], v)
+		}
+	}
+	for k := range in {
+		if k != strings.ToLower(k) {
+			t.Errorf("inspect has the field %q; want snake_case names, as list's", k)
+		}
+	}
+	for _, k := range []string{"lease_expires_at", "finished_at", "await_deadline", "lease_owner", "result", "error", "concurrency_key", "rate_limit"} {
+		if v, ok := in[k]; ok {
+			t.Errorf("inspect shows %q: %v; want it left out while the instance has none", k, v)
+		}
+	}
+	if strings.Contains(r.stdout, "0001-01-01") {
+		t.Errorf("inspect shows a zero time:\n%s", r.stdout)
+	}
+	inbox, _ := in["inbox"].([]any)
+	if len(inbox) != 1 || !reflect.DeepEqual(inbox[0].(map[string]any)["payload"], map[string]any{"amount": 5.0}) ||
+		inbox[0].(map[string]any)["dedup_key"] != "evt-1" || in["state"] == nil {
+		t.Errorf("inspect's state and inbox: %v, %v", in["state"], in["inbox"])
 	}
 }

@@ -736,7 +736,7 @@ func TestDurableCommands(t *testing.T) {
 		t.Fatalf("signal: %v\n%s", err, out)
 	}
 	out, err = run("inspect", "--db", url, "--key", "order:7")
-	if err != nil || !strings.Contains(out, fmt.Sprintf(`"ID": %d`, id)) || !strings.Contains(out, `"paid"`) {
+	if err != nil || !strings.Contains(out, fmt.Sprintf(`"id": %d`, id)) || !strings.Contains(out, `"paid"`) {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
 	out, err = run("stats", "--db", url)
