@@ -239,3 +239,46 @@ func TestPostgresStoreErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpGoesToStdout: help asked for (-h, --help, help) is printed on
+// standard output with exit code 0, so that idem --help | less shows it;
+// usage printed because of a mistake goes to standard error with a
+// non-zero exit code.
+func TestHelpGoesToStdout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "usage: idem <command>"},
+		{[]string{"-h"}, "usage: idem <command>"},
+		{[]string{"help"}, "usage: idem <command>"},
+		{[]string{"proxy", "--help"}, "-upstream"},
+		{[]string{"proxy", "-h"}, "-upstream"},
+		{[]string{"proxy", "--store", "memory", "-help"}, "-upstream"},
+		{[]string{"help", "proxy"}, "-upstream"},
+		{[]string{"migrate", "-h"}, "-store"},
+		{[]string{"purge", "--help"}, "-namespace"},
+		{[]string{"inspect", "--help"}, "-authorization"},
+	} {
+		r := runIdem(t, t.TempDir(), nil, tc.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) || r.stderr != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 0 and the help, with %q, on stdout only", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage: idem <command>"},
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"help", "frobnicate"}, "unknown command"},
+		{[]string{"proxy", "--bogus"}, "-upstream"},
+		{[]string{"inspect", "--key", "k", "extra"}, "unexpected arguments"},
+	} {
+		r := runIdem(t, t.TempDir(), nil, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and the usage, with %q, on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}

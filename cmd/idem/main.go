@@ -20,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -61,13 +62,24 @@ func commands() []command {
 	}
 }
 
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
+}
+
+// run runs the command args name. Help asked for goes to stdout, with exit
+// code 0; usage printed because of a mistake goes to stderr, with exit
+// code 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch {
+	case len(args) == 0:
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	case isHelp(args[0]) && len(args) == 1:
+		usage(stdout)
 		return 0
+	case args[0] == "help": // idem help proxy
+		args = []string{args[1], "--help"}
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -103,8 +115,15 @@ var errUsage = errors.New("usage")
 
 // parse parses args into fs after applying IDEM_* environment variables;
 // the command line wins. A value a flag cannot take is reported with what
-// the flag accepts.
+// the flag accepts. Errors, and help asked for with -h or --help, are
+// printed to fs.Output(); parseWithHelp prints help elsewhere.
 func parse(fs *flag.FlagSet, args []string, getenv env) error {
+	return parseWithHelp(fs, args, getenv, nil)
+}
+
+// parseWithHelp is parse printing help asked for to help (unless nil),
+// and errors to fs.Output().
+func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) error {
 	restore := explainValues(fs)
 	defer restore()
 	usage := fs.Usage
@@ -123,14 +142,25 @@ func parse(fs *flag.FlagSet, args []string, getenv env) error {
 	if envErr != nil {
 		return envErr
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	// The flag package prints an error and help alike, to one writer:
+	// catch them, and pass them on where each belongs.
+	out := fs.Output()
+	var printed bytes.Buffer
+	fs.SetOutput(&printed)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if help == nil {
+			help = out
 		}
+		_, _ = printed.WriteTo(help)
+		return err
+	case err != nil:
+		_, _ = printed.WriteTo(out)
 		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+	case fs.NArg() > 0:
+		fmt.Fprintf(out, "unexpected arguments: %q\n", fs.Args())
 		return errUsage
 	}
 	return nil

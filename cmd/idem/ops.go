@@ -38,7 +38,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dsn := fs.String("store", DefaultDSN, "store DSN")
-	if err := parse(fs, args, getenv); err != nil {
+	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
 	st, err := openStore(ctx, *dsn, storeOpts{})
@@ -62,7 +62,7 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.SetOutput(stderr)
 	dsn := fs.String("store", DefaultDSN, "store DSN")
 	nsFlag := fs.String("namespace", "http", "namespace to purge")
-	if err := parse(fs, args, getenv); err != nil {
+	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
 	ns, err := parseNamespace(*nsFlag)
@@ -106,7 +106,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	keyFlag := fs.String("key", "", "the Idempotency-Key value (required)")
 	scope := fs.String("scope", "", "the key's scope as stored")
 	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does")
-	if err := parse(fs, args, getenv); err != nil {
+	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
 	ns, err := parseNamespace(*nsFlag)

@@ -48,7 +48,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
-	if err := parse(fs, args, getenv); err != nil {
+	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
 	if f.upstream == "" {
