@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"reflect"
@@ -129,6 +130,22 @@ var durableFlags = map[string]string{
 	"stats":   "-db",
 	"buckets": "-db",
 	"migrate": "-db",
+}
+
+// TestDurableRefusedConnection: a server that answers but refuses the
+// connection is reported as the store commands report it, not as
+// unreachable.
+func TestDurableRefusedConnection(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/idem_no_such_database"
+	r := runDurable(t, 30*time.Second, "list", "--db", u.String())
+	if r.code != 1 || !strings.Contains(r.stderr, `has no database "idem_no_such_database"`) {
+		t.Fatalf("exit %d, stderr %q; want 1, naming the missing database", r.code, r.stderr)
+	}
 }
 
 // TestDurableHelp: -h and --help print a subcommand's flags and exit 0,

@@ -15,8 +15,8 @@ const pgConnectTimeout = 10 * time.Second
 
 // connectPostgres opens a pool on dsn (a postgres:// URL or a libpq
 // key=value string) and checks, within pgConnectTimeout, that the server
-// answers. Its errors are openPostgres's, so that every command reports a
-// bad or unreachable database alike.
+// answers. Its errors are openPostgres's (pgConnectError), so that every
+// command reports a bad, unreachable or refusing database alike.
 func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -30,7 +30,7 @@ func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, pgConnectError(&cfg.ConnConfig.Config, err)
 	}
 	return pool, nil
 }
