@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -280,5 +281,23 @@ func TestHelpGoesToStdout(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
 			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and the usage, with %q, on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
 		}
+	}
+}
+
+// TestVersion: idem version and idem --version print the version of the
+// build and of Go on stdout.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		r := runIdem(t, t.TempDir(), nil, args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "idem ") || !strings.Contains(r.stdout, " "+runtime.Version()+" ") || r.stderr != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 0 and \"idem VERSION %s …\" on stdout", args, r.code, r.stdout, r.stderr, runtime.Version())
+		}
+	}
+	if r := runIdem(t, t.TempDir(), nil, "version", "extra"); r.code != 2 || !strings.Contains(r.stderr, "unexpected arguments") {
+		t.Errorf("idem version extra: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+	if r := runIdem(t, t.TempDir(), nil, "--help"); !strings.Contains(r.stdout, "version") {
+		t.Errorf("idem --help does not list version: %q", r.stdout)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,6 +144,28 @@ func TestPostgresConnectErrors(t *testing.T) {
 			}
 			if !errors.Is(got, tc.err) && !errors.Is(got, errors.Unwrap(tc.err)) {
 				t.Errorf("%v does not wrap the cause", got)
+			}
+		})
+	}
+}
+
+// TestVersionLine: idem version prints the module version, or (devel)
+// when the build has none, and the Go version.
+func TestVersionLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"release", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "v1.2.3"}}, true, "idem v1.2.3 go1.26.8 "},
+		{"no version", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem"}}, true, "idem (devel) go1.26.8 "},
+		{"no build info", nil, false, "idem (devel) " + runtime.Version() + " "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := versionLine(tc.bi, tc.ok)
+			if want := tc.want + runtime.GOOS + "/" + runtime.GOARCH + "\n"; got != want {
+				t.Errorf("versionLine = %q, want %q", got, want)
 			}
 		})
 	}

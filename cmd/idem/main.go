@@ -5,6 +5,7 @@
 //	idem purge   --store DSN [--namespace NS]                     delete expired records
 //	idem inspect --store DSN --key K [--scope S | --authorization A]  show a record as JSON
 //	idem durable list|inspect|signal|cancel|retry|stats|buckets --db URL …    operate durable FSM instances
+//	idem version                                                  print the version of idem and of Go
 //
 // A store DSN is "memory", "sqlite:PATH" (the default, sqlite:idem.db),
 // "postgres://…" (or "postgresql://…"), "redis://…" / "rediss://…", or
@@ -28,6 +29,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +62,7 @@ func commands() []command {
 		{"purge", "delete expired records", runPurge},
 		{"inspect", "show one record as JSON", runInspect},
 		{"durable", "list, inspect, signal, cancel, retry and count durable FSM instances; show rate-limit buckets", runDurable},
+		{"version", "print the version of idem and of Go it was built with", runVersion},
 	}
 }
 
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 		return 0
 	case args[0] == "help": // idem help proxy
 		args = []string{args[1], "--help"}
+	case args[0] == "--version" || args[0] == "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -108,6 +114,33 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'idem <command> -h' for its flags. Flags may also come from IDEM_* environment variables.")
+}
+
+func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
+	fs := flag.NewFlagSet("idem version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
+		return err
+	}
+	_, err := io.WriteString(stdout, versionLine(debug.ReadBuildInfo()))
+	return err
+}
+
+// versionLine is what idem version prints, from the build information
+// debug.ReadBuildInfo returns: "idem v1.2.3 go1.26.1 linux/amd64", with
+// "(devel)" for a build without a module version.
+func versionLine(bi *debug.BuildInfo, ok bool) string {
+	version, goVersion := "", runtime.Version()
+	if ok {
+		version = bi.Main.Version
+		if bi.GoVersion != "" {
+			goVersion = bi.GoVersion
+		}
+	}
+	if version == "" {
+		version = "(devel)"
+	}
+	return fmt.Sprintf("idem %s %s %s/%s\n", version, goVersion, runtime.GOOS, runtime.GOARCH)
 }
 
 // errUsage is returned after a flag error was already printed.
