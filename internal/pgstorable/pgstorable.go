@@ -61,7 +61,7 @@ func escapes(b []byte) error {
 // only be beyond the range with an exponent, or with more than 16383
 // digits, so most documents are passed by a glance.
 func numbers(b []byte) error {
-	if len(b) <= maxScale && bytes.IndexAny(b, "eE") < 0 {
+	if len(b) <= maxScale && !bytes.ContainsAny(b, "eE") {
 		return nil
 	}
 	for i := 0; i < len(b); {
