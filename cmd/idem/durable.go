@@ -41,9 +41,8 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		durableUsage(stderr)
 		return errUsage
 	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		durableUsage(stderr)
+	if isHelp(args[0]) {
+		durableUsage(stdout) // asked for: stdout, as idem --help
 		return flag.ErrHelp
 	}
 	for _, sub := range durableSubs() {
@@ -80,8 +79,9 @@ type durableCall struct {
 	pool   *pgxpool.Pool
 }
 
-// parse parses the subcommand's flags, IDEM_* variables first.
-func (d *durableCall) parse() error { return parse(d.fs, d.args, d.getenv) }
+// parse parses the subcommand's flags, IDEM_* variables first. Help asked
+// for goes to stdout, errors to stderr, as the other commands'.
+func (d *durableCall) parse() error { return parseWithHelp(d.fs, d.args, d.getenv, d.stdout) }
 
 // client connects to --db, which must be set.
 func (d *durableCall) client(ctx context.Context) (*durable.Client, error) {

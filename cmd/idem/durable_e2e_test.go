@@ -148,27 +148,27 @@ func TestDurableRefusedConnection(t *testing.T) {
 	}
 }
 
-// TestDurableHelp: -h and --help print a subcommand's flags and exit 0,
-// without --db, as idem proxy -h does; idem durable -h lists the
-// subcommands.
+// TestDurableHelp: -h and --help print a subcommand's flags to stdout and
+// exit 0, without --db, as idem proxy -h does; idem durable -h lists the
+// subcommands. Usage printed because of a mistake goes to stderr, exit 2.
 func TestDurableHelp(t *testing.T) {
 	t.Parallel()
 	for sub, own := range durableFlags {
 		for _, h := range []string{"-h", "--help"} {
 			r := runDurable(t, 30*time.Second, sub, h)
-			if r.code != 0 || !strings.Contains(r.stderr, "idem durable "+sub) || !strings.Contains(r.stderr, "-db") || !strings.Contains(r.stderr, own) {
-				t.Errorf("idem durable %s %s: exit %d, stderr %q; want 0 and its flags, %s among them", sub, h, r.code, r.stderr, own)
+			if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "idem durable "+sub) || !strings.Contains(r.stdout, "-db") || !strings.Contains(r.stdout, own) {
+				t.Errorf("idem durable %s %s: exit %d, stdout %q, stderr %q; want 0 and its flags on stdout, %s among them", sub, h, r.code, r.stdout, r.stderr, own)
 			}
 		}
 	}
 	for _, h := range []string{"-h", "--help", "help"} {
 		r := runDurable(t, 30*time.Second, h)
-		if r.code != 0 {
-			t.Errorf("idem durable %s: exit %d, stderr %q; want 0", h, r.code, r.stderr)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("idem durable %s: exit %d, stderr %q; want 0 and nothing on stderr", h, r.code, r.stderr)
 		}
 		for sub := range durableFlags {
-			if !strings.Contains(r.stderr, sub) {
-				t.Errorf("idem durable %s does not list %s: %q", h, sub, r.stderr)
+			if !strings.Contains(r.stdout, sub) {
+				t.Errorf("idem durable %s does not list %s on stdout: %q", h, sub, r.stdout)
 			}
 		}
 	}
@@ -177,6 +177,9 @@ func TestDurableHelp(t *testing.T) {
 	}
 	if r := runDurable(t, 30*time.Second, "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "frobnicate"`) {
 		t.Errorf("idem durable frobnicate: exit %d, stderr %q; want 2 naming the unknown subcommand", r.code, r.stderr)
+	}
+	if r := runDurable(t, 30*time.Second, "list", "--limit", "many"); r.code != 2 || !strings.Contains(r.stderr, "-limit") || r.stdout != "" {
+		t.Errorf("idem durable list --limit many: exit %d, stdout %q, stderr %q; want 2 and the error on stderr", r.code, r.stdout, r.stderr)
 	}
 }
 
