@@ -5,31 +5,78 @@
 //
 //	DATABASE_URL=postgres://… go run ./examples/orders-pg --listen 127.0.0.1:9100
 //	curl -si -X POST localhost:9100/orders -H 'Idempotency-Key: o-1' -d '{"sku":"book","qty":2}'
+//
+// SIGTERM or Ctrl-C stops it gracefully: requests in flight finish, for up
+// to --shutdown-timeout, before it exits; a second signal stops it at once.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:9100", "address to serve on")
+	drain := flag.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM or SIGINT")
 	flag.Parse()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
+	log.SetPrefix("orders-pg: ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal ends the process at once
+	}()
+	if err := run(ctx, *listen, os.Getenv("DATABASE_URL"), *drain); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// run serves orders on listen, keeping them in the database dbURL names,
+// until ctx ends; then it lets the requests in flight finish, for up to
+// drain.
+func run(ctx context.Context, listen, dbURL string, drain time.Duration) error {
+	if dbURL == "" {
+		return errors.New("DATABASE_URL is not set: set it to the PostgreSQL database to keep the orders in, e.g. DATABASE_URL=postgres://localhost/orders")
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
 	}
 	defer pool.Close()
 	svc, err := newService(ctx, pool)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	log.Printf("orders-pg on http://%s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, svc))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Printf("serving on http://%s", ln.Addr())
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Printf("shutting down: waiting up to %s for in-flight requests", drain)
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: requests still running after %s were cut off: %w", drain, err)
+	}
+	return nil
 }
