@@ -79,22 +79,21 @@ func (c *Client) List(ctx context.Context, opts *ListOpts) ([]Summary, error) {
 	}
 	rows, err := c.pool.Query(ctx, listSQL, o.AfterID, string(o.Status), o.Queue, o.FSM, o.CorrelationKey, o.Limit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("durable: List: %w", err)
 	}
-	defer rows.Close()
-	var out []Summary
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
 		var s Summary
 		var version, attempt int32
 		var priority int16
-		if err := rows.Scan(&s.ID, &s.FSM, &version, &s.Step, &s.Status, &s.Queue, &priority, &attempt,
-			&s.CorrelationKey, &s.EligibleAt, &s.UpdatedAt, &s.Error); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&s.ID, &s.FSM, &version, &s.Step, &s.Status, &s.Queue, &priority, &attempt,
+			&s.CorrelationKey, &s.EligibleAt, &s.UpdatedAt, &s.Error)
 		s.Version, s.Attempt, s.Priority = int(version), int(attempt), int(priority)
-		out = append(out, s)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("durable: List: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // QueueStats counts a queue's instances.
@@ -120,7 +119,7 @@ ORDER BY queue, status`
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	rows, err := c.pool.Query(ctx, statsSQL, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("durable: Stats: %w", err)
 	}
 	defer rows.Close()
 	var out []QueueStats
@@ -130,7 +129,7 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 		var n int64
 		var oldest float64
 		if err := rows.Scan(&queue, &status, &n, &oldest); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("durable: Stats: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].Queue != queue {
 			out = append(out, QueueStats{Queue: queue, Counts: map[Status]int{}})
@@ -141,7 +140,10 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 			q.OldestRunnable = d
 		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: Stats: %w", err)
+	}
+	return out, nil
 }
 
 // lookupByKeySQL finds the live instances Signal(ByKey(key)) would reach
@@ -164,11 +166,11 @@ func (c *Client) Lookup(ctx context.Context, key string) (int64, error) {
 	}
 	rows, err := c.pool.Query(ctx, lookupByKeySQL, key)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("durable: Lookup: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("durable: Lookup: %w", err)
 	}
 	switch len(ids) {
 	case 0:

@@ -2,10 +2,14 @@ package durable_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/pgtest"
 )
 
 func TestListStatsLookup(t *testing.T) {
@@ -61,5 +65,28 @@ func TestListStatsLookup(t *testing.T) {
 	}
 	if _, err := b.client.Lookup(ctx, "order:2"); !errors.Is(err, durable.ErrNoTarget) {
 		t.Errorf("Lookup of a free key: %v, want ErrNoTarget", err)
+	}
+}
+
+// The operators' calls fail as the package's other calls do: with an
+// error that begins with "durable: " and names the call, wrapping the
+// database's.
+func TestAdminErrorsNameTheCall(t *testing.T) {
+	t.Parallel()
+	// No Migrate: every statement fails, as on a database without the
+	// tables.
+	c := newClient(t, newPool(t, pgtest.URL(t)), nil, &recorder{})
+	ctx := ctxT(t)
+	_, errList := c.List(ctx, nil)
+	_, errStats := c.Stats(ctx)
+	_, errLookup := c.Lookup(ctx, "order:1")
+	for call, err := range map[string]error{"List": errList, "Stats": errStats, "Lookup": errLookup} {
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42P01" {
+			t.Errorf("%s: %v, want the undefined table error (42P01) wrapped", call, err)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "durable: "+call+": ") {
+			t.Errorf("%s: %q does not begin with %q", call, err, "durable: "+call+": ")
+		}
 	}
 }
