@@ -215,7 +215,7 @@ func parseResponse(b, body []byte, fields []headerField, values []string) (respo
 		body = make([]byte, n)
 	}
 	n, err := base64.StdEncoding.Decode(body[:n], enc)
-	if err != nil {
+	if err != nil || base64.StdEncoding.EncodedLen(n) != len(enc) { // Decode skips '\r' and '\n', which JSON strings cannot hold
 		return response{}, false
 	}
 	r.body = body[:n]
@@ -264,8 +264,9 @@ func parseHead(s string, fields []headerField, values []string) (response, bool)
 	if !p.lit(`{"v":1,"status":`) {
 		return response{}, false
 	}
+	at := p.i
 	status, ok := p.int()
-	if !ok || status < 100 || status > 999 {
+	if !ok || status < 100 || status > 999 || p.i-at != 3 { // no leading zeros: JSON has none
 		return response{}, false
 	}
 	r := response{status: status, header: fields}
@@ -318,16 +319,30 @@ func (p *scanner) int() (int, bool) {
 	return n, err == nil
 }
 
-// str reads a JSON string without escapes.
+// str reads a JSON string without escapes, in valid UTF-8 without the
+// control characters a JSON string cannot hold (which encoding/json
+// would refuse, or read otherwise).
 func (p *scanner) str() (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
 	j := strings.IndexByte(p.s[p.i:], '"')
-	if j < 0 || strings.IndexByte(p.s[p.i:p.i+j], '\\') >= 0 {
+	if j < 0 {
 		return "", false
 	}
 	v := p.s[p.i : p.i+j]
+	ascii := true
+	for k := 0; k < len(v); k++ {
+		switch c := v[k]; {
+		case c < 0x20 || c == '\\':
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.ValidString(v) {
+		return "", false
+	}
 	p.i += j + 1
 	return v, true
 }

@@ -60,6 +60,13 @@ func TestParseResponseDeclines(t *testing.T) {
 		`{"v":1,"status":201,"header":{"A":["1"],},"body":"eA=="}`,
 		`{"status":201,"v":1,"body":"eA=="}`,
 		`{"v":1,"status":2010,"body":"eA=="}`,
+		// Found by FuzzReadResponse: not JSON, or JSON that encoding/json
+		// reads otherwise.
+		`{"v":1,"status":0200,"body":""}`,
+		"{\"v\":1,\"status\":200,\"header\":{\"A\":[\"\x01\"]},\"body\":\"\"}",
+		"{\"v\":1,\"status\":200,\"body\":\"eA\n==\"}",
+		"{\"v\":1,\"status\":200,\"header\":{\"A\":[\"\xff\"]},\"body\":\"\"}",
+		"{\"v\":1,\"status\":200,\"header\":{\"A\xff\":[\"1\"]},\"body\":\"\"}",
 	} {
 		if r, ok := parseResponse([]byte(rec), nil, nil, nil); ok {
 			t.Errorf("parseResponse(%s) = %v, want false", rec, r)
