@@ -54,3 +54,27 @@ func ExampleFilter() {
 	// apply 2 put y
 	// apply 3 del x
 }
+
+// A capacity read from configuration goes through NewWindowChecked, which
+// reports one out of range instead of panicking.
+func ExampleNewWindowChecked() {
+	for _, capacity := range []int{-1, 1000} {
+		w, err := dedup.NewWindowChecked(capacity)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(w.Cap())
+	}
+	// Output:
+	// dedup: window capacity must be between 1 and 268435455, got -1
+	// 1000
+}
+
+// The zero Window is ready to use: it remembers dedup.DefaultCapacity keys.
+func ExampleWindow_zero() {
+	var w dedup.Window
+	k := dedup.Derive([16]byte{1}, 1, []byte("a"))
+	fmt.Println(w.CheckAndRecord(k), w.CheckAndRecord(k), w.Cap())
+	// Output: true false 100000
+}

@@ -6,17 +6,38 @@ package dedup
 // catches a duplicate the mark cannot, such as one replayed after the
 // session's mark was forgotten or restored from an older snapshot).
 //
+// The zero Filter is ready to use: it knows no session and its window
+// remembers DefaultCapacity keys (see Window). A Filter must not be copied
+// after first use.
+//
 // A Filter is safe for concurrent use.
 type Filter struct {
-	seqs   *SeqTracker
-	window *Window
+	seqs   SeqTracker
+	window Window
 }
 
 // NewFilter returns a Filter whose window remembers the last capacity
 // operation keys; see NewWindow for the memory this takes and the capacities
-// it accepts.
+// it accepts. NewFilter panics with a *CapacityError if capacity is out of
+// range; NewFilterChecked returns the error instead.
 func NewFilter(capacity int) *Filter {
-	return &Filter{seqs: NewSeqTracker(), window: NewWindow(capacity)}
+	f, err := NewFilterChecked(capacity)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// NewFilterChecked is NewFilter for a capacity that may be out of range: it
+// returns a nil Filter and a *CapacityError if capacity is below 1 or above
+// 1<<28 - 1, and never panics.
+func NewFilterChecked(capacity int) (*Filter, error) {
+	if err := checkCapacity(capacity); err != nil {
+		return nil, err
+	}
+	f := new(Filter)
+	f.window.c = newLRU(capacity)
+	return f, nil
 }
 
 // Accept reports whether the operation should be applied: false if seq is
@@ -36,7 +57,7 @@ func (f *Filter) Accept(session [16]byte, seq uint64, op []byte) bool {
 
 // SeqTracker returns the Filter's first layer, for restoring (Advance) or
 // dropping (Forget) a session's high-water mark.
-func (f *Filter) SeqTracker() *SeqTracker { return f.seqs }
+func (f *Filter) SeqTracker() *SeqTracker { return &f.seqs }
 
 // Window returns the Filter's second layer.
-func (f *Filter) Window() *Window { return f.window }
+func (f *Filter) Window() *Window { return &f.window }

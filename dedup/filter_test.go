@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,5 +104,43 @@ func TestFilterConcurrentDuplicatesAcceptedOnce(t *testing.T) {
 		if n := accepted[seq].Load(); n != 1 {
 			t.Errorf("seq %d accepted %d times, want 1", seq, n)
 		}
+	}
+}
+
+// TestZeroFilterIsUsable: a Filter declared without NewFilter drops replays
+// as a new one does, with a window of DefaultCapacity keys, and its layers
+// are usable through its accessors.
+func TestZeroFilterIsUsable(t *testing.T) {
+	t.Parallel()
+	s := [16]byte{'s'}
+	var f Filter
+	if f.SeqTracker().Len() != 0 || f.Window().Len() != 0 || f.Window().Cap() != DefaultCapacity {
+		t.Fatalf("zero Filter: %d marks, window %d of %d; want 0, 0 of %d",
+			f.SeqTracker().Len(), f.Window().Len(), f.Window().Cap(), DefaultCapacity)
+	}
+	if !f.Accept(s, 1, []byte("a")) || f.Accept(s, 1, []byte("a")) {
+		t.Error("zero Filter: want the operation accepted once")
+	}
+	if hwm, _ := f.SeqTracker().HighWater(s); hwm != 1 || f.Window().Len() != 1 {
+		t.Errorf("after one operation: mark %d, window %d; want 1, 1", hwm, f.Window().Len())
+	}
+}
+
+// TestNewFilterCheckedRejectsBadCapacity: as NewWindowChecked.
+func TestNewFilterCheckedRejectsBadCapacity(t *testing.T) {
+	t.Parallel()
+	for _, capacity := range []int{0, -5, maxCapacity + 1} {
+		f, err := NewFilterChecked(capacity)
+		var ce *CapacityError
+		if f != nil || !errors.As(err, &ce) || ce.Capacity != capacity {
+			t.Errorf("NewFilterChecked(%d) = %v, %v; want nil and a *CapacityError", capacity, f, err)
+		}
+	}
+	f, err := NewFilterChecked(4)
+	if err != nil || f.Window().Cap() != 4 {
+		t.Fatalf("NewFilterChecked(4) = %v", err)
+	}
+	if !f.Accept([16]byte{}, 0, nil) {
+		t.Error("a checked Filter dropped a new operation")
 	}
 }

@@ -13,11 +13,15 @@ import "sync"
 // seqno order, as a replication stream delivers them; a seqno that arrives
 // after a higher one of its session is treated as a duplicate.
 //
+// The zero SeqTracker is ready to use, as a sync.Mutex is: it knows no
+// session, as one from NewSeqTracker. A SeqTracker must not be copied after
+// first use.
+//
 // A SeqTracker is safe for concurrent use. It holds one 24-byte entry per
 // session it has seen (plus the map's overhead) until Forget is called.
 type SeqTracker struct {
 	mu  sync.Mutex
-	hwm map[[16]byte]uint64
+	hwm map[[16]byte]uint64 // nil until a zero SeqTracker records a mark
 }
 
 // NewSeqTracker returns a SeqTracker that knows no session.
@@ -34,7 +38,7 @@ func (s *SeqTracker) ShouldApply(session [16]byte, seq uint64) bool {
 	if hwm, ok := s.hwm[session]; ok && seq <= hwm {
 		return false
 	}
-	s.hwm[session] = seq
+	s.set(session, seq)
 	return true
 }
 
@@ -45,8 +49,17 @@ func (s *SeqTracker) Advance(session [16]byte, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if hwm, ok := s.hwm[session]; !ok || seq > hwm {
-		s.hwm[session] = seq
+		s.set(session, seq)
 	}
+}
+
+// set records seq as the session's mark, making the map of a zero
+// SeqTracker; s.mu must be held.
+func (s *SeqTracker) set(session [16]byte, seq uint64) {
+	if s.hwm == nil {
+		s.hwm = make(map[[16]byte]uint64)
+	}
+	s.hwm[session] = seq
 }
 
 // HighWater returns the session's high-water mark, and false if the session

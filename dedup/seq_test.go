@@ -99,3 +99,23 @@ func TestSeqTrackerConcurrentDeliveriesApplyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroSeqTrackerIsUsable: a SeqTracker declared without NewSeqTracker
+// knows no session and works as a new one does.
+func TestZeroSeqTrackerIsUsable(t *testing.T) {
+	t.Parallel()
+	a, b := [16]byte{'a'}, [16]byte{'b'}
+	var s SeqTracker
+	if _, ok := s.HighWater(a); ok || s.Len() != 0 {
+		t.Fatal("a zero SeqTracker knows a session")
+	}
+	s.Forget(a)
+	if !s.ShouldApply(a, 3) || s.ShouldApply(a, 3) {
+		t.Error("ShouldApply on a zero SeqTracker: want true, then false")
+	}
+	var s2 SeqTracker
+	s2.Advance(b, 7)
+	if hwm, ok := s2.HighWater(b); !ok || hwm != 7 || s2.ShouldApply(b, 7) {
+		t.Errorf("Advance on a zero SeqTracker: HighWater = %d, %v; want 7, true", hwm, ok)
+	}
+}

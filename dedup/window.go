@@ -1,20 +1,22 @@
 package dedup
 
-import (
-	"fmt"
-	"sync"
-)
+import "sync"
 
 // Window remembers the last Cap distinct keys it was shown, in exact
 // least-recently-used order: once a key is recorded it is remembered until
 // Cap other distinct keys have been recorded after its last sighting.
 //
+// The zero Window is ready to use, as a sync.Mutex is: it remembers
+// DefaultCapacity keys, and takes their memory on its first CheckAndRecord.
+// A Window made by NewWindow or NewWindowChecked has the capacity asked for
+// and all of its memory from the start. A Window must not be copied after
+// first use.
+//
 // A Window is safe for concurrent use; every method takes one mutex and
-// runs in constant time. Its memory is allocated once, by NewWindow, and
-// never grows.
+// runs in constant time. Its memory, once allocated, never grows.
 type Window struct {
 	mu sync.Mutex
-	c  lru
+	c  lru // c.nodes is nil until a zero Window is first used
 }
 
 // NewWindow returns an empty Window that remembers up to capacity keys.
@@ -23,12 +25,25 @@ type Window struct {
 // per slot for an index of 2·capacity slots rounded up to a power of two: at
 // most 40 bytes per key, about 32.4 bytes per key at 1,000,000 keys.
 //
-// NewWindow panics if capacity is below 1 or above 1<<28 - 1.
+// NewWindow panics with a *CapacityError if capacity is below 1 or above
+// 1<<28 - 1: use it for a capacity written in the program, and
+// NewWindowChecked for one that comes from configuration or other input.
 func NewWindow(capacity int) *Window {
-	if capacity < 1 || capacity > maxCapacity {
-		panic(fmt.Sprintf("dedup: NewWindow capacity must be in [1, %d], got %d", maxCapacity, capacity))
+	w, err := NewWindowChecked(capacity)
+	if err != nil {
+		panic(err)
 	}
-	return &Window{c: newLRU(capacity)}
+	return w
+}
+
+// NewWindowChecked is NewWindow for a capacity that may be out of range: it
+// returns a nil Window and a *CapacityError if capacity is below 1 or above
+// 1<<28 - 1, and never panics.
+func NewWindowChecked(capacity int) (*Window, error) {
+	if err := checkCapacity(capacity); err != nil {
+		return nil, err
+	}
+	return &Window{c: newLRU(capacity)}, nil
 }
 
 // CheckAndRecord reports whether k is new: true the first time, false while
@@ -37,6 +52,9 @@ func NewWindow(capacity int) *Window {
 // one, which will look new again.
 func (w *Window) CheckAndRecord(k Key) bool {
 	w.mu.Lock()
+	if w.c.nodes == nil {
+		w.c = newLRU(DefaultCapacity)
+	}
 	isNew := w.c.checkAndRecord(k)
 	w.mu.Unlock()
 	return isNew
@@ -51,7 +69,14 @@ func (w *Window) Len() int {
 	return n
 }
 
-// Cap returns how many keys the window can remember, as given to NewWindow.
+// Cap returns how many keys the window can remember: the capacity given to
+// NewWindow, or DefaultCapacity for a zero Window.
 func (w *Window) Cap() int {
-	return len(w.c.nodes)
+	w.mu.Lock()
+	n := len(w.c.nodes)
+	w.mu.Unlock()
+	if n == 0 {
+		return DefaultCapacity
+	}
+	return n
 }

@@ -2,7 +2,9 @@ package dedup
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -198,11 +200,75 @@ func TestNewWindowRejectsBadCapacity(t *testing.T) {
 	for _, capacity := range []int{0, -1, maxCapacity + 1} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("NewWindow(%d) did not panic", capacity)
+				if ce, ok := recover().(*CapacityError); !ok || ce.Capacity != capacity {
+					t.Errorf("NewWindow(%d) did not panic with a *CapacityError", capacity)
 				}
 			}()
 			NewWindow(capacity)
 		}()
+	}
+}
+
+// TestZeroWindowRemembersDefaultCapacity: a Window declared without
+// NewWindow is ready to use and remembers DefaultCapacity keys, as its
+// documentation says, even when its first calls come from many goroutines
+// at once.
+func TestZeroWindowRemembersDefaultCapacity(t *testing.T) {
+	t.Parallel()
+	var w Window
+	if w.Len() != 0 || w.Cap() != DefaultCapacity {
+		t.Fatalf("zero Window: Len = %d, Cap = %d; want 0, %d", w.Len(), w.Cap(), DefaultCapacity)
+	}
+	const workers = 8
+	var firsts atomic.Int32
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			if w.CheckAndRecord(testKey(0)) {
+				firsts.Add(1)
+			}
+			_, _ = w.Len(), w.Cap()
+		})
+	}
+	wg.Wait()
+	if n := firsts.Load(); n != 1 {
+		t.Fatalf("key 0 was new to %d goroutines, want 1", n)
+	}
+	for i := 1; i < DefaultCapacity; i++ {
+		w.CheckAndRecord(testKey(uint64(i)))
+	}
+	if w.Len() != DefaultCapacity {
+		t.Fatalf("Len = %d after %d distinct keys, want %d", w.Len(), DefaultCapacity, DefaultCapacity)
+	}
+	if w.CheckAndRecord(testKey(0)) {
+		t.Fatalf("key 0 forgotten after %d keys; the window holds %d", DefaultCapacity-1, DefaultCapacity)
+	}
+	w.CheckAndRecord(testKey(DefaultCapacity)) // evicts key 1, now the oldest
+	if !w.CheckAndRecord(testKey(1)) {
+		t.Errorf("key 1 still remembered after %d newer keys", DefaultCapacity)
+	}
+}
+
+// TestNewWindowCheckedRejectsBadCapacity: a capacity out of range is a
+// *CapacityError naming it, never a panic; NewWindow panics with the same
+// error.
+func TestNewWindowCheckedRejectsBadCapacity(t *testing.T) {
+	t.Parallel()
+	for _, capacity := range []int{0, -1, math.MinInt, maxCapacity + 1, math.MaxInt} {
+		w, err := NewWindowChecked(capacity)
+		var ce *CapacityError
+		if w != nil || !errors.As(err, &ce) || ce.Capacity != capacity {
+			t.Errorf("NewWindowChecked(%d) = %v, %v; want nil and a *CapacityError for %d", capacity, w, err, capacity)
+			continue
+		}
+		if want := fmt.Sprintf("dedup: window capacity must be between 1 and %d, got %d", maxCapacity, capacity); err.Error() != want {
+			t.Errorf("error text %q, want %q", err, want)
+		}
+	}
+	for _, capacity := range []int{1, 2, 1000} {
+		w, err := NewWindowChecked(capacity)
+		if err != nil || w.Cap() != capacity || w.Len() != 0 {
+			t.Errorf("NewWindowChecked(%d) = %v; want an empty window of that capacity", capacity, err)
+		}
 	}
 }
