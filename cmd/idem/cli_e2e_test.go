@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/internal/pgtest"
+	"github.com/idemgo/idem/internal/redistest"
 )
 
 // result is what one run of the idem binary printed and how it exited.
@@ -299,5 +301,33 @@ func TestVersion(t *testing.T) {
 	}
 	if r := runIdem(t, t.TempDir(), nil, "--help"); !strings.Contains(r.stdout, "version") {
 		t.Errorf("idem --help does not list version: %q", r.stdout)
+	}
+}
+
+// TestRedisDownIsReportedOnce: with its Redis store down, the proxy logs
+// the store errors through its own rate-limited lines only, not a line of
+// the Redis client's per failed dial; a command that cannot reach Redis
+// prints its one error message.
+func TestRedisDownIsReportedOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newCounting(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", srv.URL())
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if r := send(t, p.base, fmt.Sprintf("down-%d", i), `{}`); r.status != 503 {
+			t.Fatalf("store down: %+v, want 503", r)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.wait()
+	if out := p.output.String(); strings.Count(out, "store_error") != 1 || strings.Contains(out, "redis: ") {
+		t.Errorf("proxy output:\n%s\nwant one store_error line (the next ones at most every 10 s) and none of the Redis client's own", out)
+	}
+
+	r := runIdem(t, t.TempDir(), nil, "purge", "--store", srv.URL())
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "idem purge: redis at ") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("idem purge on a Redis that is down: exit %d, stderr %q; want 1 and one line", r.code, r.stderr)
 	}
 }

@@ -229,6 +229,7 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 }
 
 func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
+	redis.SetLogger(quietRedis{})
 	var client redis.UniversalClient
 	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
 		opts, err := redis.ParseClusterURL("redis://" + rest)
