@@ -109,12 +109,18 @@ func numberByte(c byte) bool {
 const (
 	maxIntDigits = 131072
 	maxScale     = 16383
+	// maxExponent is the magnitude from which PostgreSQL refuses an
+	// exponent as it reads it ("value overflows numeric format"), whatever
+	// the digits: INT_MAX/2.
+	maxExponent = 1<<30 - 1
 )
 
 // Number returns an error when num, a JSON number, is beyond what jsonb
 // stores: a non-zero value with more than 131072 digits before the
 // decimal point, or more than 16383 digits after it as written (a zero
-// value too: 0.0e-16383 has 16384). An exponent moves the point.
+// value too: 0.0e-16383 has 16384). An exponent moves the point; one of
+// 1073741823 or more either way is refused whatever the digits (0e1073741823
+// too), as PostgreSQL refuses it.
 func Number(num []byte) error {
 	n := strings.TrimPrefix(string(num), "-")
 	mantissa, exp := n, int64(0)
@@ -123,11 +129,14 @@ func Number(num []byte) error {
 		e := strings.TrimPrefix(n[k+1:], "+")
 		neg := strings.HasPrefix(e, "-")
 		e = strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")
-		if len(e) > 9 { // far beyond either limit
-			e = "999999999"
+		if len(e) > 10 { // far beyond every limit, and within int64
+			e = "9999999999"
 		}
 		for _, c := range e {
 			exp = exp*10 + int64(c-'0')
+		}
+		if exp >= maxExponent { // refused even for zero
+			return errors.New("has a number with an exponent beyond what PostgreSQL's jsonb reads (±1073741822)")
 		}
 		if neg {
 			exp = -exp
