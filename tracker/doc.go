@@ -32,7 +32,8 @@
 // ReserveOwned with it, which succeeds for the owner (and refreshes the
 // reservation's TTL, so a slow series of retries is not taken for an
 // abandoned reservation) and fails for anybody else. Tokens are minted by
-// the tracker, so a caller cannot claim ownership it was not granted, and
+// the tracker, so a caller cannot claim ownership it was not granted (a
+// Token is unique in the process: one from another Tracker owns nothing), and
 // CompleteOwned and ReleaseOwned let an owner finish without touching a
 // reservation that has lapsed and been taken over by another delivery.
 //

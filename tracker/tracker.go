@@ -12,7 +12,8 @@ import (
 // or have been processed (completed), for a TTL. See the package
 // documentation for the contract.
 type Tracker struct {
-	ttl      int64 // nanoseconds
+	id       uint64 // from trackerIDs: in every Token t mints
+	ttl      int64  // nanoseconds
 	interval time.Duration
 	now      func() time.Time // Config.Now; nil means time.Now
 	epoch    time.Time
@@ -37,6 +38,7 @@ func New(cfg Config) *Tracker {
 		panic(err)
 	}
 	t := &Tracker{
+		id:       trackerIDs.Add(1),
 		ttl:      int64(cfg.TTL),
 		interval: cfg.SweepInterval,
 		now:      cfg.Now, // nil for the default, time.Now
