@@ -77,15 +77,32 @@ func defaultShards(procs int) int {
 }
 
 // validate reports the first invalid field of a config whose defaults have
-// been applied.
+// been applied, as a *ConfigError.
 func (c Config) validate() error {
 	switch {
 	case c.TTL < 0 || c.TTL > maxTTL:
-		return fmt.Errorf("tracker: Config.TTL must be between 0 and %v, got %v", maxTTL, c.TTL)
+		return configErrorf("Config.TTL", "must be between 0 and %v, got %v", maxTTL, c.TTL)
 	case c.SweepInterval < 0:
-		return fmt.Errorf("tracker: Config.SweepInterval must not be negative, got %v", c.SweepInterval)
+		return configErrorf("Config.SweepInterval", "must not be negative, got %v", c.SweepInterval)
 	case c.Shards < 0 || c.Shards > maxShards || c.Shards&(c.Shards-1) != 0:
-		return fmt.Errorf("tracker: Config.Shards must be a power of two between 1 and %d, got %d", maxShards, c.Shards)
+		return configErrorf("Config.Shards", "must be a power of two between 1 and %d, got %d", maxShards, c.Shards)
 	}
 	return nil
+}
+
+// ConfigError reports a field of a Config that NewChecked rejected; New
+// panics with it.
+type ConfigError struct {
+	// Field names the field at fault as a Go expression: "Config.TTL".
+	Field string
+	// Problem says what is wrong with it, as a phrase that follows the
+	// field's name ("must not be negative, got -1s").
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "tracker: " + e.Field + " " + e.Problem }
+
+// configErrorf returns a *ConfigError for field.
+func configErrorf(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }

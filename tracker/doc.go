@@ -40,10 +40,17 @@
 // # Fail-open
 //
 // As in the design, a Tracker that is not started (New returns one; Stop
-// leaves one), and a nil *Tracker, never panics and never blocks a
-// delivery: Reserve, Acquire and ReserveOwned return true, Seen returns
-// false, and Complete, Release and the Owned variants do nothing. Stop
-// drops every key.
+// leaves one; the zero Tracker is one), and a nil *Tracker, never panics
+// and never blocks a delivery: Reserve, Acquire and ReserveOwned return
+// true, Seen returns false, and Complete, Release and the Owned variants do
+// nothing. Stop drops every key.
+//
+// # Configuration
+//
+// Config's zero value is valid: every field has a default. New panics with
+// a *ConfigError for an invalid Config, as a mistake in the program;
+// NewChecked returns the *ConfigError instead, for a Config built from
+// input. The zero Tracker is configured with the defaults.
 //
 // # Concurrency and memory
 //

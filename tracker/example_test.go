@@ -83,3 +83,15 @@ func ExampleTracker_Reserve_notStarted() {
 	fmt.Println(tr.Reserve("s", "k"), tr.Reserve("s", "k"), tr.Seen("s", "k"))
 	// Output: true true false
 }
+
+// A Config built from input goes through NewChecked, which names the field
+// it rejects instead of panicking.
+func ExampleNewChecked() {
+	_, err := tracker.NewChecked(tracker.Config{Shards: 3})
+	var ce *tracker.ConfigError
+	fmt.Println(errors.As(err, &ce), ce.Field)
+	fmt.Println(err)
+	// Output:
+	// true Config.Shards
+	// tracker: Config.Shards must be a power of two between 1 and 65536, got 3
+}

@@ -5,11 +5,12 @@ import "time"
 // Start starts the tracker: from now on its methods track keys, and a
 // sweeper goroutine deletes expired keys every SweepInterval. Starting a
 // started Tracker, or a nil one, does nothing. A stopped Tracker can be
-// started again.
+// started again. Starting a zero Tracker gives it the default Config.
 func (t *Tracker) Start() {
 	if t == nil {
 		return
 	}
+	t.configured()
 	t.lifecycle.Lock()
 	defer t.lifecycle.Unlock()
 	if t.running.Load() {

@@ -11,6 +11,10 @@ import (
 // Tracker remembers which keys, per scope, are being processed (reserved)
 // or have been processed (completed), for a TTL. See the package
 // documentation for the contract.
+//
+// The zero Tracker is ready to use, as one from New(Config{}) is: it fails
+// open until Start, and then tracks keys with the defaults of every Config
+// field. A Tracker must not be copied after first use.
 type Tracker struct {
 	id       uint64 // from trackerIDs: in every Token t mints
 	ttl      int64  // nanoseconds
@@ -26,35 +30,69 @@ type Tracker struct {
 	lifecycle sync.Mutex // serialises Start and Stop
 	stop      chan struct{}
 	done      chan struct{}
+
+	// setup applies the Config, once: NewChecked's, or the defaults on the
+	// first Start, Len or Reset of a zero Tracker.
+	setup sync.Once
 }
 
 // New returns a Tracker configured by cfg. It is not started: until Start is
 // called it fails open, as every method documents.
 //
-// New panics if cfg is invalid; the message names the field.
+// New panics with a *ConfigError naming the field if cfg is invalid: use it
+// for a Config written in the program, and NewChecked for one that comes
+// from configuration or other input.
 func New(cfg Config) *Tracker {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	t, err := NewChecked(cfg)
+	if err != nil {
 		panic(err)
 	}
-	t := &Tracker{
-		id:       trackerIDs.Add(1),
-		ttl:      int64(cfg.TTL),
-		interval: cfg.SweepInterval,
-		now:      cfg.Now, // nil for the default, time.Now
-		epoch:    time.Now(),
-		seed:     maphash.MakeSeed(),
-		mask:     uint64(cfg.Shards - 1),
-		shards:   make([]shard, cfg.Shards),
+	return t
+}
+
+// NewChecked is New for a Config that may be invalid: it returns a nil
+// Tracker and a *ConfigError naming the first invalid field, and never
+// panics.
+func NewChecked(cfg Config) (*Tracker, error) {
+	t := new(Tracker)
+	var err error
+	t.setup.Do(func() { err = t.configure(cfg) })
+	if err != nil {
+		return nil, err
 	}
+	return t, nil
+}
+
+// configure applies cfg to a zero t, or returns why it cannot; it runs
+// once per Tracker, under t.setup.
+func (t *Tracker) configure(cfg Config) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	t.id = trackerIDs.Add(1)
+	t.ttl = int64(cfg.TTL)
+	t.interval = cfg.SweepInterval
+	t.now = cfg.Now // nil for the default, time.Now
+	t.epoch = time.Now()
 	if t.now != nil {
 		t.epoch = t.now()
 	}
+	t.seed = maphash.MakeSeed()
+	t.mask = uint64(cfg.Shards - 1)
+	t.shards = make([]shard, cfg.Shards)
 	for i := range t.shards {
 		t.shards[i].keys = make(map[scopedKey]entry)
 		t.shards[i].id = uint64(i)
 	}
-	return t
+	return nil
+}
+
+// configured makes sure t is configured: a zero Tracker gets the defaults.
+// Every method that reads t's configuration calls it first, or checks that
+// t is started, which Start sets only after calling it.
+func (t *Tracker) configured() {
+	t.setup.Do(func() { _ = t.configure(Config{}) }) // the defaults are valid
 }
 
 // started reports whether t is a started Tracker; every method of a nil or
@@ -195,6 +233,7 @@ func (t *Tracker) Len() int {
 	if t == nil {
 		return 0
 	}
+	t.configured()
 	n := 0
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -210,6 +249,7 @@ func (t *Tracker) Reset() {
 	if t == nil {
 		return
 	}
+	t.configured()
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
