@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/idemgo/idem"
 )
 
@@ -73,3 +74,10 @@ func sameJSON(t *testing.T, got, want []byte) bool {
 }
 
 func sameTime(a, b time.Time) bool { return a.Equal(b) }
+
+// recordOpts compare idem.Records with cmp: keys and fingerprints by ==,
+// times by their Equal method.
+var recordOpts = cmp.Options{
+	cmp.Comparer(func(a, b idem.Key) bool { return a == b }),
+	cmp.Comparer(func(a, b idem.Fingerprint) bool { return a == b }),
+}
