@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Outcome is what Handle did with a message.
@@ -49,30 +50,72 @@ type Config[M any] struct {
 	Key func(M) (string, error)
 	// Handle is the message handler. Required.
 	Handle func(ctx context.Context, msg M) error
+	// SettleTimeout bounds each call that settles a message's key after the
+	// handler: the ledger's Complete after a success, its Release after a
+	// failure or a panic. The settle calls ignore the cancellation of
+	// Handle's ctx (a message handled must be recorded even when ctx ends
+	// as the handler returns), so a ledger whose store has stopped
+	// answering would otherwise hold the consumer's goroutine for ever;
+	// when the bound runs out, Handle returns the settle call's error
+	// (wrapping context.DeadlineExceeded, for a ledger that honours its
+	// context as StoreLedger does). A key not marked done may then be
+	// handled again on redelivery; a key not released stays claimed until
+	// its lease (StoreLedger) or TTL (TrackerLedger) runs out.
+	//
+	// Defaults to 10 seconds; must not be negative.
+	SettleTimeout time.Duration
 }
+
+// defaultSettleTimeout is Config.SettleTimeout's default.
+const defaultSettleTimeout = 10 * time.Second
 
 // Consumer runs a handler at most once per message key.
 type Consumer[M any] struct {
 	cfg Config[M]
 }
 
-// New returns a Consumer, or an error naming the missing Config field.
+// New returns a Consumer, or a *ConfigError naming the Config field that is
+// missing or invalid.
 func New[M any](cfg Config[M]) (*Consumer[M], error) {
 	switch {
 	case cfg.Ledger == nil:
-		return nil, errors.New("consumer: Config.Ledger is required")
+		return nil, configErrorf("Config.Ledger", "is required")
 	case cfg.Key == nil:
-		return nil, errors.New("consumer: Config.Key is required")
+		return nil, configErrorf("Config.Key", "is required")
 	case cfg.Handle == nil:
-		return nil, errors.New("consumer: Config.Handle is required")
+		return nil, configErrorf("Config.Handle", "is required")
+	case cfg.SettleTimeout < 0:
+		return nil, configErrorf("Config.SettleTimeout", "must not be negative, got %v", cfg.SettleTimeout)
+	}
+	if cfg.SettleTimeout == 0 {
+		cfg.SettleTimeout = defaultSettleTimeout
 	}
 	return &Consumer[M]{cfg: cfg}, nil
+}
+
+// ConfigError reports a field of a Config that New rejected.
+type ConfigError struct {
+	// Field names the field at fault as a Go expression: "Config.Ledger".
+	Field string
+	// Problem says what is wrong with it, as a phrase that follows the
+	// field's name ("is required").
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "consumer: " + e.Field + " " + e.Problem }
+
+// configErrorf returns a *ConfigError for field.
+func configErrorf(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Handle runs the handler for msg unless its key was handled before or is
 // being handled right now. See the package documentation for the outcomes.
 // The error is the handler's (Failed), the ledger's (Failed, the handler did
-// not run), ErrInProgress (InProgress), or nil.
+// not run), ErrInProgress (InProgress), or nil. Settling the key after the
+// handler is bounded by Config.SettleTimeout; when it fails, Handle joins
+// its error to the handler's (Failed), or returns Handled with it: the
+// message must still be acknowledged, though the key is not marked done.
 func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err error) {
 	key, err := c.cfg.Key(msg)
 	if err != nil {
@@ -91,7 +134,6 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 	default:
 		return Failed, fmt.Errorf("consumer: ledger answered state %d", state)
 	}
-	settle := context.WithoutCancel(ctx)
 	returned := false
 	defer func() {
 		// A panic, or a handler that never returned (runtime.Goexit, as
@@ -100,7 +142,7 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		if p == nil && returned {
 			return
 		}
-		_ = claim.Release(settle)
+		_ = c.settle(ctx, claim.Release)
 		if p != nil {
 			panic(p)
 		}
@@ -108,16 +150,24 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 	err = c.cfg.Handle(ctx, msg)
 	returned = true
 	if err != nil {
-		if rerr := claim.Release(settle); rerr != nil {
+		if rerr := c.settle(ctx, claim.Release); rerr != nil {
 			return Failed, errors.Join(err, fmt.Errorf("consumer: releasing the key: %w", rerr))
 		}
 		return Failed, err
 	}
-	if err := claim.Complete(settle); err != nil {
+	if err := c.settle(ctx, claim.Complete); err != nil {
 		// The effects happened but are not recorded: a redelivery may run
 		// them again. Say so; the message must still be acknowledged or the
 		// redelivery certainly runs them again.
 		return Handled, fmt.Errorf("consumer: handled, but marking the key done failed: %w", err)
 	}
 	return Handled, nil
+}
+
+// settle calls Complete or Release (call) with ctx's values but not its
+// cancellation, bounded by Config.SettleTimeout.
+func (c *Consumer[M]) settle(ctx context.Context, call func(context.Context) error) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.SettleTimeout)
+	defer cancel()
+	return call(sctx)
 }

@@ -23,7 +23,8 @@ type Ledger interface {
 	Claim(ctx context.Context, key string) (Claim, State, error)
 }
 
-// Claim is a held key.
+// Claim is a held key. Its methods must return, with an error if need be,
+// once ctx is done: the Consumer bounds them with Config.SettleTimeout.
 type Claim interface {
 	// Complete marks the key done: later claims answer Done.
 	Complete(ctx context.Context) error

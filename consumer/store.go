@@ -52,8 +52,13 @@ func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, erro
 	}
 	switch o.Kind {
 	case idem.Fresh:
-		c := &storeClaim{s: l.s, key: k, lease: o.Lease}
-		c.stop = idem.KeepAlive(context.WithoutCancel(ctx), l.s, k, o.Lease, 0, func() {})
+		// The heartbeats outlive ctx's cancellation, as the handler may, but
+		// not the claim: settling cancels a heartbeat under way, so that a
+		// store that has stopped answering holds the settle call only until
+		// its own context ends.
+		kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop := idem.KeepAlive(kctx, l.s, k, o.Lease, 0, func() {})
+		c := &storeClaim{s: l.s, key: k, lease: o.Lease, stop: func() { cancel(); stop() }}
 		return c, Claimed, nil
 	case idem.InFlight:
 		return nil, Busy, nil
@@ -73,7 +78,7 @@ type storeClaim struct {
 	s     idem.Store
 	key   idem.Key
 	lease idem.Lease
-	stop  func()
+	stop  func() // ends the heartbeats, cancelling one under way
 }
 
 func (c *storeClaim) Complete(ctx context.Context) error {
