@@ -58,6 +58,7 @@ func TestRestartUnderLoad(t *testing.T) {
 			run := &faultRun{t: t, s: s, durable: c.durable, ns: idemtest.RandomNamespace(t), req: mustRequest(t, `{"op":"pay"}`)}
 			run.start(16)
 			run.phase(0, 300*time.Millisecond)
+			run.untilAnswered(0)
 			if err := c.stop(srv); err != nil {
 				t.Error(err)
 			}
@@ -68,6 +69,7 @@ func TestRestartUnderLoad(t *testing.T) {
 			// After PoolSize failed dials go-redis fails fast until a
 			// probe, once a second, finds the server again.
 			run.phase(2, 2*time.Second)
+			run.untilAnswered(2)
 			run.finish()
 			run.check(client)
 		})
@@ -111,6 +113,20 @@ func (r *faultRun) phase(p int32, d time.Duration) {
 	r.current.Store(p)
 	time.Sleep(d)
 }
+
+// untilAnswered lets the workers run on in phase p until a call of the
+// phase has been answered, for up to answerWithin: on a loaded machine
+// (the test runs beside others, under -race) the first calls may take
+// longer than the phase.
+func (r *faultRun) untilAnswered(p int32) {
+	deadline := time.Now().Add(answerWithin)
+	for r.ok[p].Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// answerWithin bounds how long untilAnswered waits.
+const answerWithin = 15 * time.Second
 
 func (r *faultRun) finish() {
 	close(r.stop)
