@@ -69,10 +69,15 @@ type Config[M any] struct {
 // defaultSettleTimeout is Config.SettleTimeout's default.
 const defaultSettleTimeout = 10 * time.Second
 
-// Consumer runs a handler at most once per message key.
+// Consumer runs a handler at most once per message key. Make one with New:
+// a Consumer declared without it, or a nil one, fails every message with a
+// *ConfigError.
 type Consumer[M any] struct {
 	cfg Config[M]
 }
+
+// errNotMade is what Handle returns on a Consumer not made by New.
+var errNotMade = configErrorf("Config", "is missing: the Consumer was not made by New")
 
 // New returns a Consumer, or a *ConfigError naming the Config field that is
 // missing or invalid.
@@ -87,15 +92,21 @@ func New[M any](cfg Config[M]) (*Consumer[M], error) {
 	case cfg.SettleTimeout < 0:
 		return nil, configErrorf("Config.SettleTimeout", "must not be negative, got %v", cfg.SettleTimeout)
 	}
+	if l, ok := cfg.Ledger.(*storeLedger); ok && l.err != nil {
+		return nil, l.err
+	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = defaultSettleTimeout
 	}
 	return &Consumer[M]{cfg: cfg}, nil
 }
 
-// ConfigError reports a field of a Config that New rejected.
+// ConfigError reports a field of a Config, or of the options of a Ledger,
+// that New rejected. A StoreLedger's Claim returns it too, for a ledger
+// New would reject, and Handle on a Consumer not made by New.
 type ConfigError struct {
-	// Field names the field at fault as a Go expression: "Config.Ledger".
+	// Field names the field at fault as a Go expression: "Config.Ledger",
+	// "StoreLedgerOpts.Lease".
 	Field string
 	// Problem says what is wrong with it, as a phrase that follows the
 	// field's name ("is required").
@@ -117,6 +128,9 @@ func configErrorf(field, format string, args ...any) error {
 // its error to the handler's (Failed), or returns Handled with it: the
 // message must still be acknowledged, though the key is not marked done.
 func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err error) {
+	if c == nil || c.cfg.Key == nil {
+		return Failed, errNotMade
+	}
 	key, err := c.cfg.Key(msg)
 	if err != nil {
 		return Failed, fmt.Errorf("consumer: message key: %w", err)
@@ -131,6 +145,9 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 	case Busy:
 		return InProgress, ErrInProgress
 	case Claimed:
+		if claim == nil {
+			return Failed, errors.New("consumer: the ledger answered Claimed without a Claim")
+		}
 	default:
 		return Failed, fmt.Errorf("consumer: ledger answered state %d", state)
 	}

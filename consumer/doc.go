@@ -37,6 +37,10 @@
 //     redelivers and the handler runs again. A handler that ends its
 //     goroutine (runtime.Goexit, as t.FailNow does) releases the key too.
 //
+// Settling the key after the handler (Complete, or Release) is bounded by
+// Config.SettleTimeout, 10 seconds by default, so a store that stops
+// answering fails the message instead of holding its goroutine.
+//
 // Plugging it into a broker: call Handle from the receive loop (or from each
 // worker of a pool) with the decoded message, and map the outcome to the
 // broker's acknowledgement: Kafka — commit the offset only when Ack is

@@ -26,10 +26,22 @@ type StoreLedgerOpts struct {
 // consumer process sharing the store sees every other's claims. A message
 // key must be a valid idem key value (1–255 bytes of UTF-8 without control
 // characters); use an idem.Minter to derive one from a longer natural key.
+//
+// A nil s, or a negative Retention or Lease, makes a ledger that New
+// refuses with a *ConfigError, and whose Claim returns that error.
 func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger {
 	l := &storeLedger{s: s, ns: ns, fp: idem.FingerprintBytes([]byte("idem/consumer/v1"))}
 	if opts != nil {
 		l.begin = &idem.BeginOpts{Retention: opts.Retention, Lease: opts.Lease}
+	}
+	switch {
+	case s == nil:
+		l.err = configErrorf("Config.Ledger", "is a StoreLedger without a store (a nil idem.Store)")
+	case opts == nil:
+	case opts.Retention < 0:
+		l.err = configErrorf("StoreLedgerOpts.Retention", "must not be negative, got %v", opts.Retention)
+	case opts.Lease < 0:
+		l.err = configErrorf("StoreLedgerOpts.Lease", "must not be negative, got %v", opts.Lease)
 	}
 	return l
 }
@@ -39,9 +51,13 @@ type storeLedger struct {
 	ns    idem.Namespace
 	fp    idem.Fingerprint
 	begin *idem.BeginOpts
+	err   error // a *ConfigError for arguments StoreLedger cannot work with
 }
 
 func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, error) {
+	if l.err != nil {
+		return nil, 0, l.err
+	}
 	k, err := idem.ParseKey(l.ns, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("consumer: message key %q: %w", truncate(key), err)

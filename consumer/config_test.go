@@ -1,0 +1,99 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/consumer"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// TestUnmadeConsumerFails: a Consumer declared without New (or a nil one)
+// fails every message with a *ConfigError instead of panicking on its
+// missing functions; the handler is not run and nothing is claimed.
+func TestUnmadeConsumerFails(t *testing.T) {
+	var zero consumer.Consumer[msg]
+	var nilConsumer *consumer.Consumer[msg]
+	for name, c := range map[string]*consumer.Consumer[msg]{"zero": &zero, "nil": nilConsumer} {
+		o, err := c.Handle(context.Background(), msg{ID: "m"})
+		var ce *consumer.ConfigError
+		if o != consumer.Failed || o.Ack() || !errors.As(err, &ce) {
+			t.Errorf("%s Consumer: Handle = %s, %v; want Failed and a *ConfigError", name, o, err)
+		}
+	}
+}
+
+// TestStoreLedgerBadArguments: a StoreLedger without a store, or with a
+// negative lease or retention, is refused by New with a *ConfigError, and
+// its Claim, used directly, returns the same error instead of panicking or
+// failing every message with the store's complaint.
+func TestStoreLedgerBadArguments(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	ns := idem.MustNamespace("orders")
+	for _, tc := range []struct {
+		name   string
+		ledger consumer.Ledger
+		field  string
+		text   string
+	}{
+		{"nil store", consumer.StoreLedger(nil, ns, nil), "Config.Ledger",
+			"consumer: Config.Ledger is a StoreLedger without a store (a nil idem.Store)"},
+		{"nil store with options", consumer.StoreLedger(nil, ns, &consumer.StoreLedgerOpts{Lease: time.Minute}), "Config.Ledger",
+			"consumer: Config.Ledger is a StoreLedger without a store (a nil idem.Store)"},
+		{"negative retention", consumer.StoreLedger(s, ns, &consumer.StoreLedgerOpts{Retention: -time.Hour}), "StoreLedgerOpts.Retention",
+			"consumer: StoreLedgerOpts.Retention must not be negative, got -1h0m0s"},
+		{"negative lease", consumer.StoreLedger(s, ns, &consumer.StoreLedgerOpts{Lease: -time.Second}), "StoreLedgerOpts.Lease",
+			"consumer: StoreLedgerOpts.Lease must not be negative, got -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what string, err error) {
+				t.Helper()
+				var ce *consumer.ConfigError
+				if !errors.As(err, &ce) || ce.Field != tc.field || err.Error() != tc.text {
+					t.Errorf("%s: %v; want a *ConfigError %q", what, err, tc.text)
+				}
+			}
+			_, err := consumer.New(consumer.Config[msg]{
+				Ledger: tc.ledger,
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error { return nil },
+			})
+			check("New", err)
+			claim, _, err := tc.ledger.Claim(context.Background(), "m")
+			if claim != nil {
+				t.Error("Claim returned a Claim")
+			}
+			check("Claim", err)
+		})
+	}
+}
+
+// claimlessLedger breaks Ledger's contract: it answers Claimed without a
+// Claim.
+type claimlessLedger struct{}
+
+func (claimlessLedger) Claim(context.Context, string) (consumer.Claim, consumer.State, error) {
+	return nil, consumer.Claimed, nil
+}
+
+// TestLedgerClaimedWithoutClaim: a Ledger of the caller's that answers
+// Claimed without a Claim fails the message without running the handler,
+// instead of panicking when the key is to be settled.
+func TestLedgerClaimedWithoutClaim(t *testing.T) {
+	ran := false
+	c, err := consumer.New(consumer.Config[msg]{
+		Ledger: claimlessLedger{},
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(context.Context, msg) error { ran = true; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.Handle(context.Background(), msg{ID: "m"})
+	if o != consumer.Failed || err == nil || ran {
+		t.Errorf("Handle = %s, %v, handler ran %v; want Failed with an error, handler not run", o, err, ran)
+	}
+}
