@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -16,21 +17,119 @@ var ErrTerminal = errors.New("durable: instance has ended")
 
 // cancelSQL ends a live instance as cancelled, with the reason as its
 // error. Its row lock is already held (lockByIDSQL or lockByKeySQL). The
-// cleared lease, and the status, make the fence of the step it may be
-// running match no row: that step's commit changes nothing.
+// status makes the fence of the step it may be running match no row: that
+// step's commit changes nothing. An executing row keeps its lease (see
+// keepLeaseSQL).
 const cancelSQL = `
 UPDATE durable_instance
-SET status = 'cancelled', error = $2, finished_at = now(),
-    lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL, await_deadline = NULL,
-    updated_at = now()
+SET status = 'cancelled', error = $2, finished_at = now(), ` + keepLeaseSQL + `,
+    awaiting = NULL, await_deadline = NULL, updated_at = now()
 WHERE id = $1 AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`
+
+// keepLeaseSQL is how Cancel's statements set the lease of a row they
+// cancel: an executing row keeps its lease, and with it its concurrency
+// slot (holdsSlotSQL), because its step still runs until the engine
+// learns of the cancel and the step returns; a key's limit must hold
+// meanwhile. The heartbeat no longer extends such a lease (the row is not
+// executing) and cancels the step's context; the engine clears the lease
+// once the step has ended (unleaseSQL), the reaper once it has expired
+// (reapCancelledSQL). Other rows have no lease.
+const keepLeaseSQL = `lease_owner = CASE WHEN status = 'executing' THEN lease_owner END,
+    lease_expires_at = CASE WHEN status = 'executing' THEN lease_expires_at END`
+
+// unleaseSQL clears the leases that engine $1 holds under the claims $2,
+// $3 (ids and claim counts) on rows cancelled meanwhile, whose steps have
+// ended or never ran: their concurrency slots are free. It returns the
+// queues of the rows it changed.
+const unleaseSQL = `
+UPDATE durable_instance i
+SET lease_owner = NULL, lease_expires_at = NULL
+FROM unnest($2::bigint[], $3::bigint[]) AS r(id, claims)
+WHERE i.id = r.id AND i.claims = r.claims AND i.status = 'cancelled' AND i.lease_owner = $1
+RETURNING i.queue`
+
+// reapCancelledSQL clears up to $1 leases of cancelled rows that expired:
+// their steps overran the lease or their engine died, and their
+// concurrency slots are free. It returns the queues of the rows it
+// changed.
+const reapCancelledSQL = `
+WITH expired AS (
+    SELECT id FROM durable_instance
+    WHERE status = 'cancelled' AND lease_owner IS NOT NULL AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE durable_instance i
+SET lease_owner = NULL, lease_expires_at = NULL
+FROM expired
+WHERE i.id = expired.id
+RETURNING i.queue`
+
+// unlease frees the slots that cs, claims whose steps have ended or will
+// not run, hold on rows cancelled meanwhile, and wakes the pickers of
+// their queues, where rows of their keys may wait. A failure is only
+// logged: the leases expire and the reaper frees the slots then.
+func (e *engine) unlease(cs ...*claimed) {
+	if len(cs) == 0 {
+		return
+	}
+	ids, claims := fence(cs)
+	ctx, cancel := e.dbContext()
+	queues, _, err := e.queuesOf(ctx, unleaseSQL, e.owner, ids, claims)
+	cancel()
+	if err != nil {
+		e.c.cfg.Logger.Error("durable: freeing the slots of cancelled instances failed; their leases will expire",
+			slog.Any("error", err))
+		return
+	}
+	e.wake(queues)
+}
+
+// reapCancelled frees the slots of cancelled rows whose lease expired.
+func (e *engine) reapCancelled() {
+	for {
+		ctx, cancel := e.dbContext()
+		queues, n, err := e.queuesOf(ctx, reapCancelledSQL, reapBatch)
+		cancel()
+		if err != nil {
+			e.c.cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
+			return
+		}
+		e.wake(queues)
+		if n < reapBatch {
+			return
+		}
+	}
+}
+
+// queuesOf runs query, which returns the queue of each row it changed,
+// and returns the set of those queues and the number of rows.
+func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[string]bool, int, error) {
+	rows, err := e.c.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, 0, err
+	}
+	queues := map[string]bool{}
+	for _, q := range names {
+		queues[q] = true
+	}
+	return queues, len(names), nil
+}
 
 // Cancel ends the live instance target addresses as cancelled: no step
 // runs again, the step it may be running cannot commit its outcome (its
 // commit is fenced off, and its context is cancelled once the engine's
 // heartbeat notices the lost lease), its inbox is deleted and its
 // correlation key is freed unless its scope holds StatusCancelled. reason
-// is stored as the instance's Error.
+// is stored as the instance's Error. An instance cancelled while its step
+// runs keeps its concurrency slot (Instance.LeaseOwner still names the
+// engine) until the step has returned, or until its lease, which is no
+// longer extended, has expired: its concurrency key's limit holds.
 //
 // Cancel returns ErrNoTarget when the id has no row or no live instance
 // occupies the key, ErrAmbiguousTarget when several live instances carry

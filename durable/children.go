@@ -158,7 +158,8 @@ ORDER BY tree.depth, i.id
 FOR NO KEY UPDATE OF i`
 
 // cancelChildrenSQL cancels the live descendants of the cancelled instance
-// $1, with reason $2, deletes their inboxes and clears its pending count:
+// $1, with reason $2 (an executing one keeps its lease, as in cancelSQL),
+// deletes their inboxes and clears its pending count:
 // its children need not release it any more. It follows
 // lockDescendantsSQL, which locked the rows it cancels: a signal is stored
 // only under its instance's row lock, so its snapshot sees every signal
@@ -168,7 +169,7 @@ FOR NO KEY UPDATE OF i`
 const cancelChildrenSQL = descendantsSQL + `, gone AS (
     UPDATE durable_instance
     SET status = 'cancelled', error = $2, finished_at = now(), releases_parent = false,
-        pending_children = 0, lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL,
+        pending_children = 0, ` + keepLeaseSQL + `, awaiting = NULL,
         await_deadline = NULL, updated_at = now()
     WHERE id IN (SELECT id FROM tree) AND ` + liveSQL + `
       AND (NOT $3::bool OR EXISTS (SELECT 1 FROM durable_instance

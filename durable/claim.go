@@ -97,7 +97,7 @@ WITH RECURSIVE conf AS (
             FROM heads k CROSS JOIN LATERAL (
                 SELECT i.id FROM durable_instance i
                 WHERE i.status = 'runnable' AND i.queue = $1 AND i.rate_limit = k.key AND i.eligible_at <= now()
-                  AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
+                  AND (i.concurrency_key IS NULL OR ` + keyHeldSQL + ` < ` + keyLimitSQL + `)
                 ORDER BY i.priority, i.eligible_at, i.id
                 LIMIT least($2, greatest(floor(k.tokens), 0)::int)) r
             WHERE k.known AND k.tokens >= k.head_cost)
@@ -146,7 +146,7 @@ const (
 	claimFreeRowsSQL = `
     SELECT i.id, i.concurrency_key, i.rate_limit, i.rate_weight, i.priority, i.eligible_at FROM durable_instance i
     WHERE i.status = 'runnable' AND i.queue = $1 AND i.eligible_at <= now() AND i.rate_limit IS NULL
-      AND (i.concurrency_key IS NULL OR ` + keyExecutingSQL + ` < ` + keyLimitSQL + `)
+      AND (i.concurrency_key IS NULL OR ` + keyHeldSQL + ` < ` + keyLimitSQL + `)
     ORDER BY i.priority, i.eligible_at, i.id
     LIMIT $2
     FOR UPDATE OF i SKIP LOCKED`

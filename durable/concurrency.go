@@ -11,8 +11,16 @@ import (
 )
 
 // concurrencyIndex is the unique index over the (concurrency_key,
-// concurrency_slot) of executing rows: a key's slot is held by one row.
+// concurrency_slot) of the rows that hold a slot (holdsSlotSQL): a key's
+// slot is held by one row.
 const concurrencyIndex = "durable_instance_concurrency_idx"
+
+// holdsSlotSQL is true for a row of alias e that holds its key's slot: an
+// executing row, or a row cancelled while executing whose lease has not
+// been cleared yet, since its step may still run (see cancelSQL). It is
+// the predicate of concurrencyIndex, spelled the same so that the planner
+// uses the index.
+const holdsSlotSQL = `(e.status = 'executing' OR (e.status = 'cancelled' AND e.lease_owner IS NOT NULL))`
 
 // The fragments of claimSQL and contendedSQL about concurrency keys. They
 // need the key's row as i (in picked) or p (in slotted), and the limits by
@@ -22,15 +30,15 @@ const (
 	// the key in the limits, or 1.
 	keyLimitSQL = `coalesce((SELECT u.l FROM unnest($5::text[], $6::integer[]) AS u(p, l)
                    WHERE starts_with(i.concurrency_key, u.p) ORDER BY length(u.p) DESC LIMIT 1), 1)`
-	// keyExecutingSQL counts the executing rows of i's key.
-	keyExecutingSQL = `(SELECT count(*) FROM durable_instance e
-                   WHERE e.concurrency_key = i.concurrency_key AND e.status = 'executing')`
+	// keyHeldSQL counts the rows of i's key that hold a slot.
+	keyHeldSQL = `(SELECT count(*) FROM durable_instance e
+                   WHERE e.concurrency_key = i.concurrency_key AND ` + holdsSlotSQL + `)`
 	// keyFreeSlotSQL is the p.rn-th free slot of p's key below its limit,
 	// or NULL when there are fewer free slots.
 	keyFreeSlotSQL = `(SELECT s FROM generate_series(0, coalesce((SELECT u.l FROM unnest($5::text[], $6::integer[]) AS u(p, l)
                        WHERE starts_with(p.concurrency_key, u.p) ORDER BY length(u.p) DESC LIMIT 1), 1) - 1) AS s
                WHERE NOT EXISTS (SELECT 1 FROM durable_instance e
-                                 WHERE e.concurrency_key = p.concurrency_key AND e.status = 'executing'
+                                 WHERE e.concurrency_key = p.concurrency_key AND ` + holdsSlotSQL + `
                                    AND e.concurrency_slot = s)
                ORDER BY s OFFSET p.rn - 1 LIMIT 1)`
 )
@@ -44,7 +52,7 @@ FROM (SELECT concurrency_key FROM durable_instance
       WHERE status = 'runnable' AND queue = $1 AND eligible_at <= now()
       ORDER BY priority, eligible_at, id
       LIMIT $2) i
-WHERE i.concurrency_key IS NOT NULL AND ` + keyExecutingSQL + ` >= ` + keyLimitSQL + `
+WHERE i.concurrency_key IS NOT NULL AND ` + keyHeldSQL + ` >= ` + keyLimitSQL + `
 GROUP BY i.concurrency_key
 ORDER BY i.concurrency_key`)
 

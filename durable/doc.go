@@ -114,7 +114,9 @@
 // lease cleared in the same transaction, on the instance's locked row. A
 // step that was running then cannot commit: its commit is fenced off as
 // that of a reaped lease is, and the engine's heartbeat cancels its
-// context. Cancelling an ended instance by id fails with ErrTerminal; by
+// context. Until that step returns (or its lease expires: it is no longer
+// extended) the row keeps its lease and its concurrency slot. Cancelling
+// an ended instance by id fails with ErrTerminal; by
 // key, with ErrNoTarget (no live instance carries the key). Cancelling an
 // instance cancels its live children, and theirs, in the same transaction.
 // Cancel locks the whole tree first, parents before children, level by
@@ -207,7 +209,10 @@
 // not yet seeing the other's lease, cannot both win: the loser's statement
 // fails on the index and is repeated, and then skips the key. A row keeps
 // its slot until it leaves executing (the step's outcome, a release, the
-// reaper), so a step that awaits a signal or retries frees its slot.
+// reaper), so a step that awaits a signal or retries frees its slot. A row
+// cancelled while executing keeps its slot until its step has returned, or
+// its lease (no longer extended) has expired: the step still runs, and the
+// key's limit holds while it does.
 //
 // Hooks.ConcurrencyContended reports, per pick that left room unused, each
 // key whose due rows wait for a slot, with their count, the key's limit and

@@ -30,7 +30,7 @@ type Instance struct {
 	CorrelationScope []Status
 	Awaiting         []string  // the signal names of the last Await, until the next progress
 	AwaitDeadline    time.Time // zero when none
-	LeaseOwner       string    // the engine running the step, while executing
+	LeaseOwner       string    // the engine running the step, while executing (or cancelled while the step still runs)
 	LeaseExpiresAt   time.Time
 	Result           json.RawMessage // Done's result; nil otherwise
 	Error            string          // Stop's reason, or the error the pending retry follows

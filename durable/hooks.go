@@ -103,7 +103,7 @@ type SweptEvent struct {
 
 // ConcurrencyContendedEvent reports the rows of one concurrency key that a
 // pick skipped because the key had as many executing instances as its
-// limit allows.
+// limit allows (counting those cancelled whose steps still run).
 type ConcurrencyContendedEvent struct {
 	Queue  string
 	Worker string // the engine's Config.ID

@@ -187,4 +187,5 @@ func (e *engine) reapOnce() {
 		}
 	}
 	e.failReaped()
+	e.reapCancelled()
 }

@@ -174,6 +174,9 @@ func (q *queue) drain() {
 				slog.String("queue", q.name), slog.Int("count", len(buffered)), slog.Any("error", err))
 		}
 		released = n
+		if err == nil && n < len(buffered) {
+			q.e.unlease(buffered...) // some were cancelled, perhaps: their slots are free
+		}
 		q.e.untrack(buffered...)
 		if n > 0 {
 			q.e.wake(map[string]bool{q.name: true}) // for the other engines serving the queue
@@ -189,6 +192,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	defer e.untrack(c)
 	cfg := &e.c.cfg
 	if c.lost.Load() {
+		e.unlease(c) // cancelled, perhaps: its slot is free
 		return
 	}
 	ctx, cancel := context.WithCancel(e.workCtx)
@@ -232,6 +236,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	case r.err != nil:
 		cfg.Logger.Info("durable: step failed", append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))...)
 	}
+	if err == nil && !res.committed {
+		e.unlease(c) // the step of a cancelled row has ended: its slot is free
+	}
 	if h := cfg.Hooks.StepStop; h != nil {
 		h(StepStopEvent{
 			ID: c.id, FSM: c.fsm, Step: c.step, Attempt: c.attempt, Kind: r.outcome.kind,
@@ -261,6 +268,8 @@ func (e *engine) handBack(c *claimed, r ranStep) {
 			append(attrs, slog.Any("error", err))...)
 	case n == 1:
 		cfg.Logger.Info("durable: step interrupted by the engine's stop; handed back to run again", attrs...)
+	default:
+		e.unlease(c) // cancelled, perhaps: its slot is free
 	}
 	if h := cfg.Hooks.StepStop; h != nil {
 		h(StepStopEvent{

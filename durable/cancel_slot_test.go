@@ -1,0 +1,121 @@
+package durable_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// stubbornFSM runs one step that counts itself in o under the state's key
+// and returns only when release is closed, whatever its context says: a
+// step slow to notice that its instance was cancelled. The first step to
+// run sends its instance's id on entered.
+func stubbornFSM(t testing.TB, o *overlaps, entered chan<- int64, release <-chan struct{}) *durable.FSM[ckState] {
+	var first atomic.Bool
+	return mustFSM(t, durable.FSMConfig[ckState]{
+		Name:    "stubborn",
+		Initial: "run",
+		Steps: map[string]durable.StepFunc[ckState]{
+			"run": func(ctx context.Context, s *durable.Step[ckState]) (durable.Outcome, error) {
+				o.enter(s.State.Key)
+				defer o.leave(s.State.Key)
+				if first.CompareAndSwap(false, true) {
+					entered <- s.ID
+				}
+				<-release
+				return durable.Done(nil), nil
+			},
+		},
+	})
+}
+
+// Cancelling an instance whose step runs does not free its concurrency
+// slot before the step ends: the next instance of the key waits for the
+// cancelled step to return, so the key's limit holds.
+func TestCancelKeepsTheConcurrencySlotUntilTheStepEnds(t *testing.T) {
+	t.Parallel()
+	o := newOverlaps()
+	entered, release := make(chan int64, 1), make(chan struct{})
+	fsm := stubbornFSM(t, o, entered, release)
+	cfg := fast(fsm)
+	cfg.HeartbeatInterval = 20 * time.Millisecond // the engine learns of the cancel at once
+	b := setup(t, cfg)
+	b.start(t)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	<-entered
+	next := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	if err := b.client.Cancel(ctxT(t), durable.ByID(first), "no longer wanted"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	// Many polls and heartbeats later, the cancelled step still runs, and
+	// the next instance of the key still waits.
+	time.Sleep(500 * time.Millisecond)
+	if m, _ := o.get("k"); m != 1 {
+		t.Fatalf("%d steps of key k ran at once while the cancelled one had not returned, want 1", m)
+	}
+	if in := b.get(t, next); in.Status != durable.StatusRunnable {
+		t.Fatalf("the next instance of the key is %s before the cancelled step returned, want runnable", in.Status)
+	}
+	if in := b.get(t, first); in.Status != durable.StatusCancelled || in.Error != "no longer wanted" {
+		t.Fatalf("the cancelled instance: status %s, error %q", in.Status, in.Error)
+	}
+
+	// The cancelled step returns: its commit is fenced off, the slot is
+	// freed, and the next instance runs.
+	close(release)
+	b.waitStatus(t, next, durable.StatusDone)
+	if m, done := o.get("k"); m != 1 || done != 2 {
+		t.Fatalf("key k: %d steps at once, %d done; want 1 and 2", m, done)
+	}
+	if in := b.get(t, first); in.Status != durable.StatusCancelled || in.LeaseOwner != "" {
+		t.Fatalf("the cancelled instance after its step: status %s, lease %q", in.Status, in.LeaseOwner)
+	}
+	b.noStuckRows(t)
+}
+
+// A cancelled step that never returns holds its key's slot only as long
+// as its lease, which the engine no longer extends: once it expires the
+// reaper frees the slot, as it does for a step that hangs.
+func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	o := newOverlaps()
+	entered, release := make(chan int64, 1), make(chan struct{})
+	fsm := stubbornFSM(t, o, entered, release)
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = time.Second, 50*time.Millisecond, 50*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	t.Cleanup(func() { close(release) }) // before Stop, which waits for the step
+
+	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	<-entered
+	next := b.insert(t, fsm.With(ckState{Key: "next"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	cancelled := time.Now()
+	if err := b.client.Cancel(ctxT(t), durable.ByID(first), ""); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	waitFor(t, "the next instance of the key to run", func() bool {
+		m, _ := o.get("next")
+		return m > 0
+	})
+	if waited := time.Since(cancelled); waited < 500*time.Millisecond {
+		t.Fatalf("the next instance ran %v after the cancel, before the cancelled step's lease could expire", waited)
+	}
+	if in := b.get(t, first); in.Status != durable.StatusCancelled || in.LeaseOwner != "" || in.Attempt != 1 {
+		t.Fatalf("the cancelled instance: status %s, lease %q, attempt %d", in.Status, in.LeaseOwner, in.Attempt)
+	}
+	if in := b.get(t, next); in.Status != durable.StatusExecuting {
+		t.Fatalf("the next instance is %s, want executing", in.Status)
+	}
+}
