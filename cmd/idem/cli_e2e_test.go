@@ -33,9 +33,17 @@ type result struct {
 // environment, and returns what it printed and its exit code.
 func runIdem(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
+	return runIdemAs(t, idemBin, nil, dir, env, args...)
+}
+
+// runIdemAs is runIdem running the binary bin as the user cred names (nil:
+// this process's user).
+func runIdemAs(t *testing.T, bin string, cred *syscall.Credential, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, idemBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
@@ -329,5 +337,72 @@ func TestRedisDownIsReportedOnce(t *testing.T) {
 	r := runIdem(t, t.TempDir(), nil, "purge", "--store", srv.URL())
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "idem purge: redis at ") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("idem purge on a Redis that is down: exit %d, stderr %q; want 1 and one line", r.code, r.stderr)
+	}
+}
+
+// TestSQLitePathProblems: a SQLite path in a directory that is not there,
+// a path that is a directory, and a directory or database file this user
+// may not write are each named as such, by every command that opens the
+// store, instead of SQLite's "unable to open database file"; a proxy on a
+// read-only database does not start to answer every request 503.
+func TestSQLitePathProblems(t *testing.T) {
+	// Root may write every file: then idem runs as nobody, from a copy of
+	// the binary in a directory nobody may enter and write.
+	work, err := os.MkdirTemp("", "idem-sqlite-paths-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin, cred := idemBin, (*syscall.Credential)(nil)
+	if os.Geteuid() == 0 {
+		exe, err := os.ReadFile(idemBin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin, cred = filepath.Join(work, "idem"), &syscall.Credential{Uid: 65534, Gid: 65534} // nobody
+		if err := os.WriteFile(bin, exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(t *testing.T, path string, commands [][]string, want ...string) {
+		t.Helper()
+		for _, args := range commands {
+			r := runIdemAs(t, bin, cred, work, nil, append(args, "--store", "sqlite:"+path)...)
+			if r.code != 1 || strings.Contains(r.stderr, "unable to open") || strings.Contains(r.stderr, "readonly database") {
+				t.Errorf("idem %s: exit %d, stderr %q; want 1 and no bare SQLite error", args[0], r.code, r.stderr)
+			}
+			for _, w := range want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("idem %s: stderr %q lacks %q", args[0], r.stderr, w)
+				}
+			}
+		}
+	}
+	proxy := []string{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}
+	check(t, filepath.Join(work, "no", "such", "idem.db"), [][]string{proxy, {"migrate"}},
+		"there is no directory "+filepath.Join(work, "no", "such"), "mkdir -p")
+	check(t, work, [][]string{proxy, {"migrate"}, {"purge"}},
+		work+" is a directory", "sqlite:"+filepath.Join(work, "idem.db"))
+
+	roDir := filepath.Join(work, "ro")
+	if err := os.Mkdir(roDir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	check(t, filepath.Join(roDir, "idem.db"), [][]string{proxy, {"migrate"}}, "may not create files in "+roDir)
+
+	roFile := filepath.Join(work, "ro.db")
+	if r := runIdem(t, work, nil, "migrate", "--store", "sqlite:"+roFile); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if err := os.Chmod(roFile, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	check(t, roFile, [][]string{proxy, {"migrate"}, {"purge"}}, roFile+": the file is read-only")
+	// Reading needs no writing.
+	if r := runIdemAs(t, bin, cred, work, nil, "inspect", "--key", "k", "--store", "sqlite:"+roFile); !strings.Contains(r.stderr, "no live record") {
+		t.Errorf("idem inspect on a read-only database: exit %d, stderr %q; want it read", r.code, r.stderr)
 	}
 }

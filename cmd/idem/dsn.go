@@ -41,6 +41,9 @@ type storeOpts struct {
 	// purge): a SQLite database must already be there, with its table,
 	// and is never created.
 	existing bool
+	// readOnly is for the commands that only read (inspect): a SQLite
+	// database file this user may not write will do.
+	readOnly bool
 }
 
 // openedStore is a store with what the commands need around it.
@@ -138,6 +141,9 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		}
 		params += "&mode=rw" // open, never create
 	}
+	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() && !o.readOnly && !canWrite(abs) {
+		return nil, sqliteReadOnly(abs)
+	}
 	u := url.URL{Scheme: "file", Path: abs, RawQuery: params} // escapes '?', '#' and '%' in the path
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
@@ -148,7 +154,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
+		return nil, sqliteOpenError(abs, err)
 	}
 	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Batch: o.batch})
 	if err != nil {

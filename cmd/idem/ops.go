@@ -131,7 +131,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if k, err = k.WithScope(*scope); err != nil {
 		return fmt.Errorf("--scope: %w", err)
 	}
-	st, err := openStore(ctx, *dsn, storeOpts{existing: true})
+	st, err := openStore(ctx, *dsn, storeOpts{existing: true, readOnly: true})
 	if err != nil {
 		return err
 	}
