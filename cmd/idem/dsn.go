@@ -90,14 +90,18 @@ func redact(dsn string) string {
 		return scheme + "://(unreadable URL)"
 	case err == nil && strings.Contains(u.Opaque, "@"): // user:password@host, no "//"
 		return u.Scheme + ":xxxxx@" + u.Opaque[strings.LastIndexByte(u.Opaque, '@')+1:]
-	case err != nil || u.Scheme == "" || u.Opaque != "" && u.RawQuery == "":
-		return passwordField.ReplaceAllString(dsn, "${1}xxxxx") // a key=value string, a path…
+	case err != nil || u.Scheme == "" && u.User == nil || u.Opaque != "" && u.RawQuery == "":
+		// A key=value string, a path, a user:password@host that is no URL
+		// (my_user:secret@host)…
+		return passwordField.ReplaceAllString(userPassword.ReplaceAllString(dsn, "${1}:xxxxx@"), "${1}xxxxx")
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	// Also a password the query does not name as such: sslpassword, or
+	// one after a stray '?' (?sslmode=off?password=…).
+	return queryPassword.ReplaceAllString(u.Redacted(), "${1}xxxxx")
 }
 
 // urlError is err without the URL a *url.Error quotes, password and all.
@@ -111,6 +115,13 @@ func urlError(err error) error {
 // passwordField is the password of a libpq "key=value" connection string,
 // quoted or not.
 var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// userPassword is the user:password@ at the start of a DSN that is not a
+// URL.
+var userPassword = regexp.MustCompile(`^([^\s:/@=]*):\S*@`)
+
+// queryPassword is a password parameter in a URL's text.
+var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)
 
 // urlScheme is what a URL's scheme may be (RFC 3986).
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)

@@ -19,6 +19,12 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"password=se://cret host=h":                   "password=xxxxx host=h",
 		"host=h sslpassword=secret":                   "host=h sslpassword=xxxxx",
 		"u:secret@h:5432/db":                          "u:xxxxx@h:5432/db",
+		// Found by FuzzRedact.
+		"postgres://h/db?sslmode=off?password=secret": "postgres://h/db?sslmode=off?password=xxxxx",
+		"postgres://h/db?sslpassword=secret":          "postgres://h/db?sslpassword=xxxxx",
+		":secret@h/db":                                ":xxxxx@h/db",
+		"my_user:secret@h:5432/db":                    "my_user:xxxxx@h:5432/db",
+		"//u:secret@h/db":                             "//u:xxxxx@h/db",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
