@@ -152,8 +152,11 @@ func (c *Client) Cancel(ctx context.Context, target Target, reason string) error
 
 // CancelTx is Cancel in the caller's transaction, which it never commits
 // or rolls back: the instance is cancelled only once tx commits, and until
-// then tx holds its row lock. On an error tx is left usable only if the
-// error is ErrNoTarget, ErrAmbiguousTarget or ErrTerminal.
+// then tx holds its row lock, and its parent's and its descendants': the
+// commits of their steps, and of the ends of their children, wait for tx
+// meanwhile, their leases kept (see SignalTx). On an error tx is left
+// usable only if the error is ErrNoTarget, ErrAmbiguousTarget or
+// ErrTerminal.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
 	return cancel(ctx, tx, target, reason)
 }

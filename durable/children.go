@@ -74,7 +74,12 @@ RETURNING status = 'runnable'`
 
 // lockParentSQL is the first statement of a commit that may end a child:
 // it takes the parent's row lock before the child's, the order Cancel's
-// cascade takes them in, so that the two never deadlock.
+// cascade takes them in, so that the two never deadlock. It waits for a
+// caller's transaction that holds the parent's lock (SignalTx, CancelTx):
+// the child cannot end without counting itself off its parent. It does
+// not lock the child's row, so the heartbeat goes on extending the
+// child's lease meanwhile, and the commit waits as long as it does (see
+// commitContext).
 const lockParentSQL = `
 SELECT 1 FROM durable_instance
 WHERE id = (SELECT parent_id FROM durable_instance WHERE id = $1 AND releases_parent)

@@ -32,8 +32,24 @@ type claimed struct {
 	lost   atomic.Bool        // the lease is gone: do not run, or do not trust, the step
 	// overdue is the time, in Unix nanoseconds, after which the running
 	// step is past its FSM's StepTimeout and its lease is no longer
-	// extended; 0 while it has none.
+	// extended; 0 while it has none, and once the step has returned.
 	overdue atomic.Int64
+	// leaseEnd is the time, in Unix nanoseconds, before which the lease
+	// cannot have expired, as far as this engine knows: the local time
+	// before the statement that leased the row, or last extended it, plus
+	// LeaseTTL.
+	leaseEnd atomic.Int64
+}
+
+// leased records that the lease of c was set, or extended, to ttl from a
+// time no later than at.
+func (c *claimed) leased(at time.Time, ttl time.Duration) {
+	c.leaseEnd.Store(at.Add(ttl).UnixNano())
+}
+
+// leaseUntil is the time before which the lease of c cannot have expired.
+func (c *claimed) leaseUntil() time.Time {
+	return time.Unix(0, c.leaseEnd.Load())
 }
 
 // isOverdue reports whether the step of c runs past its timeout at now.

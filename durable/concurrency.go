@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -100,7 +101,11 @@ func (q *queue) claimRows(ctx context.Context, room int) ([]*claimed, error) {
 	)
 	for round := 0; round < maxClaimRounds && len(out) < room; {
 		ask := room - len(out)
+		at := time.Now()
 		cs, picked, err := q.claimRound(ctx, ask, lim)
+		for _, c := range cs {
+			c.leased(at, cfg.LeaseTTL)
+		}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && (pe.ConstraintName == concurrencyIndex || pe.ConstraintName == bucketKeyIndex) {
 			// The statement leased nothing: repeat it with a fresh

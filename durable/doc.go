@@ -134,7 +134,11 @@
 // is inserted step runs at once. Each child, when it ends (done, failed or
 // cancelled alike), decrements its parent's count exactly once, in the
 // transaction that ends it; the decrement to zero makes the parent
-// runnable at step. Client.ChildrenOf reads the children's statuses,
+// runnable at step. A child's end therefore takes its parent's row lock,
+// and waits while a caller's transaction holds it (SignalTx or CancelTx to
+// the parent, not yet committed): the engine keeps the child's lease
+// meanwhile, however long it waits, so the child is not run again, but
+// the worker waits with it. Client.ChildrenOf reads the children's statuses,
 // results and errors. A child retried after it failed no longer holds its
 // parent. Garbage collection keeps ended children while their parent is
 // live.

@@ -59,10 +59,16 @@ func (e *engine) heartbeat() {
 		ids, claims := fence(held)
 		ctx, cancel := e.dbContext()
 		defer cancel()
+		at := time.Now()
 		kept, err := e.claimsIn(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
 		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
+		}
+		for _, c := range held {
+			if kept[claimKey{c.id, c.claims}] {
+				c.leased(at, cfg.LeaseTTL)
+			}
 		}
 		// The claims not extended: lost, or skipped as locked.
 		missed := slices.DeleteFunc(slices.Clone(held), func(c *claimed) bool { return kept[claimKey{c.id, c.claims}] })
@@ -82,6 +88,45 @@ func (e *engine) heartbeat() {
 			}
 		}
 	})
+}
+
+// commitContext is the context of the commit of c's outcome. The commit
+// may wait for row locks that callers' transactions hold (a child's end
+// waits for its parent's, which SignalTx or CancelTx may hold): it waits
+// LeaseTTL, and beyond that as long as the heartbeat keeps extending c's
+// lease, however long that is, so that a step that has run is not run
+// again for want of patience. The context ends once LeaseTTL has passed
+// and the lease may have expired (it was not extended for LeaseTTL: the
+// claim is lost, or its own row is locked too), since the commit would
+// then be fenced off or race the reaper, and, after a hard stop, LeaseTTL
+// later at the latest. Its cancel function must be called.
+func (e *engine) commitContext(c *claimed) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		expiry := time.NewTimer(max(time.Until(c.leaseUntil()), e.c.cfg.LeaseTTL))
+		defer expiry.Stop()
+		var hard <-chan time.Time
+		stopping := e.workCtx.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stopping:
+				stopping, hard = nil, time.After(e.c.cfg.LeaseTTL)
+			case <-hard:
+				cancel()
+				return
+			case <-expiry.C:
+				if d := time.Until(c.leaseUntil()); d > 0 { // extended meanwhile
+					expiry.Reset(d)
+					continue
+				}
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // claimKey is a claim by row id and claim count.

@@ -212,6 +212,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 			c.overdue.Store(time.Now().Add(t).UnixNano())
 		}
 		r = def.run(ctx, c, cfg.MaxPayload)
+		// The step has returned: the heartbeat extends its lease again
+		// while the commit waits, should it wait past StepTimeout.
+		c.overdue.Store(0)
 	} else {
 		r = unknownFSM(c)
 	}
@@ -221,7 +224,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		return
 	}
 
-	cctx, ccancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
+	cctx, ccancel := e.commitContext(c)
 	res, err := commit(cctx, e.c.pool, e.owner, c, r)
 	ccancel()
 

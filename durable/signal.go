@@ -94,8 +94,13 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // SignalTx is Signal in the caller's transaction, which it never commits or
 // rolls back: the signal is stored, and wakes the instance, only once tx
 // commits. Until then tx holds the instance's row lock, so its next step
-// cannot commit. On an error tx is left usable only if the error is
-// ErrNoTarget or ErrAmbiguousTarget.
+// cannot commit, and neither can the end of any child of it: a child's end
+// counts itself off its parent in the transaction that ends it, under the
+// parent's row lock. Such commits wait for tx, each holding a worker of
+// its queue and a connection, while the engine keeps their leases (a
+// child that waits is neither reaped nor run again): keep tx short. On an
+// error tx is left usable only if the error is ErrNoTarget or
+// ErrAmbiguousTarget.
 func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
 	_, err := signal(ctx, tx, target, name, payload, dedupKey, c.cfg.MaxPayload)
 	return err
