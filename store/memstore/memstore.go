@@ -65,10 +65,13 @@ type Store struct {
 }
 
 // entry is a record as the store keeps it: an idem.Record with its map key
-// and lease token. The map key, the token and the request payload are
-// parts of one string, made by Begin in one allocation, so that a record
-// costs the collector few objects; times are Unix nanoseconds for the same
-// reason.
+// and lease token. The token and the request payload are parts of one
+// string, made by Begin in one allocation, so that a record costs the
+// collector few objects; times are Unix nanoseconds for the same reason.
+// The map key is a string of its own, because the expiry queues keep it
+// after the entry is gone (released, or replaced by a takeover): sharing
+// the payload's allocation, it would keep the payload alive until the
+// retention of the record that is gone would have ended.
 type entry struct {
 	status       idem.Status
 	fp           idem.Fingerprint
@@ -84,16 +87,15 @@ type entry struct {
 }
 
 // newEntry returns the in-progress entry under the map key key for
-// payload: its key, a new token and a copy of payload in one allocation.
-// The token is appended to key, which is best given spare capacity for it.
-func newEntry(key, payload []byte) entry {
+// payload: a new token and a copy of payload in one allocation.
+func newEntry(key string, payload []byte) entry {
+	var tok [idem.TokenLen]byte
 	var sb strings.Builder
-	sb.Grow(len(key) + idem.TokenLen + len(payload))
-	sb.Write(idem.AppendToken(key))
+	sb.Grow(idem.TokenLen + len(payload))
+	sb.Write(idem.AppendToken(tok[:0]))
 	sb.Write(payload)
 	all := sb.String()
-	return entry{status: idem.StatusInProgress, key: all[:len(key)], token: all[len(key) : len(key)+idem.TokenLen],
-		request: all[len(key)+idem.TokenLen:]}
+	return entry{status: idem.StatusInProgress, key: key, token: all[:idem.TokenLen], request: all[idem.TokenLen:]}
 }
 
 // record returns e as the Record of key, without the request payload (see
@@ -219,14 +221,13 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The map key, with room for the token newEntry puts after it.
-	var buf [128 + idem.TokenLen]byte
+	var buf [128]byte
 	mk := mapKey(buf[:0], key)
 	e := s.findKey(key.Namespace(), mk)
 	takenOver := false
 	switch {
 	case e == nil:
-		e = &entry{}
+		e = &entry{key: string(mk)}
 	case nowNS >= e.expires:
 		// Expired: counts as absent. The fence keeps counting up.
 	default:
@@ -241,7 +242,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		takenOver = true
 	}
 	fence := e.fence + 1
-	*e = newEntry(mk, req.RecordedPayload())
+	*e = newEntry(e.key, req.RecordedPayload())
 	e.fp, e.fence, e.created = req.Fingerprint, fence, nowNS
 	// The record lives at least as long as its lease (see idem.Store).
 	e.leaseExpires = toNanos(now.Add(leaseTTL))
