@@ -34,6 +34,9 @@ var (
 	ErrPayloadTooLarge = errors.New("idem: payload too large")
 	// ErrInvalidFingerprint: a zero or malformed fingerprint.
 	ErrInvalidFingerprint = errors.New("idem: invalid fingerprint")
+	// ErrInvalidOptions: a per-call option is out of range (a negative
+	// BeginOpts.Retention or Lease). Nothing was changed.
+	ErrInvalidOptions = errors.New("idem: invalid options")
 )
 
 // InFlightError reports an InFlight outcome as an error.

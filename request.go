@@ -19,7 +19,7 @@ func NewRequest(payload []byte) (Request, error) {
 // CheckBegin validates the arguments of Store.Begin. Backends call it first,
 // so that every backend rejects the same input with the same errors: the
 // zero Key (ErrInvalidKey), a zero fingerprint (ErrInvalidFingerprint), an
-// invalid or oversized payload, and negative options.
+// invalid or oversized payload, and negative options (ErrInvalidOptions).
 func CheckBegin(key Key, req Request, opts *BeginOpts, maxPayload int) error {
 	if key.IsZero() {
 		return &KeyError{Kind: ErrKeyEmpty, Detail: "zero Key"}
@@ -27,8 +27,11 @@ func CheckBegin(key Key, req Request, opts *BeginOpts, maxPayload int) error {
 	if req.Fingerprint.IsZero() {
 		return fmt.Errorf("%w: zero fingerprint", ErrInvalidFingerprint)
 	}
-	if opts != nil && (opts.Retention < 0 || opts.Lease < 0) {
-		return fmt.Errorf("idem: BeginOpts: negative Retention or Lease")
+	if opts != nil && opts.Retention < 0 {
+		return fmt.Errorf("%w: BeginOpts.Retention is negative (%s)", ErrInvalidOptions, opts.Retention)
+	}
+	if opts != nil && opts.Lease < 0 {
+		return fmt.Errorf("%w: BeginOpts.Lease is negative (%s)", ErrInvalidOptions, opts.Lease)
 	}
 	if req.Payload == nil {
 		return nil

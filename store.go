@@ -50,7 +50,8 @@ const (
 // Errors: an unreachable or failing backend gives an error satisfying
 // errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
 // satisfying errors.Is(err, ctx.Err()). Invalid arguments give ErrInvalidKey,
-// ErrInvalidPayload or *PayloadTooLargeError (payloads, results and encoded
+// ErrInvalidFingerprint, ErrInvalidOptions, ErrInvalidPayload or
+// *PayloadTooLargeError (payloads, results and encoded
 // stored errors all count against a backend's limit; invalid arguments are
 // rejected before anything is sent to a server). A failed call never leaves
 // a partial write, but its outcome may be unknown: when a backend fails

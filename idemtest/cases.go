@@ -523,8 +523,11 @@ func testBadInput(t *testing.T, b *bundle) {
 	if _, err := b.store.Begin(ctx, k, badUTF8, nil); !errors.Is(err, idem.ErrInvalidPayload) {
 		t.Errorf("Begin with invalid UTF-8: %v, want ErrInvalidPayload", err)
 	}
-	if _, err := b.store.Begin(ctx, k, r, &idem.BeginOpts{Retention: -time.Second}); err == nil {
-		t.Error("Begin with a negative retention succeeded")
+	if _, err := b.store.Begin(ctx, k, r, &idem.BeginOpts{Retention: -time.Second}); !errors.Is(err, idem.ErrInvalidOptions) {
+		t.Errorf("Begin with a negative retention: %v, want ErrInvalidOptions", err)
+	}
+	if _, err := b.store.Begin(ctx, k, r, &idem.BeginOpts{Lease: -time.Second}); !errors.Is(err, idem.ErrInvalidOptions) {
+		t.Errorf("Begin with a negative lease: %v, want ErrInvalidOptions", err)
 	}
 	if _, err := b.store.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("rejected Begins left a record: Get = %v", err)
