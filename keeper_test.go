@@ -123,7 +123,9 @@ func TestReusedKeeperKeepsTheNextRun(t *testing.T) {
 	w := newHeartbeatWatch(t)
 	ns := idem.MustNamespace("reuse")
 	req := mustRequest(t, `"req"`)
-	const lease = 200 * time.Millisecond // a heartbeat every 67 ms
+	// Long enough that a loaded machine (a CI runner, -race) delays no
+	// heartbeat past the lease.
+	const lease = 500 * time.Millisecond // a heartbeat every 167 ms
 	for i := range 40 {
 		key, err := idem.ParseKey(ns, fmt.Sprintf("k-%d", i))
 		if err != nil {
