@@ -68,7 +68,10 @@ WHERE id = $1 AND status = 'awaiting_signal' AND $2 = ANY (awaiting)`
 // Signal stores a signal named name with payload (encoded as JSON; nil is
 // JSON null) in the inbox of the instance target addresses, and wakes the
 // instance if it awaits that name. Signals of other names wait in the inbox
-// for an Await that names them.
+// for an Await that names them. A signal stored while a step of the
+// instance runs is not among the signals that step sees, and its outcome
+// does not consume it: it waits for a later step, unless that outcome
+// ends the instance (Done, Stop, Cancel), which deletes the whole inbox.
 //
 // A non-empty dedupKey makes delivery idempotent per instance: a signal
 // whose dedupKey the instance already received is not stored again, even
