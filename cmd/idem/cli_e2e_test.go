@@ -406,3 +406,34 @@ func TestSQLitePathProblems(t *testing.T) {
 		t.Errorf("idem inspect on a read-only database: exit %d, stderr %q; want it read", r.code, r.stderr)
 	}
 }
+
+// TestProxyWithoutMigrateNeedsTheSchema: idem proxy --migrate=false on a
+// store whose schema is not there (no SQLite database, no table) does not
+// start, saying to run idem migrate, instead of answering every protected
+// request 503 behind a healthy /healthz; on a migrated store it starts.
+func TestProxyWithoutMigrateNeedsTheSchema(t *testing.T) {
+	dir := t.TempDir()
+	missing, empty := filepath.Join(dir, "missing.db"), filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil { // an empty file is an empty database
+		t.Fatal(err)
+	}
+	pg := pgtest.URL(t)
+	for _, store := range []string{"sqlite:" + missing, "sqlite:" + empty, pg} {
+		r := runIdem(t, dir, nil, "proxy", "--migrate=false", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--store", store)
+		if r.code != 1 || !strings.Contains(r.stderr, "--migrate=false") || !strings.Contains(r.stderr, "run idem migrate --store") {
+			t.Errorf("--store %s: exit %d, stderr %q; want 1 and a message naming --migrate=false and idem migrate", store, r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("idem proxy --migrate=false created %s (stat: %v)", missing, err)
+	}
+
+	if r := runIdem(t, dir, nil, "migrate", "--store", pg); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	up := newCounting(t)
+	p := startProxy(t, "--migrate=false", "--upstream", up.srv.URL, "--store", pg)
+	if r := send(t, p.base, "migrated-1", `{}`); r.status != 201 {
+		t.Errorf("on a migrated store: %+v, want 201", r)
+	}
+}

@@ -148,7 +148,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	params := sqliteParams
 	if o.existing {
 		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no SQLite database at %s; run idem migrate --store sqlite:%s to create it, or check the path", abs, abs)
+			return nil, notMigrated{fmt.Errorf("no SQLite database at %s; run idem migrate --store sqlite:%s to create it, or check the path", abs, abs)}
 		}
 		params += "&mode=rw" // open, never create
 	}
@@ -193,7 +193,7 @@ func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
 	case err != nil:
 		return fmt.Errorf("read sqlite database %s: %w", path, err)
 	case n == 0:
-		return fmt.Errorf("SQLite database %s has no table %s; run idem migrate --store sqlite:%s to create it", path, table, path)
+		return notMigrated{fmt.Errorf("SQLite database %s has no table %s; run idem migrate --store sqlite:%s to create it", path, table, path)}
 	}
 	return nil
 }

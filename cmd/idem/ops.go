@@ -29,9 +29,24 @@ func parseNamespace(s string) (idem.Namespace, error) {
 // it. Other errors are returned as they are.
 func noTable(st *openedStore, err error) error {
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" { // undefined_table
-		return fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, st.name)
+		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, st.name)}
 	}
 	return err
+}
+
+// checkTable checks that the store's table is there, for a store that
+// was not migrated: the record of a key no client sends is looked up and
+// must be found missing, not fail. A missing table is explained as
+// noTable explains it; a store without tables (memory, Redis) passes.
+func checkTable(ctx context.Context, st *openedStore, ns idem.Namespace) error {
+	k, err := idem.ParseKey(ns, "idem-table-check")
+	if err != nil {
+		return err
+	}
+	if _, err := st.Get(ctx, k); err != nil && !errors.Is(err, idem.ErrNotFound) {
+		return noTable(st, err)
+	}
+	return nil
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {

@@ -81,14 +81,22 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
-	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch})
+	// Without --migrate the schema must be there already: a SQLite
+	// database is not created, and a missing table stops the start-up
+	// instead of failing every request with 503.
+	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch, existing: !f.migrate})
 	if err != nil {
-		return err
+		return withoutMigrate(f.migrate, err)
 	}
 	defer st.close()
-	if f.migrate && st.migrate != nil {
+	switch {
+	case f.migrate && st.migrate != nil:
 		if err := st.migrate(ctx); err != nil {
 			return fmt.Errorf("migrate %s store: %w", st.kind, err)
+		}
+	case !f.migrate:
+		if err := checkTable(ctx, st, ns); err != nil {
+			return withoutMigrate(false, err)
 		}
 	}
 
@@ -160,6 +168,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	return err
+}
+
+// withoutMigrate adds to err, from opening or checking the store, that
+// --migrate=false was given, when err says that the schema is not there.
+func withoutMigrate(migrate bool, err error) error {
+	if _, ok := errors.AsType[notMigrated](err); ok && !migrate {
+		return fmt.Errorf("--migrate=false: %w", err)
 	}
 	return err
 }
