@@ -155,7 +155,10 @@ func TestConcurrencyKeyOneAtATime(t *testing.T) {
 
 func TestConcurrencyLimitAboveOne(t *testing.T) {
 	o := newOverlaps()
-	ck := ckFSM(t, o, 30*time.Millisecond, nil)
+	// Steps long enough that, with a backlog, the limit is reached even
+	// on a loaded machine: three workers must claim within one step's
+	// time (at 30 ms, -race beside other packages sometimes saw two).
+	ck := ckFSM(t, o, 200*time.Millisecond, nil)
 	var cont contention
 	cfg := fast(ck)
 	cfg.ConcurrencyLimits = map[string]int{"lim:": 2, "lim:three": 3}
