@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -435,5 +436,31 @@ func TestProxyWithoutMigrateNeedsTheSchema(t *testing.T) {
 	p := startProxy(t, "--migrate=false", "--upstream", up.srv.URL, "--store", pg)
 	if r := send(t, p.base, "migrated-1", `{}`); r.status != 201 {
 		t.Errorf("on a migrated store: %+v, want 201", r)
+	}
+}
+
+// TestListenErrorsNameTheFlag: an address idem proxy cannot listen on is
+// reported under the flag that gave it (--listen or --admin), saying what
+// is wrong: in use, a URL, not host:port.
+func TestListenErrorsNameTheFlag(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", busy}, "--listen " + busy + ": the address is already in use"},
+		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, "--admin " + busy + ": the address is already in use"},
+		{[]string{"--listen", "http://127.0.0.1:8080"}, `--listen "http://127.0.0.1:8080": want host:port`},
+		{[]string{"--listen", "8080"}, `--listen "8080": missing port in address; want host:port`},
+	} {
+		args := append([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, tc.args...)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem %q: exit %d, stderr %q; want 1 and %q", args, r.code, r.stderr, tc.want)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/url"
 	"sync/atomic"
@@ -119,7 +118,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 
-	ln, err := net.Listen("tcp", f.listen)
+	ln, err := listen("--listen", f.listen)
 	if err != nil {
 		return err
 	}
@@ -127,7 +126,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	var ready atomic.Bool
 	var adminSrv *http.Server
 	if f.admin != "" {
-		aln, err := net.Listen("tcp", f.admin)
+		aln, err := listen("--admin", f.admin)
 		if err != nil {
 			_ = ln.Close()
 			return err
