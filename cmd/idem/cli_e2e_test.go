@@ -464,3 +464,26 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamMistakes: an --upstream without its scheme is refused with
+// the URL meant; one naming the proxy's own address is refused at
+// start-up, where each request would have been forwarded to the proxy
+// again and again.
+func TestUpstreamMistakes(t *testing.T) {
+	self := freeAddr(t)
+	_, port, _ := net.SplitHostPort(self)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--upstream", "127.0.0.1:9000"}, "did you mean --upstream http://127.0.0.1:9000?"},
+		{[]string{"--upstream", "localhost:9000"}, "did you mean --upstream http://localhost:9000?"},
+		{[]string{"--upstream", "http://" + self, "--listen", self}, "is the address the proxy listens on"},
+		{[]string{"--upstream", "http://localhost:" + port + "/api", "--listen", ":" + port}, "is the address the proxy listens on"},
+	} {
+		args := append([]string{"proxy", "--store", "memory"}, tc.args...)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem %q: exit %d, stderr %q; want 1 and %q", args, r.code, r.stderr, tc.want)
+		}
+	}
+}

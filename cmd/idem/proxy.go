@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -53,9 +52,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if f.upstream == "" {
 		return errors.New("--upstream is required (e.g. --upstream http://127.0.0.1:9000)")
 	}
-	up, err := url.Parse(f.upstream)
-	if err != nil || up.Host == "" || (up.Scheme != "http" && up.Scheme != "https") {
-		return fmt.Errorf("--upstream %q is not an absolute http or https URL", redact(f.upstream))
+	up, err := parseUpstream(f.upstream)
+	if err != nil {
+		return err
 	}
 	ns, err := parseNamespace(f.namespace)
 	if err != nil {
@@ -121,6 +120,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	ln, err := listen("--listen", f.listen)
 	if err != nil {
 		return err
+	}
+	if upstreamIsSelf(up, ln.Addr()) {
+		_ = ln.Close()
+		return fmt.Errorf("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	var ready atomic.Bool

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// parseUpstream parses --upstream: an absolute http or https URL. A value
+// without a scheme that reads as host:port (127.0.0.1:9000, localhost:9000)
+// is refused with the URL the user likely meant.
+func parseUpstream(s string) (*url.URL, error) {
+	up, err := url.Parse(s)
+	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
+		return up, nil
+	}
+	msg := fmt.Sprintf("--upstream %q is not an absolute http or https URL", redact(s))
+	if _, _, err := net.SplitHostPort(s); err == nil && !strings.Contains(s, "/") {
+		msg += fmt.Sprintf("; did you mean --upstream http://%s?", s)
+	}
+	return nil, fmt.Errorf("%s", msg)
+}
+
+// upstreamIsSelf reports whether up names the address the proxy listens
+// on, addr: the proxy would forward each request to itself, again and
+// again. It knows the loopback and the listening address by IP, and names
+// by what they resolve to; a name that does not resolve is not the proxy.
+func upstreamIsSelf(up *url.URL, addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	port := up.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[up.Scheme]
+	}
+	if port != fmt.Sprint(tcp.Port) {
+		return false
+	}
+	ips := []net.IP{net.ParseIP(up.Hostname())}
+	if ips[0] == nil {
+		ips, _ = net.LookupIP(up.Hostname())
+	}
+	for _, ip := range ips {
+		if ip.Equal(tcp.IP) || tcp.IP.IsUnspecified() && ip.IsLoopback() {
+			return true
+		}
+	}
+	return false
+}
