@@ -93,7 +93,7 @@ func redact(dsn string) string {
 	case err != nil || u.Scheme == "" && u.User == nil || u.Opaque != "" && u.RawQuery == "":
 		// A key=value string, a path, a user:password@host that is no URL
 		// (my_user:secret@host)…
-		return passwordField.ReplaceAllString(userPassword.ReplaceAllString(dsn, "${1}:xxxxx@"), "${1}xxxxx")
+		return passwordField.ReplaceAllString(userPassword.ReplaceAllString(dsn, "${1}${2}:xxxxx@"), "${1}xxxxx")
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")
@@ -116,9 +116,9 @@ func urlError(err error) error {
 // quoted or not.
 var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
-// userPassword is the user:password@ at the start of a DSN that is not a
-// URL.
-var userPassword = regexp.MustCompile(`^([^\s:/@=]*):\S*@`)
+// userPassword is a user:password@ (or //user:password@) starting a DSN
+// that is not a URL, or a word of it.
+var userPassword = regexp.MustCompile(`(^|\s)((?://)?[^\s:/@=]*):\S*@`)
 
 // queryPassword is a password parameter in a URL's text.
 var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)

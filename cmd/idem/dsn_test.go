@@ -25,6 +25,8 @@ func TestRedactHidesPasswords(t *testing.T) {
 		":secret@h/db":                                ":xxxxx@h/db",
 		"my_user:secret@h:5432/db":                    "my_user:xxxxx@h:5432/db",
 		"//u:secret@h/db":                             "//u:xxxxx@h/db",
+		"//0:secret@%20/0":                            "//0:xxxxx@%20/0",
+		" u:secret@h":                                 " u:xxxxx@h",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
