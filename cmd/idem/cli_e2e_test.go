@@ -487,3 +487,17 @@ func TestUpstreamMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
+// --store memory say that the memory store lives inside its proxy,
+// instead of reporting on a new, empty store ("no live record", "purged
+// 0").
+func TestReadCommandsRefuseTheMemoryStore(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"inspect", "--key", "k"}, {"purge"}} {
+		r := runIdem(t, t.TempDir(), nil, append(args, "--store", "memory")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "lives and ends inside the idem proxy") || r.stdout != "" {
+			t.Errorf("idem %s --store memory: exit %d, stdout %q, stderr %q; want 1 and a message saying where the memory store lives", args[0], r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -49,6 +49,16 @@ func checkTable(ctx context.Context, st *openedStore, ns idem.Namespace) error {
 	return nil
 }
 
+// openStoreWritten is openStore for the commands that work on records a
+// proxy wrote (inspect, purge): the memory store, which lives and ends
+// inside one proxy process, is refused, since a new one holds nothing.
+func openStoreWritten(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
+	if dsn == "memory" {
+		return nil, errors.New("--store memory: the memory store lives and ends inside the idem proxy that uses it, so this command would see a new, empty one; give the --store of a SQLite, Postgres or Redis store")
+	}
+	return openStore(ctx, dsn, o)
+}
+
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -84,7 +94,7 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *dsn, storeOpts{existing: true})
+	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true})
 	if err != nil {
 		return err
 	}
@@ -146,7 +156,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if k, err = k.WithScope(*scope); err != nil {
 		return fmt.Errorf("--scope: %w", err)
 	}
-	st, err := openStore(ctx, *dsn, storeOpts{existing: true, readOnly: true})
+	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true, readOnly: true})
 	if err != nil {
 		return err
 	}
