@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -500,4 +501,78 @@ func TestReadCommandsRefuseTheMemoryStore(t *testing.T) {
 			t.Errorf("idem %s --store memory: exit %d, stdout %q, stderr %q; want 1 and a message saying where the memory store lives", args[0], r.code, r.stdout, r.stderr)
 		}
 	}
+}
+
+// TestInterruptWhileConnecting: SIGINT or SIGTERM while a command waits
+// for its store's server to answer ends it saying it was interrupted,
+// not that the server is unreachable.
+func TestInterruptWhileConnecting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args func(addr string) []string
+		sig  syscall.Signal
+		want string
+	}{
+		{func(a string) []string {
+			return []string{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--store", "postgres://u@" + a + "/x"}
+		}, syscall.SIGINT, "interrupted while connecting to postgres at "},
+		{func(a string) []string { return []string{"migrate", "--store", "redis://" + a} }, syscall.SIGTERM, "interrupted while connecting to redis at redis://"},
+		{func(a string) []string { return []string{"durable", "stats", "--db", "postgres://u@" + a + "/x"} }, syscall.SIGTERM, "interrupted while connecting to postgres at "},
+	} {
+		addr, accepted := hungServer(t)
+		cmd := exec.Command(idemBin, tc.args(addr)...)
+		cmd.Dir = t.TempDir()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-accepted:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("idem %q never connected", cmd.Args)
+		}
+		_ = cmd.Process.Signal(tc.sig)
+		err := cmd.Wait()
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), tc.want+addr) || strings.Contains(stderr.String(), "unreachable") {
+			t.Errorf("idem %q after %v: %v, stderr %q; want exit 1 and %q", cmd.Args, tc.sig, err, stderr.String(), tc.want+addr)
+		}
+	}
+}
+
+// hungServer is a TCP server that accepts connections and never answers
+// them, as a hung database would; accepted is closed at its first
+// connection.
+func hungServer(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if conns = append(conns, c); len(conns) == 1 {
+				close(first)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String(), first
 }

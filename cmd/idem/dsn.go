@@ -233,6 +233,8 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 	}
 	pe, ok := errors.AsType[*pgconn.PgError](err)
 	switch {
+	case errors.Is(err, context.Canceled): // SIGINT or SIGTERM, not the server
+		return fmt.Errorf("interrupted while connecting to postgres at %s", at)
 	case !ok:
 		return fmt.Errorf("postgres at %s is unreachable: %w", at, err)
 	case pe.Code == "3D000": // invalid_catalog_name
@@ -266,6 +268,9 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = client.Close()
+		if errors.Is(err, context.Canceled) { // SIGINT or SIGTERM, not the server
+			return nil, fmt.Errorf("interrupted while connecting to redis at %s", redact(dsn))
+		}
 		return nil, fmt.Errorf("redis at %s is unreachable: %w", redact(dsn), err)
 	}
 	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
