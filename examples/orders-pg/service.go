@@ -53,7 +53,11 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := idem.ParseHeader(ordersNS, r.Header.Values(idem.HeaderName))
-	if err != nil {
+	switch {
+	case errors.Is(err, idem.ErrKeyMissing):
+		problem(w, http.StatusBadRequest, idemhttp.ProblemKeyMissing, "send an Idempotency-Key header, e.g. Idempotency-Key: o-1")
+		return
+	case err != nil:
 		problem(w, http.StatusBadRequest, idemhttp.ProblemKeyInvalid, err.Error())
 		return
 	}

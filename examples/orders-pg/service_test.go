@@ -105,3 +105,18 @@ func TestRollbackLeavesNoRecord(t *testing.T) {
 		t.Fatalf("%d order rows, want 1", n)
 	}
 }
+
+// A request without an Idempotency-Key is answered 400 with the problem
+// type for a missing key, as idem proxy answers it, and creates nothing.
+func TestMissingKey(t *testing.T) {
+	svc, pool := newTestService(t)
+	r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"sku":"book","qty":2}`))
+	w := httptest.NewRecorder()
+	svc.ServeHTTP(w, r)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "urn:idem:problem:key-missing") {
+		t.Fatalf("%d %s; want 400 and the key-missing problem", w.Code, w.Body)
+	}
+	if n := countOrders(t, pool); n != 0 {
+		t.Fatalf("%d order rows, want 0", n)
+	}
+}
