@@ -38,16 +38,13 @@ func main() {
 	amount := flag.Int("amount", 1999, "the amount to charge, in cents")
 	fail := flag.Int("fail", 1, "how many charges the fake payment API makes and then answers with an error")
 	flag.Parse()
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		log.Fatal("checkout: DATABASE_URL is not set")
-	}
+	log.SetPrefix("checkout: ")
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
 	defer cancelTimeout()
 
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := connect(ctx, os.Getenv("DATABASE_URL"), 10*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
