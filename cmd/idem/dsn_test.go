@@ -28,6 +28,7 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"//0:secret@%20/0":                            "//0:xxxxx@%20/0",
 		" u:secret@h":                                 " u:xxxxx@h",
 		":sec ret@h":                                  ":xxxxx@h",
+		"=://u:secret@h/db":                           "=://u:xxxxx@h/db",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
