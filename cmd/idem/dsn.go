@@ -119,7 +119,7 @@ var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\
 // userPassword is a user:password@ (or //user:password@, or after a
 // scheme:// a URL could not have) starting a DSN that is not a URL, or a
 // word of it; the password runs to the last '@', spaces and all.
-var userPassword = regexp.MustCompile(`(^|\s)((?:[^\s/]*://|//)?[^\s:/@=]*):.*@`)
+var userPassword = regexp.MustCompile(`(^|\s)((?:[^\s/]*://|//)?[^\s:/=]*):.*@`)
 
 // queryPassword is a password parameter in a URL's text.
 var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)

@@ -29,6 +29,7 @@ func TestRedactHidesPasswords(t *testing.T) {
 		" u:secret@h":                                 " u:xxxxx@h",
 		":sec ret@h":                                  ":xxxxx@h",
 		"=://u:secret@h/db":                           "=://u:xxxxx@h/db",
+		"u@server:secret@h":                           "u@server:xxxxx@h",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
