@@ -116,10 +116,11 @@ func urlError(err error) error {
 // quoted or not.
 var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
-// userPassword is a user:password@ (or //user:password@, or after a
-// scheme:// a URL could not have) starting a DSN that is not a URL, or a
-// word of it; the password runs to the last '@', spaces and all.
-var userPassword = regexp.MustCompile(`(^|\s)((?:[^\s/]*://|//)?[^\s:/=]*):.*@`)
+// userPassword is a user:password@ starting a DSN that is not a URL, or a
+// word of it: from the word's first colon to the last '@', spaces and
+// all, so that whatever comes before the colon (//user, a scheme no URL
+// could have, user@server) the password is hidden.
+var userPassword = regexp.MustCompile(`(^|\s)([^\s:]*):.*@`)
 
 // queryPassword is a password parameter in a URL's text.
 var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)

@@ -28,7 +28,8 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"//0:secret@%20/0":                            "//0:xxxxx@%20/0",
 		" u:secret@h":                                 " u:xxxxx@h",
 		":sec ret@h":                                  ":xxxxx@h",
-		"=://u:secret@h/db":                           "=://u:xxxxx@h/db",
+		"=://u:secret@h/db":                           "=:xxxxx@h/db",
+		"/://u:secret@h/db":                           "/:xxxxx@h/db",
 		"u@server:secret@h":                           "u@server:xxxxx@h",
 	} {
 		got := redact(dsn)
