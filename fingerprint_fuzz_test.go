@@ -6,7 +6,18 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 )
+
+// asciiCase maps the ASCII letters of s with to, and leaves the rest.
+func asciiCase(s string, to func(rune) rune) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 {
+			return to(r)
+		}
+		return r
+	}, s)
+}
 
 // FuzzParseFingerprint checks that ParseFingerprint accepts exactly the
 // 33-byte version-1 encodings, that an accepted one's Bytes and String give
@@ -53,7 +64,8 @@ func FuzzParseFingerprint(f *testing.F) {
 // fingerprinted with the other; that FingerprintRequest's one-pass JSON
 // encoding equals fingerprint of the canonical body; that the fields are
 // length-prefixed (moving bytes between method, target and body changes
-// the fingerprint); and that the method counts case-insensitively.
+// the fingerprint); and that the method's ASCII letters count
+// case-insensitively.
 func FuzzFingerprintEncoding(f *testing.F) {
 	f.Add("POST", "/v1/charges", []byte(`{"b":1,"a":[true,null,"x"]}`), uint16(0))
 	f.Add("get", "/", []byte{}, uint16(1))
@@ -70,8 +82,10 @@ func FuzzFingerprintEncoding(f *testing.F) {
 			if err != nil || raw != fingerprint("request/raw", strings.ToUpper(method), target, b) {
 				t.Fatalf("FingerprintRequest raw = %v, %v", raw, err)
 			}
-			lower, _ := FingerprintRequest(RequestParts{Method: strings.ToLower(method), Target: target, Body: b})
-			upper, _ := FingerprintRequest(RequestParts{Method: strings.ToUpper(method), Target: target, Body: b})
+			// Methods are tokens, ASCII: only ASCII case is folded the same
+			// way both ways (strings.ToLower("İ") upper-cases to "İ").
+			lower, _ := FingerprintRequest(RequestParts{Method: asciiCase(method, unicode.ToLower), Target: target, Body: b})
+			upper, _ := FingerprintRequest(RequestParts{Method: asciiCase(method, unicode.ToUpper), Target: target, Body: b})
 			if lower != raw || upper != raw {
 				t.Fatalf("method %q: %v, lower case %v, upper case %v", method, raw, lower, upper)
 			}
