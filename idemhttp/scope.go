@@ -16,15 +16,15 @@ import (
 func ScopeByAuthorization(r *http.Request) string {
 	lines := r.Header["Authorization"]
 	var sum [sha256.Size]byte
-	switch auth := headerValue(r.Header, "Authorization"); {
+	switch {
 	case len(lines) > 1:
 		sum = sha256.Sum256([]byte(strings.Join(lines, "\n")))
-	case auth == "":
+	case len(lines) == 0 || lines[0] == "":
 		return ""
-	case len(auth) <= 32:
-		sum = sha256.Sum256([]byte(auth)) // the copy is on the stack
+	case len(lines[0]) <= 32:
+		sum = sha256.Sum256([]byte(lines[0])) // the copy is on the stack
 	default:
-		sum = sum256Long(auth)
+		sum = sum256Long(lines[0])
 	}
 	var buf [32]byte
 	hex.Encode(buf[:], sum[:16])
