@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -122,6 +123,47 @@ func TestInspectPostgresWithoutTable(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "run idem migrate") {
 			t.Errorf("idem %s: exit %d, stderr %q; want 1 and a message saying to run idem migrate", args[0], r.code, r.stderr)
 		}
+	}
+}
+
+// TestMigrateHintsPasteIntoAShell: the idem migrate command a message
+// suggests, for a SQLite path with a space or a '?' and for a Postgres URL
+// with a query ('?', '&'), runs as it is when pasted into a shell that
+// refuses a glob matching nothing (as zsh does), and creates the schema.
+func TestMigrateHintsPasteIntoAShell(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "my stores")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty?.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil { // an empty file is an empty database
+		t.Fatal(err)
+	}
+	hint := regexp.MustCompile(`run (idem migrate --store .*) to create`)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no sqlite database", []string{"purge", "--store", "sqlite:" + filepath.Join(dir, "missing.db")}},
+		{"sqlite without the table", []string{"inspect", "--key", "k", "--store", "sqlite:" + empty}},
+		{"postgres without the table", []string{"inspect", "--key", "k", "--store", pgtest.URL(t)}},
+		{"proxy --migrate=false", []string{"proxy", "--migrate=false", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--store", pgtest.URL(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runIdem(t, t.TempDir(), nil, tc.args...)
+			m := hint.FindStringSubmatch(r.stderr)
+			if r.code != 1 || m == nil {
+				t.Fatalf("idem %q: exit %d, stderr %q; want 1 and a hint to run idem migrate", tc.args, r.code, r.stderr)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sh := exec.CommandContext(ctx, "bash", "-O", "failglob", "-c", m[1])
+			sh.Dir = t.TempDir()
+			sh.Env = append(os.Environ(), "PATH="+filepath.Dir(idemBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			if out, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(out), "schema up to date") {
+				t.Errorf("the hint pasted into a shell, %s: %v, output %q; want the schema migrated", m[1], err, out)
+			}
+		})
 	}
 }
 

@@ -149,6 +149,19 @@ func TestPostgresConnectErrors(t *testing.T) {
 	}
 }
 
+// TestCreatedbHintIsQuoted: the createdb command suggested for a
+// database that is not there quotes a name the shell would take apart.
+func TestCreatedbHintIsQuoted(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig("host=db.example dbname='my shop'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := pgConnectError(&cfg.ConnConfig.Config, &pgconn.PgError{Severity: "FATAL", Code: "3D000", Message: `database "my shop" does not exist`}).Error()
+	if !strings.Contains(msg, "(createdb 'my shop')") {
+		t.Errorf("%q lacks (createdb 'my shop')", msg)
+	}
+}
+
 // TestVersionLine: idem version prints the module version, or (devel)
 // when the build has none, and the Go version.
 func TestVersionLine(t *testing.T) {

@@ -150,7 +150,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	params := sqliteParams
 	if o.existing {
 		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
-			return nil, notMigrated{fmt.Errorf("no SQLite database at %s; run idem migrate --store sqlite:%s to create it, or check the path", abs, abs)}
+			return nil, notMigrated{fmt.Errorf("no SQLite database at %s; run idem migrate --store %s to create it, or check the path", abs, shellWord("sqlite:"+abs))}
 		}
 		params += "&mode=rw" // open, never create
 	}
@@ -195,7 +195,7 @@ func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
 	case err != nil:
 		return fmt.Errorf("read sqlite database %s: %w", path, err)
 	case n == 0:
-		return notMigrated{fmt.Errorf("SQLite database %s has no table %s; run idem migrate --store sqlite:%s to create it", path, table, path)}
+		return notMigrated{fmt.Errorf("SQLite database %s has no table %s; run idem migrate --store %s to create it", path, table, shellWord("sqlite:"+path))}
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 	case !ok:
 		return fmt.Errorf("postgres at %s is unreachable: %w", at, err)
 	case pe.Code == "3D000": // invalid_catalog_name
-		return fmt.Errorf("postgres at %s has no database %q: create it (createdb %s) or fix the database name in the DSN: %w", at, cfg.Database, cfg.Database, pe)
+		return fmt.Errorf("postgres at %s has no database %q: create it (createdb %s) or fix the database name in the DSN: %w", at, cfg.Database, shellWord(cfg.Database), pe)
 	case pe.Code == "28P01": // invalid_password
 		return fmt.Errorf("postgres at %s: authentication failed for user %q: check the password in the DSN: %w", at, cfg.User, pe)
 	case strings.HasPrefix(pe.Code, "28"): // invalid_authorization_specification: no such role, no pg_hba.conf entry…

@@ -29,7 +29,7 @@ func parseNamespace(s string) (idem.Namespace, error) {
 // it. Other errors are returned as they are.
 func noTable(st *openedStore, err error) error {
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" { // undefined_table
-		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, st.name)}
+		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, shellWord(st.name))}
 	}
 	return err
 }
