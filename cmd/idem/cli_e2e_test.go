@@ -338,6 +338,29 @@ func TestHelpGoesToStdout(t *testing.T) {
 	}
 }
 
+// TestMissingRequiredFlagIsAUsageError: a required flag left out is a
+// usage mistake, as an unknown flag is: exit code 2 and a message naming
+// the flag on stderr, nothing on stdout.
+func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy"}, "idem proxy: --upstream is required"},
+		{[]string{"proxy", "--store", "memory", "--listen", "127.0.0.1:0"}, "idem proxy: --upstream is required"},
+		{[]string{"inspect", "--store", "memory"}, "idem inspect: --key is required"},
+		{[]string{"durable", "stats"}, "idem durable: --db URL (or IDEM_DB) is required"},
+		{[]string{"durable", "signal", "--id", "1", "--db", "postgres://127.0.0.1:1/db"}, "idem durable: --name is required"},
+		{[]string{"durable", "cancel", "--db", "postgres://127.0.0.1:1/db"}, "idem durable: --id or --key is required"},
+	} {
+		r := runIdem(t, t.TempDir(), nil, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and %q on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
 // TestVersion: idem version and idem --version print the version of the
 // build and of Go on stdout.
 func TestVersion(t *testing.T) {

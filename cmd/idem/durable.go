@@ -86,7 +86,7 @@ func (d *durableCall) parse() error { return parseWithHelp(d.fs, d.args, d.geten
 // client connects to --db, which must be set.
 func (d *durableCall) client(ctx context.Context) (*durable.Client, error) {
 	if d.dsn == "" {
-		return nil, errors.New("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
+		return nil, missingFlag("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
 	}
 	pool, err := connectPostgres(ctx, d.dsn)
 	if err != nil {
@@ -173,7 +173,7 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 		return err
 	}
 	if *name == "" {
-		return errors.New("--name is required")
+		return missingFlag("--name is required")
 	}
 	if !json.Valid([]byte(*payload)) {
 		return fmt.Errorf("--payload is not JSON: %q", *payload)
@@ -202,7 +202,7 @@ func targetOf(id int64, key string) (durable.Target, error) {
 	case key != "":
 		return durable.ByKey(key), nil
 	default:
-		return durable.Target{}, errors.New("--id or --key is required")
+		return durable.Target{}, missingFlag("--id or --key is required")
 	}
 }
 

@@ -97,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 				return 0
 			case errors.Is(err, errUsage):
 				return 2
+			case isUsage(err):
+				fmt.Fprintf(stderr, "idem %s: %v\n", c.name, err)
+				return 2
 			default:
 				fmt.Fprintf(stderr, "idem %s: %v\n", c.name, err)
 				return 1
@@ -145,6 +148,23 @@ func versionLine(bi *debug.BuildInfo, ok bool) string {
 
 // errUsage is returned after a flag error was already printed.
 var errUsage = errors.New("usage")
+
+// usageError is a mistake in how a command is called that the flag
+// package cannot see, such as a required flag left out: run prints it,
+// and exits with code 2 as for the flag package's errors.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// missingFlag is the usage error of a required flag left out; msg names
+// the flag.
+func missingFlag(msg string) error { return usageError{errors.New(msg)} }
+
+// isUsage reports whether err is a usageError.
+func isUsage(err error) bool {
+	_, ok := errors.AsType[usageError](err)
+	return ok
+}
 
 // parse parses args into fs after applying IDEM_* environment variables;
 // the command line wins. A value a flag cannot take is reported with what

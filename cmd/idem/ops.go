@@ -139,7 +139,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return err
 	}
 	if *keyFlag == "" {
-		return errors.New("--key is required")
+		return missingFlag("--key is required")
 	}
 	k, err := idem.ParseKey(ns, *keyFlag)
 	if err != nil {

@@ -50,7 +50,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 	if f.upstream == "" {
-		return errors.New("--upstream is required (e.g. --upstream http://127.0.0.1:9000)")
+		return missingFlag("--upstream is required (e.g. --upstream http://127.0.0.1:9000)")
 	}
 	up, err := parseUpstream(f.upstream)
 	if err != nil {
