@@ -371,6 +371,12 @@ func TestVersion(t *testing.T) {
 			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 0 and \"idem VERSION %s …\" on stdout", args, r.code, r.stdout, r.stderr, runtime.Version())
 		}
 	}
+	for _, args := range [][]string{{"version", "-h"}, {"version", "--help"}, {"help", "version"}} {
+		r := runIdem(t, t.TempDir(), nil, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "print the version of idem and of Go") || r.stderr != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 0 and what the command does on stdout", args, r.code, r.stdout, r.stderr)
+		}
+	}
 	if r := runIdem(t, t.TempDir(), nil, "version", "extra"); r.code != 2 || !strings.Contains(r.stderr, "unexpected arguments") {
 		t.Errorf("idem version extra: exit %d, stderr %q; want 2", r.code, r.stderr)
 	}

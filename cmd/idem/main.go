@@ -62,7 +62,7 @@ func commands() []command {
 		{"purge", "delete expired records", runPurge},
 		{"inspect", "show one record as JSON", runInspect},
 		{"durable", "list, inspect, signal, cancel, retry and count durable FSM instances; show rate-limit buckets", runDurable},
-		{"version", "print the version of idem and of Go it was built with", runVersion},
+		{"version", versionSummary, runVersion},
 	}
 }
 
@@ -119,9 +119,16 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'idem <command> -h' for its flags. Flags may also come from IDEM_* environment variables.")
 }
 
+// versionSummary is what idem version does, for idem --help and idem
+// version -h.
+const versionSummary = "print the version of idem and of Go it was built with"
+
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { // no flags to list
+		fmt.Fprintf(fs.Output(), "usage: idem version (or idem --version)\n\n%s, e.g. idem v1.2.3 %s %s/%s\n", versionSummary, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	}
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
