@@ -425,7 +425,9 @@ func TestScopesAndLargeBodies(t *testing.T) {
 }
 
 // TestGracefulShutdown: SIGTERM while a request runs; it completes and its
-// result is recorded before the process exits.
+// result is recorded before the process exits. The proxy says it waits
+// for the request, and, when no request runs, that it shuts down without
+// saying it waits.
 func TestGracefulShutdown(t *testing.T) {
 	up := newCounting(t)
 	up.block = make(chan struct{})
@@ -446,9 +448,21 @@ func TestGracefulShutdown(t *testing.T) {
 	if err := p.wait(); err != nil {
 		t.Fatalf("proxy exit: %v\n%s", err, p.output)
 	}
+	if want := "shutting down: waiting up to 30s (--shutdown-timeout) for 1 in-flight request to finish"; !strings.Contains(p.output.String(), want) {
+		t.Errorf("proxy output lacks %q:\n%s", want, p.output)
+	}
 	q := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
 	if r := send(t, q.base, "term-1", `{}`); !r.replayed {
 		t.Fatalf("result of the drained request was not recorded: %+v", r)
+	}
+	if err := q.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.wait(); err != nil {
+		t.Fatalf("idle proxy exit: %v\n%s", err, q.output)
+	}
+	if out := q.output.String(); !strings.Contains(out, "shutting down") || strings.Contains(out, "waiting") {
+		t.Errorf("idle proxy output %q; want \"shutting down\" without waiting for requests", out)
 	}
 }
 

@@ -125,7 +125,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		_ = ln.Close()
 		return fmt.Errorf("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	var inFlight atomic.Int64 // requests being served, for the shutdown message
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	var ready atomic.Bool
 	var adminSrv *http.Server
 	if f.admin != "" {
@@ -154,7 +160,16 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
-		logger.Printf("shutting down: waiting up to %s for in-flight requests", f.drain)
+		// Only requests being served are waited for: without any, the
+		// proxy stops at once, and must not say it waits.
+		switch n := inFlight.Load(); n {
+		case 0:
+			logger.Printf("shutting down")
+		case 1:
+			logger.Printf("shutting down: waiting up to %s (--shutdown-timeout) for 1 in-flight request to finish", f.drain)
+		default:
+			logger.Printf("shutting down: waiting up to %s (--shutdown-timeout) for %d in-flight requests to finish", f.drain, n)
+		}
 		ready.Store(false)
 		sctx, cancel := context.WithTimeout(context.Background(), f.drain)
 		err = srv.Shutdown(sctx)
