@@ -1,7 +1,8 @@
 // Command orders-pg is a Go service that writes its business row and the
 // idempotency record in one PostgreSQL transaction (transactional mode):
-// a retried POST /orders with the same Idempotency-Key creates one order,
-// and a crash or rollback leaves neither the order nor the record behind.
+// a retried POST /orders with the same Idempotency-Key creates one order
+// (the retry gets it back marked Idempotent-Replayed: true), and a crash or
+// rollback leaves neither the order nor the record behind.
 //
 //	DATABASE_URL=postgres://… go run ./examples/orders-pg --listen 127.0.0.1:9100
 //	curl -si -X POST localhost:9100/orders -H 'Idempotency-Key: o-1' -d '{"sku":"book","qty":2}'

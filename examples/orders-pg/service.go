@@ -66,10 +66,13 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "urn:orders:bad-request", `want {"sku":…,"qty":>0}`)
 		return
 	}
-	o, err := s.create(r.Context(), key, req)
+	o, replayed, err := s.create(r.Context(), key, req)
 	var inFlight *idem.InFlightError
 	switch {
 	case err == nil:
+		if replayed { // marked as idem proxy and the idemhttp middleware mark theirs
+			w.Header().Set(idemhttp.ReplayedHeader, "true")
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(o)
@@ -84,19 +87,21 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // create inserts the order and records the idempotency key in one
-// transaction: both commit together, or neither does.
-func (s *service) create(ctx context.Context, key idem.Key, req orderRequest) (order, error) {
-	var o order
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// transaction: both commit together, or neither does. replayed reports
+// that the key had already created its order, which is returned again.
+func (s *service) create(ctx context.Context, key idem.Key, req orderRequest) (o order, replayed bool, err error) {
+	ran := false
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		o, err = idem.Do(ctx, s.store.WithTx(tx), key, req, func(ctx context.Context) (order, error) {
+			ran = true
 			o := order{SKU: req.SKU, Qty: req.Qty}
 			err := tx.QueryRow(ctx, `INSERT INTO orders (sku, qty) VALUES ($1, $2) RETURNING id`, req.SKU, req.Qty).Scan(&o.ID)
 			return o, err
 		}, nil)
 		return err
 	})
-	return o, err
+	return o, err == nil && !ran, err
 }
 
 func problem(w http.ResponseWriter, status int, typ, detail string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/pgtest"
 )
 
@@ -49,11 +50,13 @@ func countOrders(t *testing.T, pool *pgxpool.Pool) int {
 }
 
 // Fifty concurrent identical requests, retried on 409 like a client would:
-// exactly one order row, and every client gets the same order.
+// exactly one order row, and every client gets the same order; every
+// answer but the first is marked Idempotent-Replayed: true, as idem proxy
+// marks a replay.
 func TestConcurrentRetriesCreateOneOrder(t *testing.T) {
 	svc, pool := newTestService(t)
 	var wg sync.WaitGroup
-	bodies := make([]string, 50)
+	bodies, replayed := make([]string, 50), make([]string, 50)
 	for i := range 50 {
 		wg.Add(1)
 		go func() {
@@ -67,7 +70,7 @@ func TestConcurrentRetriesCreateOneOrder(t *testing.T) {
 				if w.Code != http.StatusCreated {
 					t.Errorf("status %d: %s", w.Code, w.Body)
 				}
-				bodies[i] = w.Body.String()
+				bodies[i], replayed[i] = w.Body.String(), w.Header().Get(idemhttp.ReplayedHeader)
 				return
 			}
 		}()
@@ -80,6 +83,22 @@ func TestConcurrentRetriesCreateOneOrder(t *testing.T) {
 		if b != bodies[0] {
 			t.Fatalf("clients saw different orders: %q vs %q", b, bodies[0])
 		}
+	}
+	fresh := 0
+	for _, r := range replayed {
+		switch r {
+		case "":
+			fresh++
+		case "true":
+		default:
+			t.Errorf("%s: %q, want true or none", idemhttp.ReplayedHeader, r)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d answers without %s: true, want 1 (the request that created the order)", fresh, idemhttp.ReplayedHeader)
+	}
+	if w := post(svc, "order-1", `{"sku":"book","qty":2}`); w.Code != http.StatusCreated || w.Header().Get(idemhttp.ReplayedHeader) != "true" {
+		t.Errorf("a later retry: %d, %s %q; want 201 and true", w.Code, idemhttp.ReplayedHeader, w.Header().Get(idemhttp.ReplayedHeader))
 	}
 	if w := post(svc, "order-1", `{"sku":"book","qty":3}`); w.Code != http.StatusUnprocessableEntity {
 		t.Errorf("reused key: %d", w.Code)
@@ -98,8 +117,8 @@ func TestRollbackLeavesNoRecord(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders DROP CONSTRAINT qty_small`); err != nil {
 		t.Fatal(err)
 	}
-	if w := post(svc, "order-2", `{"sku":"pen","qty":50}`); w.Code != http.StatusCreated {
-		t.Fatalf("retry after the rollback: %d %s", w.Code, w.Body)
+	if w := post(svc, "order-2", `{"sku":"pen","qty":50}`); w.Code != http.StatusCreated || w.Header().Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("retry after the rollback: %d %s, %s %q; want 201, not a replay", w.Code, w.Body, idemhttp.ReplayedHeader, w.Header().Get(idemhttp.ReplayedHeader))
 	}
 	if n := countOrders(t, pool); n != 1 {
 		t.Fatalf("%d order rows, want 1", n)
