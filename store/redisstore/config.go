@@ -14,9 +14,14 @@ const DefaultPrefix = "idem:"
 type Config struct {
 	// Prefix is put in front of every Redis key the store reads or writes,
 	// so that the store can share a database with other data. Records of
-	// namespace ns live under Prefix+ns+":". A prefix holding a hash tag
-	// ("{idem}:") puts every record in one Redis Cluster hash slot, which
-	// the store does not need. Defaults to DefaultPrefix ("idem:").
+	// namespace ns live under Prefix+ns+":". Stores that share a database
+	// need prefixes none of which begins with another ("idem:a:" and
+	// "idem:b:", not "idem:" and "idem:orders:"): otherwise a record of one
+	// can have the Redis key of a record of the other, and one's
+	// PurgeExpired deletes the other's expired records. A prefix holding a
+	// hash tag ("{idem}:") puts every record in one Redis Cluster hash
+	// slot, which the store does not need. Defaults to DefaultPrefix
+	// ("idem:").
 	Prefix string
 	// Retention is how long a record is kept after Begin: its expires_at is
 	// Begin's time plus Retention, and Redis evicts the key that much later.
