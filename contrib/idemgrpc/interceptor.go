@@ -152,6 +152,9 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		b, encErr := encodeResponse(resp, st, header, trailer, x.i.cfg.MaxCapture)
 		if encErr != nil {
 			x.ev.Err = encErr
+			if errors.Is(encErr, errResponseMarshal) {
+				x.ev.Code = codes.Internal // what gRPC answers when it cannot send the response either
+			}
 			return nil, false
 		}
 		return b, true

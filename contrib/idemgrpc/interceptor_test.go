@@ -623,3 +623,35 @@ func TestInvalidScopeIsInternal(t *testing.T) {
 		t.Errorf("the handler ran %d times", n)
 	}
 }
+
+// A handler that answers a nil message pointer sends the client an empty
+// message, with OK: that is recorded and replayed like any response, and
+// the handler does not run again.
+func TestNilResponseIsRecorded(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.nilReply = true
+	wantOK(t, b.call(chargeMethod, amount(1), key("nil")...))
+	r := b.call(chargeMethod, amount(1), key("nil")...)
+	wantOK(t, r)
+	if !r.replayed() || r.reply != "" {
+		t.Errorf("retry: %q replayed %v, want the empty message replayed", r.reply, r.replayed())
+	}
+	wantRuns(t, b, 1)
+}
+
+// A response that does not marshal reaches the client as Internal: it is
+// not recorded, the retry runs again, and the event reports the code the
+// client got.
+func TestUnmarshallableResponse(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.badReply = true
+	for range 2 {
+		if r := b.call(chargeMethod, amount(1), key("bad")...); r.code() != codes.Internal || r.replayed() {
+			t.Fatalf("call: %v replayed %v, want Internal", r.err, r.replayed())
+		}
+		if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Code != codes.Internal || e.Err == nil {
+			t.Errorf("event %+v, want released, Internal, with the marshal error", e)
+		}
+	}
+	wantRuns(t, b, 2)
+}

@@ -2,12 +2,14 @@ package idemgrpc
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemgo/idem"
 )
@@ -31,17 +33,20 @@ type recordedResponse struct {
 
 // encodeResponse builds the record of an outcome: resp when st is OK, else
 // st. The error says why an outcome cannot be recorded: a response that is
-// not a proto.Message, or one over max bytes.
+// not a proto.Message, one that does not marshal (gRPC then answers
+// Internal), or one over max bytes.
 func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, max int) ([]byte, error) {
 	rec := recordedResponse{V: 1, Code: uint32(st.Code()), Header: metadataBytes(header), Trailer: metadataBytes(trailer)}
 	if st.Code() == codes.OK {
+		// A nil pointer of a message type is a response: gRPC sends it as
+		// the empty message, and so is it recorded.
 		m, ok := resp.(proto.Message)
-		if !ok || m == nil || !m.ProtoReflect().IsValid() {
+		if !ok || m == nil {
 			return nil, fmt.Errorf("idemgrpc: response %T is not a proto.Message", resp)
 		}
 		b, err := proto.Marshal(m)
 		if err != nil {
-			return nil, fmt.Errorf("idemgrpc: response does not marshal: %w", err)
+			return nil, fmt.Errorf("%w: %w", errResponseMarshal, err)
 		}
 		if len(b) > max {
 			return nil, fmt.Errorf("idemgrpc: response is %d bytes, over MaxCapture (%d)", len(b), max)
@@ -60,7 +65,15 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 	return json.Marshal(rec)
 }
 
-// decodeResponse reads a record written by encodeResponse.
+// errResponseMarshal is the error of encodeResponse for a response that
+// does not marshal, which gRPC answers with Internal.
+var errResponseMarshal = errors.New("idemgrpc: response does not marshal")
+
+// decodeResponse reads a record written by encodeResponse. It accepts only
+// records encodeResponse could have written, so that what it accepts can
+// be replayed: a known code; for OK a message type and no status, for
+// other codes a status of that code and no message; metadata with valid
+// names. Empty fields come back nil, as encodeResponse leaves them out.
 func decodeResponse(b []byte) (*recordedResponse, error) {
 	var rec recordedResponse
 	if err := json.Unmarshal(b, &rec); err != nil {
@@ -68,6 +81,37 @@ func decodeResponse(b []byte) (*recordedResponse, error) {
 	}
 	if rec.V != 1 {
 		return nil, fmt.Errorf("idemgrpc: recorded response has version %d", rec.V)
+	}
+	if len(rec.Body) == 0 {
+		rec.Body = nil
+	}
+	if len(rec.Status) == 0 {
+		rec.Status = nil
+	}
+	if len(rec.Header) == 0 {
+		rec.Header = nil
+	}
+	if len(rec.Trailer) == 0 {
+		rec.Trailer = nil
+	}
+	switch c := codes.Code(rec.Code); {
+	case c > codes.Unauthenticated:
+		return nil, fmt.Errorf("idemgrpc: recorded response has unknown code %d", rec.Code)
+	case c == codes.OK && (rec.Status != nil || !protoreflect.FullName(rec.Type).IsValid()):
+		return nil, fmt.Errorf("idemgrpc: recorded response has type %q and %d bytes of status", rec.Type, len(rec.Status))
+	case c != codes.OK && (rec.Body != nil || rec.Type != ""):
+		return nil, fmt.Errorf("idemgrpc: recorded error (code %d) has a response message", rec.Code)
+	case c != codes.OK:
+		if _, err := rec.errorStatus(); err != nil {
+			return nil, err
+		}
+	}
+	for _, md := range []map[string][][]byte{rec.Header, rec.Trailer} {
+		for k := range md {
+			if !validMetadataName(k) {
+				return nil, fmt.Errorf("idemgrpc: recorded metadata name %q is invalid", k)
+			}
+		}
 	}
 	return &rec, nil
 }

@@ -88,6 +88,8 @@ type payments struct {
 	trailer   metadata.MD   // set with grpc.SetTrailer
 	pad       int           // bytes of padding in each reply
 	sawCancel atomic.Bool   // a handler's context was done when it returned
+	nilReply  bool          // reply with a nil *wrapperspb.StringValue
+	badReply  bool          // reply with a message that does not marshal
 }
 
 func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (proto.Message, error) {
@@ -110,6 +112,12 @@ func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (p
 	}
 	if p.err != nil {
 		return nil, p.err
+	}
+	if p.nilReply {
+		return (*wrapperspb.StringValue)(nil), nil
+	}
+	if p.badReply {
+		return wrapperspb.String("invalid UTF-8: \xff"), nil
 	}
 	var arg string
 	switch in := in.(type) {
