@@ -27,23 +27,68 @@ type DoOpts struct {
 var ErrLeaseLost = errors.New("idem: lease lost while running")
 
 // Do runs fn at most once per key and replays its result to every later
-// call with the same key and request:
+// call with the same key and request. Begin's outcome decides:
 //
-//   - no record: fn runs; its result is committed and returned;
-//   - committed: the stored result is returned, fn does not run;
-//   - fn returned an error marked with Permanent: the error is recorded and
-//     returned now and to every retry (as a *StoredError);
-//   - fn returned another error, or panicked: the key is released (so a
-//     retry runs fn again) and the error is returned (the panic re-raised);
-//     so it is if fn ended its goroutine (runtime.Goexit);
-//   - another caller is running fn: *InFlightError (ErrInFlight);
-//   - the key was used with another request: *MismatchError (ErrMismatch).
+//   - Fresh (no record, or a reservation whose lease lapsed, taken over):
+//     fn runs, and its result is committed and returned;
+//   - PriorResult: the recorded result, decoded into Res; fn does not run.
+//     A recorded result that no longer decodes into Res gives a
+//     *DecodeError (errors.Is(err, ErrIncompatibleState));
+//   - PriorError: the recorded permanent failure, as a *StoredError; fn
+//     does not run;
+//   - InFlight: an *InFlightError (ErrInFlight) whose RetryAfter says when
+//     to try again; fn does not run;
+//   - Mismatch: a *MismatchError (ErrMismatch) carrying the recorded
+//     request; fn does not run.
 //
-// While fn runs, Do extends the lease in the background; if the key is taken
-// over (the lease lapsed), fn's context is cancelled with cause
-// ErrLeaseLost. When recording the result fails, Do returns fn's result
-// together with the error and frees the key: the effect happened but a
-// retry runs it again.
+// What fn does decides how the key is settled:
+//
+//   - returns nil: the result is committed, and returned;
+//   - returns an error marked with Permanent: the error is recorded
+//     (FailPermanent) and returned as is now, and as a *StoredError to
+//     every retry;
+//   - returns another error: the key is released (FailTransient), so a
+//     retry runs fn again, and fn's result and error are returned as they
+//     are;
+//   - panics: the key is released and the panic goes on with the same
+//     value; so it is when fn ends its goroutine (runtime.Goexit).
+//
+// Cancellation of ctx:
+//
+//   - done before Do starts: Do returns ctx.Err(), fn does not run and no
+//     reservation is made;
+//   - while fn runs: fn's context, derived from ctx, is done too. What fn
+//     returns is settled as above all the same: a result fn returns in
+//     spite of the cancellation is committed;
+//   - the settle call after fn (Commit, FailPermanent or FailTransient)
+//     runs with ctx's values but without its cancellation, bounded by
+//     DoOpts.SettleTimeout, so that finished work is recorded.
+//
+// Store failures:
+//
+//   - Begin fails (say errors.Is(err, ErrUnavailable)): its error; fn does
+//     not run;
+//   - the result or the permanent failure cannot be recorded (an
+//     unavailable store, a result that does not encode, ErrInvalidPayload,
+//     or is too large, ErrPayloadTooLarge): Do returns fn's result with an
+//     error wrapping the store's (joined to fn's error, if any) and
+//     releases the key: the effect happened, but a retry runs fn again;
+//   - the release after an error of fn fails: fn's error joined to the
+//     release's. The key then stays in flight until its lease lapses.
+//
+// While fn runs, Do extends the lease every DoOpts.HeartbeatEvery. When a
+// heartbeat finds that the key was taken over (the lease lapsed, say
+// because heartbeats could not reach the store in time), fn's context is
+// cancelled with cause ErrLeaseLost (see context.Cause), and nothing fn
+// returns is recorded over the new owner's record: Do returns fn's result
+// with an error satisfying errors.Is(err, ErrStaleToken). With heartbeats
+// disabled, a run outliving its lease is not told, and only its settle call
+// fails so.
+//
+// Invalid arguments fail before anything runs: a nil s or fn with
+// ErrInvalidArgument, a req that does not encode with ErrInvalidPayload,
+// an invalid key or options with the store's errors (ErrInvalidKey,
+// ErrInvalidOptions).
 //
 // Requests are compared by the RFC 8785 form of their JSON: numbers as
 // IEEE-754 doubles (integers beyond 2^53 that differ only in their last
@@ -51,11 +96,20 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // encoding/json writes them (invalid UTF-8 becomes U+FFFD: keep bytes in a
 // []byte field, which is encoded as base64).
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
+	var zero Res
+	switch {
+	case s == nil:
+		return zero, fmt.Errorf("%w: Do without a Store", ErrInvalidArgument)
+	case fn == nil:
+		return zero, fmt.Errorf("%w: Do without a function to run", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
 	if opts == nil {
 		opts = &DoOpts{}
 	}
 	t := NewTyped[Req, Res](s, opts.Typed)
-	var zero Res
 	o, err := t.Begin(ctx, key, req, opts.Begin)
 	if err != nil {
 		return zero, err
@@ -70,17 +124,21 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 	return runFresh(ctx, t, key, o.Lease, fn, opts)
 }
 
+// settleContext returns the context of a settle call of Do: ctx's values
+// without its cancellation, bounded by opts.SettleTimeout.
+func settleContext(ctx context.Context, opts *DoOpts) (context.Context, context.CancelFunc) {
+	d := opts.SettleTimeout
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
-	settle := func() (context.Context, context.CancelFunc) {
-		d := opts.SettleTimeout
-		if d <= 0 {
-			d = 10 * time.Second
-		}
-		return context.WithTimeout(context.WithoutCancel(ctx), d)
-	}
+	settle := func() (context.Context, context.CancelFunc) { return settleContext(ctx, opts) }
 	returned := false
 	defer func() {
 		// A panic, or fn that never returned (runtime.Goexit): the key is
@@ -142,7 +200,17 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // A store bound to a transaction (TxBound) is never extended: the
 // transaction protects the reservation, and a transaction must not be used
 // from two goroutines at once.
+//
+// A nil s cannot keep any lease: KeepAlive then calls lost (when not nil)
+// before it returns, and returns a stop that does nothing. A nil lost is
+// allowed: the loss is then not reported.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
+	if s == nil {
+		if lost != nil {
+			lost()
+		}
+		return func() {}
+	}
 	k := keepAlive(ctx, s, key, lease, every, lost, nil)
 	if k == nil {
 		return func() {}

@@ -37,6 +37,11 @@ var (
 	// ErrInvalidOptions: a per-call option is out of range (a negative
 	// BeginOpts.Retention or Lease). Nothing was changed.
 	ErrInvalidOptions = errors.New("idem: invalid options")
+	// ErrInvalidArgument: a programming error in a call of this package's
+	// API, such as a nil Store, a nil function, a zero Typed or an Owner
+	// without a lease. It is returned (or, by Owner.Run, set as Owner.Err)
+	// instead of a panic, before anything runs or is sent to a store.
+	ErrInvalidArgument = errors.New("idem: invalid argument")
 )
 
 // InFlightError reports an InFlight outcome as an error.

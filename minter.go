@@ -42,8 +42,14 @@ func NewMinter(ns Namespace) (*Minter, error) {
 	return &Minter{ns: ns}, nil
 }
 
-// Namespace returns the namespace the minter is bound to.
-func (m *Minter) Namespace() Namespace { return m.ns }
+// Namespace returns the namespace the minter is bound to; empty for a nil
+// *Minter.
+func (m *Minter) Namespace() Namespace {
+	if m == nil {
+		return ""
+	}
+	return m.ns
+}
 
 // Mint returns the key for parts. It fails with an error satisfying
 // errors.Is(err, ErrInvalidParts) when parts is empty or a part is blank or

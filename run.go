@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -29,7 +30,9 @@ type Owner struct {
 	// Recorded reports that the result was committed.
 	Recorded bool
 	// Err is the error of the settle call that failed: the Commit's, or
-	// else the FailTransient's.
+	// else the FailTransient's. When Run is called without a Store, a Key,
+	// a Lease (its Token) or work, Err is ErrInvalidArgument: work did not
+	// run and nothing was sent to the store.
 	Err error
 	// SettleTime is the time spent in settle calls, when Timed.
 	SettleTime time.Duration
@@ -53,7 +56,15 @@ type Owner struct {
 // finished work is recorded. With such a ctx, work's context costs nothing
 // until work watches it (Done, or a context derived from it): a short
 // handler that never looks pays for no cancellation machinery.
+//
+// Run never runs work outside a reservation: an Owner without a Store, Key
+// or Lease, or a nil work, sets Err to ErrInvalidArgument and returns
+// without calling work.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
+	if o.Store == nil || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
+		o.Err = o.invalid(work == nil)
+		return
+	}
 	runCtx := newRunContext(ctx)
 	defer runCtx.end()
 	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, runCtx)
@@ -90,6 +101,22 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 		return
 	}
 	o.Recorded = true
+}
+
+// invalid returns the ErrInvalidArgument of a Run that cannot start.
+func (o *Owner) invalid(noWork bool) error {
+	var what string
+	switch {
+	case o.Store == nil:
+		what = "no Store"
+	case o.Key.IsZero():
+		what = "the zero Key"
+	case o.Lease.Token == "":
+		what = "no Lease (set it to the Fresh outcome's)"
+	case noWork:
+		what = "no work to run"
+	}
+	return fmt.Errorf("%w: Owner.Run with %s", ErrInvalidArgument, what)
 }
 
 // release frees the key so that a retry runs again.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -35,6 +36,15 @@ type TypedOpts struct {
 // decodes into Req on Mismatch is not fatal: the outcome is still Mismatch,
 // with RecordedRequestErr set.
 //
+// Encoding failures are ErrInvalidPayload: a Req that does not encode, or
+// whose encoding is not JSON the fingerprint accepts, fails Begin and
+// Request; a Res that does not encode fails Commit (nothing is sent to the
+// store). The encoder's error stays visible to errors.Is and errors.As.
+//
+// Build a Typed with NewTyped. A Typed without a Store (NewTyped(nil, …),
+// the zero Typed or a nil *Typed) fails every call with ErrInvalidArgument
+// instead of panicking.
+//
 // A Typed is safe for concurrent use if its Store is.
 type Typed[Req, Res any] struct {
 	store     Store
@@ -43,7 +53,8 @@ type Typed[Req, Res any] struct {
 	limits    *CanonicalLimits
 }
 
-// NewTyped returns a typed view of s.
+// NewTyped returns a typed view of s. A nil s gives a Typed whose calls fail
+// with ErrInvalidArgument.
 func NewTyped[Req, Res any](s Store, opts *TypedOpts) *Typed[Req, Res] {
 	t := &Typed[Req, Res]{store: s, marshal: json.Marshal, unmarshal: json.Unmarshal}
 	if opts == nil {
@@ -68,8 +79,44 @@ func strictUnmarshal(data []byte, v any) error {
 	return d.Decode(v)
 }
 
-// Store returns the underlying raw store.
-func (t *Typed[Req, Res]) Store() Store { return t.store }
+// Store returns the underlying raw store (nil for a nil *Typed).
+func (t *Typed[Req, Res]) Store() Store {
+	if t == nil {
+		return nil
+	}
+	return t.store
+}
+
+// ready reports ErrInvalidArgument for a Typed without a store.
+func (t *Typed[Req, Res]) ready() error {
+	if t == nil || t.store == nil {
+		return fmt.Errorf("%w: Typed without a Store (build it with NewTyped and a Store)", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// encode encodes v with the configured encoder (json.Marshal in the zero
+// Typed); a failure is ErrInvalidPayload.
+func (t *Typed[Req, Res]) encode(what string, v any) ([]byte, error) {
+	marshal := t.marshal
+	if marshal == nil {
+		marshal = json.Marshal
+	}
+	b, err := marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the %s does not encode: %w", ErrInvalidPayload, what, err)
+	}
+	return b, nil
+}
+
+// decode decodes data with the configured decoder (json.Unmarshal in the
+// zero Typed).
+func (t *Typed[Req, Res]) decode(data []byte, v any) error {
+	if t.unmarshal == nil {
+		return json.Unmarshal(data, v)
+	}
+	return t.unmarshal(data, v)
+}
 
 // TypedOutcome is the typed answer of Typed.Begin; see Outcome.
 type TypedOutcome[Req, Res any] struct {
@@ -98,21 +145,33 @@ func (o TypedOutcome[Req, Res]) Err() error {
 		RecordedRequest: o.recordedRequest, RetryAfter: o.RetryAfter}.Err()
 }
 
-// Request encodes req and fingerprints it, as Begin does.
+// Request encodes req and fingerprints it, as Begin does. An encoding that
+// fails, or is not JSON within the limits, is ErrInvalidPayload (and the
+// canonical-JSON error, such as ErrJSONTooDeep).
 func (t *Typed[Req, Res]) Request(req Req) (Request, error) {
-	payload, err := t.marshal(req)
+	if t == nil {
+		return Request{}, t.ready()
+	}
+	payload, err := t.encode("request", req)
 	if err != nil {
 		return Request{}, err
 	}
 	fp, err := FingerprintJSON(payload, t.limits)
 	if err != nil {
-		return Request{}, err
+		return Request{}, fmt.Errorf("%w: the request: %w", ErrInvalidPayload, err)
 	}
 	return Request{Fingerprint: fp, Payload: payload}, nil
 }
 
-// Begin is Store.Begin with typed values.
+// Begin is Store.Begin with typed values. It fails with the store's
+// errors, with ErrInvalidPayload when req does not encode, and with a
+// *DecodeError (ErrIncompatibleState) when a PriorResult no longer decodes
+// into Res; a recorded request that no longer decodes on Mismatch is
+// reported in RecordedRequestErr instead.
 func (t *Typed[Req, Res]) Begin(ctx context.Context, key Key, req Req, opts *BeginOpts) (TypedOutcome[Req, Res], error) {
+	if err := t.ready(); err != nil {
+		return TypedOutcome[Req, Res]{}, err
+	}
 	r, err := t.Request(req)
 	if err != nil {
 		return TypedOutcome[Req, Res]{}, err
@@ -127,12 +186,12 @@ func (t *Typed[Req, Res]) Begin(ctx context.Context, key Key, req Req, opts *Beg
 	}
 	switch o.Kind {
 	case PriorResult:
-		if err := t.unmarshal(o.Result, &out.Result); err != nil {
+		if err := t.decode(o.Result, &out.Result); err != nil {
 			return TypedOutcome[Req, Res]{}, &DecodeError{What: "result", Err: err}
 		}
 	case Mismatch:
 		out.recordedRequest = o.RecordedRequest
-		if err := t.unmarshal(o.RecordedRequest, &out.RecordedRequest); err != nil {
+		if err := t.decode(o.RecordedRequest, &out.RecordedRequest); err != nil {
 			var zero Req
 			out.RecordedRequest = zero
 			out.RecordedRequestErr = &DecodeError{What: "request", Err: err}
@@ -141,9 +200,14 @@ func (t *Typed[Req, Res]) Begin(ctx context.Context, key Key, req Req, opts *Beg
 	return out, nil
 }
 
-// Commit encodes res and commits it.
+// Commit encodes res and commits it. A res that does not encode is
+// ErrInvalidPayload, and nothing is sent to the store: the reservation is
+// still held, to be settled otherwise.
 func (t *Typed[Req, Res]) Commit(ctx context.Context, key Key, lease Lease, res Res) error {
-	b, err := t.marshal(res)
+	if err := t.ready(); err != nil {
+		return err
+	}
+	b, err := t.encode("result", res)
 	if err != nil {
 		return err
 	}
@@ -152,10 +216,16 @@ func (t *Typed[Req, Res]) Commit(ctx context.Context, key Key, lease Lease, res 
 
 // FailPermanent records err (converted by ErrorOf) as the key's outcome.
 func (t *Typed[Req, Res]) FailPermanent(ctx context.Context, key Key, lease Lease, err error) error {
+	if err := t.ready(); err != nil {
+		return err
+	}
 	return t.store.FailPermanent(ctx, key, lease, ErrorOf(err))
 }
 
 // FailTransient releases the key.
 func (t *Typed[Req, Res]) FailTransient(ctx context.Context, key Key, lease Lease) error {
+	if err := t.ready(); err != nil {
+		return err
+	}
 	return t.store.FailTransient(ctx, key, lease)
 }
