@@ -55,8 +55,9 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //
 // Cancellation of ctx:
 //
-//   - done before Do starts: Do returns ctx.Err(), fn does not run and no
-//     reservation is made;
+//   - done before Do starts, or by the time Begin returns Fresh: Do returns
+//     ctx.Err(), fn does not run and no reservation is left (a Fresh one is
+//     released);
 //   - while fn runs: fn's context, derived from ctx, is done too. What fn
 //     returns is settled as above all the same: a result fn returns in
 //     spite of the cancellation is committed;
@@ -120,6 +121,16 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 	case Fresh:
 	default:
 		return zero, o.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled while Begin ran: do not start fn, and leave no
+		// reservation behind.
+		sctx, scancel := settleContext(ctx, opts)
+		defer scancel()
+		if rerr := t.FailTransient(sctx, key, o.Lease); rerr != nil {
+			return zero, errors.Join(err, fmt.Errorf("idem: releasing the key: %w", rerr))
+		}
+		return zero, err
 	}
 	return runFresh(ctx, t, key, o.Lease, fn, opts)
 }

@@ -1,0 +1,281 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemtest"
+)
+
+// cancelOnBegin cancels a context right after Begin answered: the caller
+// went away while the reservation was being made.
+type cancelOnBegin struct {
+	idem.Store
+	cancel context.CancelFunc
+}
+
+func (s *cancelOnBegin) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	o, err := s.Store.Begin(ctx, key, req, opts)
+	s.cancel()
+	return o, err
+}
+
+// TestDoCancellation pins what Do does when ctx is cancelled before,
+// during Begin, while fn runs and as fn returns.
+func TestDoCancellation(t *testing.T) {
+	s := newMem(t, nil)
+	bg := context.Background()
+	t.Run("before", func(t *testing.T) {
+		k := testKey(t, "cancel-before")
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		_, err := idem.Do(ctx, s, k, "req", func(context.Context) (int, error) {
+			t.Error("fn ran with a cancelled ctx")
+			return 1, nil
+		}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Do = %v, want context.Canceled", err)
+		}
+		if _, err := s.Get(bg, k); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("record after a cancelled Do: %v, want none", err)
+		}
+	})
+	t.Run("during Begin", func(t *testing.T) {
+		k := testKey(t, "cancel-during-begin")
+		ctx, cancel := context.WithCancel(bg)
+		_, err := idem.Do(ctx, &cancelOnBegin{Store: s, cancel: cancel}, k, "req", func(context.Context) (int, error) {
+			t.Error("fn ran although ctx was cancelled before it started")
+			return 1, nil
+		}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Do = %v, want context.Canceled", err)
+		}
+		if _, err := s.Get(bg, k); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("the reservation after a Do cancelled during Begin: %v, want it released", err)
+		}
+	})
+	t.Run("while running, result returned", func(t *testing.T) {
+		k := testKey(t, "cancel-while-running")
+		ctx, cancel := context.WithCancel(bg)
+		n, err := idem.Do(ctx, s, k, "req", func(ctx context.Context) (int, error) {
+			cancel()
+			<-ctx.Done() // fn's context follows ctx
+			return 7, nil
+		}, nil)
+		if err != nil || n != 7 {
+			t.Fatalf("Do = %d, %v; want 7, nil", n, err)
+		}
+		if rec, err := s.Get(bg, k); err != nil || rec.Status != idem.StatusCommitted || string(rec.Result) != "7" {
+			t.Errorf("record = %+v, %v; want 7 committed", rec, err)
+		}
+	})
+	t.Run("while running, ctx error returned", func(t *testing.T) {
+		k := testKey(t, "cancel-while-running-err")
+		ctx, cancel := context.WithCancel(bg)
+		_, err := idem.Do(ctx, s, k, "req", func(ctx context.Context) (int, error) {
+			cancel()
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}, nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Do = %v, want context.Canceled", err)
+		}
+		if _, err := s.Get(bg, k); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("record after fn gave up: %v, want the key released", err)
+		}
+	})
+}
+
+// failing wraps a store and fails the calls named in fail with an
+// unavailable store's error.
+type failing struct {
+	idem.Store
+	fail map[string]bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (s *failing) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	if s.fail["Begin"] {
+		return idem.Outcome{}, idem.Unavailable(errDown)
+	}
+	return s.Store.Begin(ctx, key, req, opts)
+}
+
+func (s *failing) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	if s.fail["Commit"] {
+		return idem.Unavailable(errDown)
+	}
+	return s.Store.Commit(ctx, key, lease, result)
+}
+
+func (s *failing) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	if s.fail["FailPermanent"] {
+		return idem.Unavailable(errDown)
+	}
+	return s.Store.FailPermanent(ctx, key, lease, e)
+}
+
+func (s *failing) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	if s.fail["FailTransient"] {
+		return idem.Unavailable(errDown)
+	}
+	return s.Store.FailTransient(ctx, key, lease)
+}
+
+// TestDoStoreFailures pins what Do returns when the store fails at each
+// step.
+func TestDoStoreFailures(t *testing.T) {
+	ctx := context.Background()
+	mem := newMem(t, nil)
+	boom := errors.New("boom")
+
+	k := testKey(t, "begin-fails")
+	_, err := idem.Do(ctx, &failing{mem, map[string]bool{"Begin": true}}, k, "req", func(context.Context) (int, error) {
+		t.Error("fn ran although Begin failed")
+		return 1, nil
+	}, nil)
+	if !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Do when Begin fails = %v, want ErrUnavailable", err)
+	}
+
+	k = testKey(t, "commit-fails")
+	n, err := idem.Do(ctx, &failing{mem, map[string]bool{"Commit": true}}, k, "req", func(context.Context) (int, error) { return 3, nil }, nil)
+	if n != 3 || !errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, errDown) {
+		t.Errorf("Do when Commit fails = %d, %v; want fn's result and ErrUnavailable", n, err)
+	}
+	if _, err := mem.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("record after a failed Commit: %v, want the key released", err)
+	}
+
+	k = testKey(t, "fail-permanent-fails")
+	_, err = idem.Do(ctx, &failing{mem, map[string]bool{"FailPermanent": true}}, k, "req", func(context.Context) (int, error) {
+		return 0, idem.Permanent("declined", boom)
+	}, nil)
+	if !errors.Is(err, boom) || !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Do when FailPermanent fails = %v, want fn's error and ErrUnavailable", err)
+	}
+	if _, err := mem.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("record after a failed FailPermanent: %v, want the key released", err)
+	}
+
+	k = testKey(t, "release-fails")
+	_, err = idem.Do(ctx, &failing{mem, map[string]bool{"FailTransient": true}}, k, "req", func(context.Context) (int, error) { return 0, boom }, nil)
+	if !errors.Is(err, boom) || !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Do when the release fails = %v, want fn's error and ErrUnavailable", err)
+	}
+	if rec, err := mem.Get(ctx, k); err != nil || rec.Status != idem.StatusInProgress {
+		t.Errorf("record after a failed release: %+v, %v; want it in flight until its lease lapses", rec, err)
+	}
+}
+
+// TestDoPermanentFailureReplays: a Permanent error is returned as is, then
+// replayed to every retry as a *StoredError, without running fn again.
+func TestDoPermanentFailureReplays(t *testing.T) {
+	ctx := context.Background()
+	s := newMem(t, nil)
+	k := testKey(t, "permanent")
+	declined := errors.New("card declined")
+	runs := 0
+	fn := func(context.Context) (int, error) { runs++; return 0, idem.Permanent("card.declined", declined) }
+	if _, err := idem.Do(ctx, s, k, "req", fn, nil); !errors.Is(err, declined) || !idem.IsPermanent(err) {
+		t.Fatalf("first Do = %v, want fn's permanent error", err)
+	}
+	for range 2 {
+		_, err := idem.Do(ctx, s, k, "req", fn, nil)
+		var se *idem.StoredError
+		if !errors.As(err, &se) || se.Class != "card.declined" || se.Message != "card declined" {
+			t.Errorf("retry = %v, want the recorded *StoredError", err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("fn ran %d times, want 1", runs)
+	}
+}
+
+// TestDoConcurrentCallersRunOnce: of many goroutines calling Do with one
+// key while fn runs, exactly one runs fn; every other one gets an
+// *InFlightError with a retry hint; afterwards every call replays.
+func TestDoConcurrentCallersRunOnce(t *testing.T) {
+	const n = 64
+	ctx := context.Background()
+	s := newMem(t, nil)
+	k := testKey(t, "concurrent")
+	var runs atomic.Int32
+	others := make(chan struct{})
+	type answer struct {
+		n   int
+		err error
+	}
+	answers := make(chan answer, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			v, err := idem.Do(ctx, s, k, "req", func(context.Context) (int, error) {
+				runs.Add(1)
+				<-others // run until every other caller has its answer
+				return 42, nil
+			}, nil)
+			answers <- answer{v, err}
+		})
+	}
+	for range n - 1 {
+		a := <-answers
+		var ife *idem.InFlightError
+		if !errors.As(a.err, &ife) || !errors.Is(a.err, idem.ErrInFlight) || ife.RetryAfter <= 0 {
+			t.Errorf("a concurrent caller got %d, %v; want an *InFlightError with a retry hint", a.n, a.err)
+		}
+	}
+	close(others)
+	if a := <-answers; a.err != nil || a.n != 42 {
+		t.Errorf("the runner got %d, %v; want 42", a.n, a.err)
+	}
+	wg.Wait()
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("fn ran %d times, want 1", got)
+	}
+	var replays sync.WaitGroup
+	for range n {
+		replays.Go(func() {
+			v, err := idem.Do(ctx, s, k, "req", func(context.Context) (int, error) { runs.Add(1); return 0, nil }, nil)
+			if err != nil || v != 42 {
+				t.Errorf("replay = %d, %v; want 42", v, err)
+			}
+		})
+	}
+	replays.Wait()
+	if got := runs.Load(); got != 1 {
+		t.Errorf("fn ran %d times after the replays, want 1", got)
+	}
+}
+
+// TestDoOutlivesLeaseWithoutHeartbeats: with heartbeats disabled, a run
+// that outlives its lease is taken over; its late result is not recorded
+// (ErrStaleToken) and the new owner's record stands.
+func TestDoOutlivesLeaseWithoutHeartbeats(t *testing.T) {
+	clock := idemtest.NewClock()
+	s := newMem(t, clock.Now)
+	ctx := context.Background()
+	k := testKey(t, "outlives")
+	var takeover idem.Outcome
+	n, err := idem.Do(ctx, s, k, "req", func(context.Context) (int, error) {
+		clock.Advance(idem.DefaultLease + time.Second)
+		var err error
+		takeover, err = s.Begin(ctx, k, mustRequest(t, `"req"`), nil)
+		if err != nil || takeover.Kind != idem.Fresh || !takeover.TakenOver {
+			t.Errorf("Begin after the lease = %+v, %v; want a takeover", takeover, err)
+		}
+		return 1, nil
+	}, &idem.DoOpts{HeartbeatEvery: -1})
+	if n != 1 || !errors.Is(err, idem.ErrStaleToken) {
+		t.Errorf("Do that outlived its lease = %d, %v; want fn's result and ErrStaleToken", n, err)
+	}
+	if err := s.Commit(ctx, k, takeover.Lease, []byte(`2`)); err != nil {
+		t.Errorf("the new owner's Commit: %v", err)
+	}
+}
