@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/store/memstore"
@@ -117,4 +119,108 @@ func ExampleDo() {
 	// ch_2 700
 	// ch_2 700
 	// runs: 1
+}
+
+// Mark an error with Permanent when retrying cannot help: Do records it,
+// and every retry gets it back as a *StoredError without running fn.
+func ExamplePermanent() {
+	ctx := context.Background()
+	store, _ := memstore.New(memstore.Config{})
+	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1003")
+	declined := errors.New("card declined")
+	runs := 0
+	doCharge := func(ctx context.Context) (charge, error) {
+		runs++
+		return charge{}, idem.Permanent("card.declined", declined)
+	}
+	_, err := idem.Do(ctx, store, key, chargeRequest{Customer: "cus_3", Amount: 100}, doCharge, nil)
+	fmt.Println(errors.Is(err, declined), idem.IsPermanent(err))
+
+	_, err = idem.Do(ctx, store, key, chargeRequest{Customer: "cus_3", Amount: 100}, doCharge, nil)
+	var stored *idem.StoredError
+	if errors.As(err, &stored) {
+		fmt.Println("replayed:", stored.Class, stored.Message)
+	}
+	fmt.Println("runs:", runs)
+	// Output:
+	// true true
+	// replayed: card.declined card declined
+	// runs: 1
+}
+
+// Do answers a call it cannot run with a typed error: the key in flight
+// elsewhere (retry after RetryAfter), or reused for another request.
+func ExampleDo_errors() {
+	ctx := context.Background()
+	store, _ := memstore.New(memstore.Config{})
+	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1004")
+	req := chargeRequest{Customer: "cus_4", Amount: 300}
+
+	// Another process holds the key.
+	r, _ := idem.NewTyped[chargeRequest, charge](store, nil).Request(req)
+	held, _ := store.Begin(ctx, key, r, nil)
+
+	noRun := func(ctx context.Context) (charge, error) { panic("not reached") }
+	_, err := idem.Do(ctx, store, key, req, noRun, nil)
+	var inFlight *idem.InFlightError
+	fmt.Println(errors.Is(err, idem.ErrInFlight), errors.As(err, &inFlight) && inFlight.RetryAfter > 0)
+
+	_ = store.Commit(ctx, key, held.Lease, []byte(`{"id":"ch_4","amount":300}`))
+	_, err = idem.Do(ctx, store, key, chargeRequest{Customer: "cus_4", Amount: 999}, noRun, nil)
+	fmt.Println(errors.Is(err, idem.ErrMismatch))
+
+	c, err := idem.Do(ctx, store, key, req, noRun, nil)
+	fmt.Println(c.ID, err)
+	// Output:
+	// true true
+	// true
+	// ch_4 <nil>
+}
+
+// Keep a lease while long work runs outside Do, and stop the work when the
+// key is taken over.
+func ExampleKeepAlive() {
+	ctx := context.Background()
+	store, _ := memstore.New(memstore.Config{})
+	key, _ := idem.ParseKey(idem.MustNamespace("jobs"), "nightly-report")
+	req, _ := idem.NewRequest([]byte(`{"report":"nightly"}`))
+	o, err := store.Begin(ctx, key, req, &idem.BeginOpts{Lease: time.Minute})
+	if err != nil || o.Kind != idem.Fresh {
+		panic(fmt.Sprint(o.Kind, err))
+	}
+
+	workCtx, cancel := context.WithCancelCause(ctx)
+	stop := idem.KeepAlive(workCtx, store, key, o.Lease, 0, func() { cancel(idem.ErrLeaseLost) })
+	result := []byte(`{"rows":42}`) // the long work, watching workCtx
+	stop()
+	cancel(nil)
+
+	if err := store.Commit(ctx, key, o.Lease, result); err != nil {
+		panic(err)
+	}
+	rec, _ := store.Get(ctx, key)
+	fmt.Println(rec.Status, string(rec.Result))
+	// Output:
+	// committed {"rows":42}
+}
+
+// Read the Idempotency-Key header of an HTTP request: none, one, or (an
+// error) several.
+func ExampleParseHeader() {
+	ns := idem.MustNamespace("http")
+	h := http.Header{}
+	_, err := idem.ParseHeader(ns, h.Values(idem.HeaderName))
+	fmt.Println(errors.Is(err, idem.ErrKeyMissing))
+
+	h.Set(idem.HeaderName, `"a4f1c2"`)
+	k, err := idem.ParseHeader(ns, h.Values(idem.HeaderName))
+	fmt.Println(k.Value(), err)
+
+	h.Add(idem.HeaderName, "b5e2d3")
+	_, err = idem.ParseHeader(ns, h.Values(idem.HeaderName))
+	fmt.Println(errors.Is(err, idem.ErrKeyMultiple))
+	// Output:
+	// true
+	// a4f1c2 <nil>
+	// true
 }
