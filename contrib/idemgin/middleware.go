@@ -24,14 +24,29 @@ import (
 // a middleware outside this one (an error renderer): it is not recorded,
 // and the key is released, so that a retry runs again.
 //
+// Requests that match no route pass through untouched, so that gin answers
+// them 404 (or 405 with HandleMethodNotAllowed) as it would without the
+// middleware.
+//
 // Register it before any middleware that reads the request body, and after
 // those that must see every request (logging, recovery, authentication).
+// Register response-compressing middleware before it too (outside it): one
+// registered after it would have the compressed body recorded and replayed
+// to clients that may not accept that encoding.
 func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 	mw, err := idemhttp.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return func(c *gin.Context) {
+		if c.FullPath() == "" {
+			// No route matched: gin answers 404 or 405 after the chain,
+			// through its own writer. There is nothing to protect, and
+			// nothing to record, since that answer comes after the
+			// middleware returns.
+			c.Next()
+			return
+		}
 		outerW, outerR := c.Writer, c.Request
 		defer func() { c.Writer, c.Request = outerW, outerR }()
 		ran := false

@@ -670,3 +670,47 @@ func TestAbortWithStatusIsWhatTheClientGets(t *testing.T) {
 		t.Fatalf("first %d %q, retry %d %q (replayed=%v); want the same 400", first.Code, first.Body, retry.Code, retry.Body, replayed(retry))
 	}
 }
+
+// A request that matches no route is answered by gin, 404 or 405 with its
+// body, with or without a key, every time: it is not recorded as an empty
+// 200 and replayed.
+func TestUnknownRoutesAnsweredByTheRouter(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.Use(mw)
+	e.GET("/only-get", func(c *gin.Context) { c.String(200, "got") })
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+		opts   []reqOpt
+	}{
+		{"/nowhere", 404, "404 page not found", []reqOpt{key("k404")}},
+		{"/nowhere", 404, "404 page not found", nil},
+		{"/only-get", 405, "405 method not allowed", []reqOpt{key("k405")}},
+	} {
+		for i := range 2 {
+			w := serve(e, "POST", tc.path, `{}`, tc.opts...)
+			if w.Code != tc.status || w.Body.String() != tc.body || replayed(w) {
+				t.Errorf("POST %s %d: %d %q replayed=%v, want %d %q", tc.path, i, w.Code, w.Body, replayed(w), tc.status, tc.body)
+			}
+		}
+	}
+}
+
+// A status an outer middleware set before the chain stays the response's
+// status when the handlers write nothing, as in plain gin.
+func TestStatusSetBeforeTheMiddleware(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	e := gin.New()
+	e.Use(func(c *gin.Context) { c.Status(http.StatusAccepted) }, mw)
+	e.POST("/jobs", func(c *gin.Context) { c.Header("Location", "/jobs/1") })
+	for i := range 2 {
+		if w := serve(e, "POST", "/jobs", `{}`, key("k")); w.Code != http.StatusAccepted || replayed(w) != (i == 1) {
+			t.Errorf("request %d: %d replayed=%v, want 202", i, w.Code, replayed(w))
+		}
+	}
+}

@@ -33,7 +33,9 @@ type writer struct {
 var _ gin.ResponseWriter = (*writer)(nil)
 
 func newWriter(w http.ResponseWriter, outer gin.ResponseWriter) *writer {
-	return &writer{w: w, outer: outer, status: http.StatusOK, size: unwritten}
+	// The status starts as the one set before the middleware (c.Status in
+	// an outer middleware), as gin's own writer would still hold it.
+	return &writer{w: w, outer: outer, status: outer.Status(), size: unwritten}
 }
 
 func (w *writer) Header() http.Header { return w.w.Header() }
