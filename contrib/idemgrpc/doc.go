@@ -17,7 +17,8 @@
 //   - no key: InvalidArgument when the key is required, else the call
 //     passes through and nothing is recorded;
 //   - an invalid key (empty, over 255 bytes, control characters, malformed
-//     sf-string, several values): InvalidArgument;
+//     sf-string, several values, or sent as binary metadata
+//     "idempotency-key-bin"): InvalidArgument;
 //   - the same key (within the caller's scope) with another method or
 //     request: FailedPrecondition, even while the original still runs. Not
 //     InvalidArgument, since the call is well-formed; not Aborted or
@@ -62,7 +63,13 @@
 // grpc.ServiceDesc whose descriptors are not in GlobalFiles. A response
 // that cannot be rebuilt gives Internal and leaves the record as it is.
 //
-// Streaming methods are not covered: there is no stream interceptor.
+// Streaming methods are not covered: there is no stream interceptor, and a
+// stream that carries an idempotency-key runs on every call, unmarked.
+//
+// The handler's context has no deadline, whatever the client's: a client
+// whose deadline passes gets DeadlineExceeded, while the handler runs on
+// and its outcome is recorded for the retry. Bound the handler's work
+// itself where it must end.
 //
 // This package is a module of its own, so that gRPC and protobuf are
 // dependencies only of programs that use it.

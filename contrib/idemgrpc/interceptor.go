@@ -56,6 +56,11 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	defer x.emit()
 
 	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(KeyMetadata+"-bin")) > 0 {
+		// A key sent as binary metadata is another metadata name; ignoring
+		// it would run the call unprotected, and run it again on retry.
+		return x.fail(OutcomeKeyInvalid, errKeyInvalid("the key must be sent as text metadata "+KeyMetadata+", not as binary metadata "+KeyMetadata+"-bin"))
+	}
 	key, err := idem.ParseHeader(i.cfg.Namespace, md.Get(KeyMetadata))
 	if errors.Is(err, idem.ErrKeyMissing) {
 		if i.cfg.RequireKey {

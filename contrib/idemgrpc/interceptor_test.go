@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -651,6 +653,74 @@ func TestUnmarshallableResponse(t *testing.T) {
 		}
 		if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Code != codes.Internal || e.Err == nil {
 			t.Errorf("event %+v, want released, Internal, with the marshal error", e)
+		}
+	}
+	wantRuns(t, b, 2)
+}
+
+// A key sent as binary metadata is rejected, not ignored: ignoring it
+// would run the call unprotected, and run it again on the retry.
+func TestH3BinaryKeyMetadataRejected(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	for _, md := range [][]string{
+		{idemgrpc.KeyMetadata + "-bin", "k-bin"},
+		{idemgrpc.KeyMetadata + "-bin", "k-bin", idemgrpc.KeyMetadata, "k-bin"},
+	} {
+		wantError(t, b.call(chargeMethod, amount(1), md...), codes.InvalidArgument, idemgrpc.ReasonKeyInvalid)
+	}
+	wantRuns(t, b, 0)
+}
+
+// A client whose deadline passes gets DeadlineExceeded; the handler, whose
+// context has no deadline, runs on, and its outcome is recorded for the
+// retry.
+func TestH21ClientDeadlineDoesNotCutTheHandler(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r := invoke(ctx, b.conn, chargeMethod, amount(1), key("deadline")...); r.code() != codes.DeadlineExceeded {
+		t.Fatalf("call past its deadline: %v", r.err)
+	}
+	<-b.svc.started
+	close(b.svc.hold)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted {
+		t.Fatalf("event %+v, want executed", e)
+	}
+	if b.svc.sawCancel.Load() {
+		t.Error("the handler's context ended with the client's deadline")
+	}
+	if r := b.call(chargeMethod, amount(1), key("deadline")...); !r.replayed() || r.reply != "charge 1: 1" {
+		t.Errorf("retry: %q %v replayed %v", r.reply, r.err, r.replayed())
+	}
+	wantRuns(t, b, 1)
+}
+
+// Streaming methods pass through untouched: with the same key, each call
+// runs, and nothing marks it replayed.
+func TestStreamsPassThrough(t *testing.T) {
+	b := setup(t, idemgrpc.Config{RequireKey: true})
+	for i := range 2 {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), key("stream")...)
+		s, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, watchMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(wrapperspb.String("x")); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.CloseSend()
+		out := new(wrapperspb.StringValue)
+		if err := s.RecvMsg(out); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := s.Header()
+		if want := fmt.Sprintf("watch %d: x", i+1); out.GetValue() != want || h.Get(idemgrpc.ReplayedMetadata) != nil {
+			t.Errorf("stream %d: %q header %v, want %q unmarked", i, out.GetValue(), h, want)
+		}
+		if err := s.RecvMsg(out); err != io.EOF {
+			t.Errorf("end of stream: %v", err)
 		}
 	}
 	wantRuns(t, b, 2)

@@ -166,7 +166,21 @@ var unlistedDesc = grpc.ServiceDesc{
 	ServiceName: "idemgrpc.test.Unlisted",
 	HandlerType: (*any)(nil),
 	Methods:     []grpc.MethodDesc{unaryMethod("Echo", echoMethod, newString, "echo")},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Watch",
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			in := new(wrapperspb.StringValue)
+			if err := stream.RecvMsg(in); err != nil {
+				return err
+			}
+			n := srv.(*payments).runs.Add(1)
+			return stream.SendMsg(wrapperspb.String(fmt.Sprintf("watch %d: %s", n, in.GetValue())))
+		},
+	}},
 }
+
+const watchMethod = "/idemgrpc.test.Unlisted/Watch"
 
 // recoverPanics stands for the recovery interceptor a server puts first:
 // a panic becomes Internal.
