@@ -279,3 +279,62 @@ func TestDoOutlivesLeaseWithoutHeartbeats(t *testing.T) {
 		t.Errorf("the new owner's Commit: %v", err)
 	}
 }
+
+// unreachableHeartbeats fails every heartbeat as an unreachable store
+// does.
+type unreachableHeartbeats struct{ idem.Store }
+
+func (unreachableHeartbeats) Heartbeat(context.Context, idem.Key, idem.Lease, time.Duration) (idem.Lease, error) {
+	return idem.Lease{}, idem.Unavailable(errDown)
+}
+
+// TestDoLeaseLapsesWhileStoreUnreachable: when heartbeats cannot reach
+// the store for as long as the lease lasts, the lease has lapsed and
+// another process may take the key over: fn's context is cancelled with
+// cause ErrLeaseLost, as when a heartbeat finds the key taken over.
+func TestDoLeaseLapsesWhileStoreUnreachable(t *testing.T) {
+	s := unreachableHeartbeats{newMem(t, nil)}
+	k := testKey(t, "unreachable")
+	start := time.Now()
+	lease := 60 * time.Millisecond
+	_, err := idem.Do(context.Background(), s, k, "req", func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context still live 10s after its lease lapsed")
+			return 0, nil
+		}
+		if elapsed := time.Since(start); elapsed < lease {
+			t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", cause)
+		}
+		return 0, context.Cause(ctx)
+	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: lease}})
+	if !errors.Is(err, idem.ErrLeaseLost) {
+		t.Errorf("Do = %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestOwnerLeaseLapsesWhileStoreUnreachable is the same for Owner.Run.
+func TestOwnerLeaseLapsesWhileStoreUnreachable(t *testing.T) {
+	mem := newMem(t, nil)
+	k := testKey(t, "owner-unreachable")
+	o, err := mem.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: 60 * time.Millisecond})
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatal(o, err)
+	}
+	own := idem.Owner{Store: unreachableHeartbeats{mem}, Key: k, Lease: o.Lease}
+	own.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("work's context still live 10s after its lease lapsed")
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", cause)
+		}
+		return nil, false
+	})
+}

@@ -71,7 +71,10 @@ type keeper struct {
 	lease   Lease
 	beating bool
 	stopped bool
-	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
+	// failures counts the heartbeats failed in a row (other than with
+	// ErrStaleToken): when they span a whole lease, it has lapsed.
+	failures int
+	idle     chan struct{} // made by a stop waiting for a beat, closed when the beat ends
 }
 
 // start makes k, new or from the pool, keep lease, as keepAlive
@@ -90,7 +93,7 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.ctx, k.s, k.key, k.lease, k.every, k.lost, k.cancel = ctx, s, key, lease, every, lost, cancel
-	k.beating, k.stopped, k.idle = false, false, nil
+	k.beating, k.stopped, k.idle, k.failures = false, false, nil, 0
 	switch {
 	case k.timer == nil:
 		k.timer = time.AfterFunc(every, k.beat)
@@ -113,11 +116,22 @@ func (k *keeper) beat() {
 		return
 	}
 	k.beating = true
-	lease := k.lease
+	lease, every, failures := k.lease, k.every, k.failures
 	k.mu.Unlock()
 
 	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
 	lost := errors.Is(err, ErrStaleToken)
+	switch {
+	case err == nil:
+		failures = 0
+	case !lost:
+		// The store could not be reached. Beats are never early, so once
+		// the failed ones span the lease's TTL, the lease granted before
+		// the last success has lapsed and another owner may run: the run
+		// must be told, as if the store had said so.
+		failures++
+		lost = lease.TTL > 0 && time.Duration(failures)*every >= lease.TTL && k.ctx.Err() == nil
+	}
 	if lost {
 		switch {
 		case k.lost != nil:
@@ -130,6 +144,7 @@ func (k *keeper) beat() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.beating = false
+	k.failures = failures
 	if k.idle != nil {
 		close(k.idle)
 		k.idle = nil
