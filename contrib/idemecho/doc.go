@@ -22,12 +22,14 @@
 // an echo.HTTPError(404) is stored and replayed like any 404, and an
 // HTTPError(500) releases the key like any 5xx (see New).
 //
-// Register it with e.Use (after routing, so that unknown routes are
-// answered as the router answers them) before any middleware that reads the
-// request body. Bound protected bodies with idemhttp.Config.MaxBody rather
-// than echo's BodyLimit in front of the middleware: BodyLimit's error on a
-// chunked body reaches the middleware as an unreadable body (400), where
-// MaxBody answers 413.
+// Register it with e.Use (after routing, so that unknown routes are answered
+// as the router answers them) before any middleware that reads the request
+// body or compresses the response (Gzip: one inside the middleware would
+// have the compressed body recorded and replayed to clients that may not
+// accept that encoding). Bound protected bodies with idemhttp.Config.MaxBody
+// rather than echo's BodyLimit in front of the middleware: BodyLimit's error
+// on a chunked body reaches the middleware as an unreadable body (400),
+// where MaxBody answers 413.
 //
 // This package is a module of its own, so that echo is a dependency only
 // of programs that use it.

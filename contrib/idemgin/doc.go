@@ -22,7 +22,15 @@
 // set before the body, even after c.Status. Its CloseNotify channel never
 // receives, since the handler runs on when the client goes away. A request
 // the middleware answers itself is aborted (c.Abort), so the handlers after
-// the middleware do not run; those before it see the status it sent.
+// the middleware do not run; those before it see the status it sent. A
+// request that matches no route passes through untouched, so that gin
+// answers it 404 or 405 as usual.
+//
+// Order: register the middleware after those that must see every request
+// (logging, recovery, authentication, which KeyScope may rely on) and
+// before those that read the request body or compress the response; a
+// compressor inside it would have the compressed body recorded and
+// replayed to clients that may not accept that encoding.
 //
 // This package is a module of its own, so that gin is a dependency only of
 // programs that use it.
