@@ -25,7 +25,7 @@ var DefaultNamespace = idem.MustNamespace("http")
 var DefaultReplayHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
 	"Content-Location", "Content-Range", "Location", "ETag", "Last-Modified", "Link",
-	"Cache-Control", "Vary", "X-Request-Id",
+	"Cache-Control", "Vary", "X-Request-Id", "Allow",
 }
 
 // neverReplayed headers are dropped from recordings whatever ReplayHeaders

@@ -831,3 +831,28 @@ func TestOuterBodyLimitIs413(t *testing.T) {
 	wantProblem(t, w, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
 	wantRuns(t, b, 0)
 }
+
+// A recorded 405 replays its Allow header, which RFC 9110 requires of it.
+func TestMethodNotAllowedReplaysAllow(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemhttp.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, HEAD")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}))
+	for i := range 2 {
+		r := httptest.NewRequest("POST", "/report", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "allow")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 405 || w.Header().Get("Allow") != "GET, HEAD" {
+			t.Fatalf("request %d: %d Allow %q, want 405 and GET, HEAD", i, w.Code, w.Header().Get("Allow"))
+		}
+		if replayed := w.Header().Get(idemhttp.ReplayedHeader) == "true"; replayed != (i == 1) {
+			t.Fatalf("request %d: replayed %v", i, replayed)
+		}
+	}
+}
