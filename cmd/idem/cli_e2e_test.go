@@ -240,9 +240,9 @@ func TestBadFlagValuesSayWhatIsAccepted(t *testing.T) {
 		code int
 		want string
 	}{
-		{"boolean variable", []string{"IDEM_REQUIRE_KEY=yes"}, nil, 1, `IDEM_REQUIRE_KEY`},
+		{"boolean variable", []string{"IDEM_REQUIRE_KEY=yes"}, nil, 2, `IDEM_REQUIRE_KEY`},
 		{"boolean flag", nil, []string{"--require-key=yes"}, 2, `-require-key`},
-		{"duration variable", []string{"IDEM_TTL=10"}, nil, 1, "a duration such as 30s or 24h"},
+		{"duration variable", []string{"IDEM_TTL=10"}, nil, 2, "a duration such as 30s or 24h"},
 		{"duration flag", nil, []string{"--lease", "soon"}, 2, "a duration such as 30s or 24h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -356,6 +356,61 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 	} {
 		r := runIdem(t, t.TempDir(), nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and %q on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestUsageMistakesExitTwo: flags that exclude each other, and a value a
+// flag's type takes but the command does not, are usage mistakes as an
+// unknown flag is: exit code 2 and the message on stderr, nothing on
+// stdout, and nothing connected to (the databases named are unreachable).
+func TestUsageMistakesExitTwo(t *testing.T) {
+	t.Parallel()
+	db := []string{"--db", "postgres://127.0.0.1:1/db"}
+	proxy := []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory", "--listen", "127.0.0.1:0"}
+	store := filepath.Join(t.TempDir(), "idem.db")
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", "sqlite:"+store); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{append(proxy, "--ttl", "0s"), nil, "idem proxy: --ttl must be positive"},
+		{append(proxy, "--lease", "-1s"), nil, "idem proxy: --lease must be positive"},
+		{append(proxy, "--timeout", "0s"), nil, "idem proxy: --timeout must be positive"},
+		{append(proxy, "--store-timeout", "0s"), nil, "idem proxy: --store-timeout must be positive"},
+		{append(proxy, "--max-body", "-1"), nil, "idem proxy: --max-body must be positive"},
+		{append(proxy, "--max-capture", "0"), nil, "idem proxy: --max-capture must be positive"},
+		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval must not be negative"},
+		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout must be positive"},
+		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},
+		{proxy, []string{"IDEM_TTL=soon"}, "idem proxy: invalid value \"soon\" in IDEM_TTL"},
+		{[]string{"proxy", "--upstream", "ftp://x", "--store", "memory"}, nil, "idem proxy: --upstream \"ftp://x\" is not an absolute http or https URL"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "mongo://x"}, nil, "idem proxy: unknown store DSN"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:"}, nil, "idem proxy: sqlite DSN has no path"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://:secret/x@127.0.0.1:1"}, nil, "idem proxy: bad redis DSN"},
+		{[]string{"migrate", "--store", "postgres://127.0.0.1:99999/db"}, nil, "idem migrate: bad postgres DSN"},
+		{[]string{"purge", "--store", "sqlite:" + store, "--namespace", "a b"}, nil, "idem purge: --namespace"},
+		{[]string{"purge", "--store", "memory"}, nil, "idem purge: --store memory"},
+		{[]string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--scope", "s", "--authorization", "Bearer t"}, nil, "idem inspect: give --scope or --authorization, not both"},
+		{[]string{"inspect", "--store", "sqlite:" + store, "--key", strings.Repeat("k", 1000)}, nil, "idem inspect: --key"},
+		{append([]string{"durable", "inspect", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
+		{append([]string{"durable", "cancel", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
+		{append([]string{"durable", "retry", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
+		{append([]string{"durable", "cancel", "--id", "-1"}, db...), nil, "idem durable: --id -1"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, "idem durable: --payload is not JSON"},
+		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil, "idem durable: --at is not an RFC 3339 time"},
+		{append([]string{"durable", "list", "--limit", "-1"}, db...), nil, "idem durable: --limit -1: want 0 to 10000"},
+		{append([]string{"durable", "list", "--limit", "10001"}, db...), nil, "idem durable: --limit 10001"},
+		{append([]string{"durable", "list", "--status", "bogus"}, db...), nil, "idem durable: --status \"bogus\": want one of runnable"},
+		{[]string{"durable", "stats", "--db", "postgres://127.0.0.1:99999/db"}, nil, "idem durable: bad postgres DSN"},
+	} {
+		r := runIdem(t, t.TempDir(), tc.env, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" || strings.Contains(r.stderr, "secret") {
 			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and %q on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
 		}
 	}
@@ -513,7 +568,8 @@ func TestProxyWithoutMigrateNeedsTheSchema(t *testing.T) {
 
 // TestListenErrorsNameTheFlag: an address idem proxy cannot listen on is
 // reported under the flag that gave it (--listen or --admin), saying what
-// is wrong: in use, a URL, not host:port.
+// is wrong: in use (exit 1), or a URL, not host:port (usage mistakes, exit
+// 2).
 func TestListenErrorsNameTheFlag(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -523,16 +579,17 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 	busy := ln.Addr().String()
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--listen", busy}, "--listen " + busy + ": the address is already in use"},
-		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, "--admin " + busy + ": the address is already in use"},
-		{[]string{"--listen", "http://127.0.0.1:8080"}, `--listen "http://127.0.0.1:8080": want host:port`},
-		{[]string{"--listen", "8080"}, `--listen "8080": missing port in address; want host:port`},
+		{[]string{"--listen", busy}, 1, "--listen " + busy + ": the address is already in use"},
+		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, 1, "--admin " + busy + ": the address is already in use"},
+		{[]string{"--listen", "http://127.0.0.1:8080"}, 2, `--listen "http://127.0.0.1:8080": want host:port`},
+		{[]string{"--listen", "8080"}, 2, `--listen "8080": missing port in address; want host:port`},
 	} {
 		args := append([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, tc.args...)
-		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("idem %q: exit %d, stderr %q; want 1 and %q", args, r.code, r.stderr, tc.want)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem %q: exit %d, stderr %q; want %d and %q", args, r.code, r.stderr, tc.code, tc.want)
 		}
 	}
 }
@@ -540,7 +597,7 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 // TestUpstreamMistakes: an --upstream without its scheme is refused with
 // the URL meant; one naming the proxy's own address is refused at
 // start-up, where each request would have been forwarded to the proxy
-// again and again.
+// again and again. Both are usage mistakes: exit code 2.
 func TestUpstreamMistakes(t *testing.T) {
 	self := freeAddr(t)
 	_, port, _ := net.SplitHostPort(self)
@@ -554,8 +611,8 @@ func TestUpstreamMistakes(t *testing.T) {
 		{[]string{"--upstream", "http://localhost:" + port + "/api", "--listen", ":" + port}, "is the address the proxy listens on"},
 	} {
 		args := append([]string{"proxy", "--store", "memory"}, tc.args...)
-		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("idem %q: exit %d, stderr %q; want 1 and %q", args, r.code, r.stderr, tc.want)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem %q: exit %d, stderr %q; want 2 and %q", args, r.code, r.stderr, tc.want)
 		}
 	}
 }
@@ -563,13 +620,13 @@ func TestUpstreamMistakes(t *testing.T) {
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged
-// 0").
+// 0"), as a usage mistake (exit code 2).
 func TestReadCommandsRefuseTheMemoryStore(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"inspect", "--key", "k"}, {"purge"}} {
 		r := runIdem(t, t.TempDir(), nil, append(args, "--store", "memory")...)
-		if r.code != 1 || !strings.Contains(r.stderr, "lives and ends inside the idem proxy") || r.stdout != "" {
-			t.Errorf("idem %s --store memory: exit %d, stdout %q, stderr %q; want 1 and a message saying where the memory store lives", args[0], r.code, r.stdout, r.stderr)
+		if r.code != 2 || !strings.Contains(r.stderr, "lives and ends inside the idem proxy") || r.stdout != "" {
+			t.Errorf("idem %s --store memory: exit %d, stdout %q, stderr %q; want 2 and a message saying where the memory store lives", args[0], r.code, r.stdout, r.stderr)
 		}
 	}
 }

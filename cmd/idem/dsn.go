@@ -73,7 +73,7 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"):
 		return openRedis(ctx, dsn, o)
 	default:
-		return nil, fmt.Errorf("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://… or redis-cluster://…", redact(dsn))
+		return nil, usagef("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://… or redis-cluster://…", redact(dsn))
 	}
 }
 
@@ -137,11 +137,11 @@ const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pra
 func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, error) {
 	switch {
 	case path == "":
-		return nil, errors.New("sqlite DSN has no path: want sqlite:PATH, e.g. sqlite:idem.db")
+		return nil, usagef("sqlite DSN has no path: want sqlite:PATH, e.g. sqlite:idem.db")
 	case path == ":memory:":
-		return nil, errors.New(`sqlite::memory: would be a file named ":memory:"; for a store in memory use the DSN memory`)
+		return nil, usagef(`sqlite::memory: would be a file named ":memory:"; for a store in memory use the DSN memory`)
 	case strings.HasPrefix(path, "//"):
-		return nil, fmt.Errorf("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a URL", "sqlite:"+path)
+		return nil, usagef("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a URL", "sqlite:"+path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -203,7 +203,7 @@ func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
 func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+		return nil, badPostgresDSN(dsn, err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -255,13 +255,13 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
 		opts, err := redis.ParseClusterURL("redis://" + rest)
 		if err != nil {
-			return nil, fmt.Errorf("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
+			return nil, usagef("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
 		}
 		client = redis.NewClusterClient(opts)
 	} else {
 		opts, err := redis.ParseURL(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("bad redis DSN %q: %w", redact(dsn), urlError(err))
+			return nil, usagef("bad redis DSN %q: %w", redact(dsn), urlError(err))
 		}
 		client = redis.NewClient(opts)
 	}

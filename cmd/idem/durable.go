@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -115,11 +117,17 @@ func durableList(ctx context.Context, d *durableCall) error {
 	d.fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
 	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key")
 	d.fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id (paging)")
-	d.fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, "most instances listed")
+	d.fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, fmt.Sprintf("most instances listed, at most %d (0: %d)", durable.MaxListLimit, durable.DefaultListLimit))
 	if err := d.parse(); err != nil {
 		return err
 	}
 	o.Status = durable.Status(*status)
+	if o.Status != "" && !slices.Contains(statuses(), o.Status) {
+		return usagef("--status %q: want one of %s", *status, statusNames())
+	}
+	if o.Limit < 0 || o.Limit > durable.MaxListLimit {
+		return usagef("--limit %d: want 0 to %d", o.Limit, durable.MaxListLimit)
+	}
 	c, err := d.client(ctx)
 	if err != nil {
 		return err
@@ -132,6 +140,20 @@ func durableList(ctx context.Context, d *durableCall) error {
 		list = []durable.Summary{}
 	}
 	return printJSON(d.stdout, list)
+}
+
+// statuses are the durable package's statuses, in life order.
+func statuses() []durable.Status {
+	return append(durable.LiveStatuses(), durable.StatusDone, durable.StatusFailed, durable.StatusCancelled)
+}
+
+// statusNames lists statuses() for a message: "runnable, executing, …".
+func statusNames() string {
+	names := make([]string, 0, 7)
+	for _, s := range statuses() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 // target reads --id or --key.
@@ -176,7 +198,7 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 		return missingFlag("--name is required")
 	}
 	if !json.Valid([]byte(*payload)) {
-		return fmt.Errorf("--payload is not JSON: %q", *payload)
+		return usagef("--payload is not JSON: %q", *payload)
 	}
 	t, err := targetOf(*id, *key)
 	if err != nil {
@@ -195,8 +217,10 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 // targetOf is the durable.Target of --id or --key.
 func targetOf(id int64, key string) (durable.Target, error) {
 	switch {
+	case id < 0:
+		return durable.Target{}, usagef("--id %d: want an instance id, 1 or more", id)
 	case id > 0 && key != "":
-		return durable.Target{}, errors.New("give --id or --key, not both")
+		return durable.Target{}, usagef("give --id or --key, not both")
 	case id > 0:
 		return durable.ByID(id), nil
 	case key != "":
@@ -246,7 +270,7 @@ func durableRetry(ctx context.Context, d *durableCall) error {
 	var opts durable.RetryOpts
 	if *at != "" {
 		if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
-			return fmt.Errorf("--at is not an RFC 3339 time: %w", err)
+			return usagef("--at is not an RFC 3339 time: %w", err)
 		}
 	}
 	c, err := d.client(ctx)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,7 +22,7 @@ const pgConnectTimeout = 10 * time.Second
 func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+		return nil, badPostgresDSN(dsn, err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -33,4 +35,15 @@ func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 		return nil, pgConnectError(&cfg.ConnConfig.Config, err)
 	}
 	return pool, nil
+}
+
+// badPostgresDSN is the error of pgxpool.ParseConfig(dsn): a usage error,
+// as a DSN it cannot read is, unless a file the DSN names (sslrootcert,
+// sslcert…) could not be read, which is no mistake in how idem is called.
+func badPostgresDSN(dsn string, err error) error {
+	err = fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return err
+	}
+	return usageError{err}
 }

@@ -20,12 +20,12 @@ func listen(name, addr string) (net.Listener, error) {
 	case errors.Is(err, syscall.EADDRINUSE):
 		return nil, fmt.Errorf("%s %s: the address is already in use (by another idem proxy, the API itself…); stop what listens there or give %s another address", name, addr, name)
 	case strings.Contains(addr, "://"):
-		return nil, fmt.Errorf("%s %q: want host:port, such as 127.0.0.1:8080, not a URL", name, addr)
+		return nil, usagef("%s %q: want host:port, such as 127.0.0.1:8080, not a URL", name, addr)
 	case errors.Is(err, syscall.EACCES):
 		return nil, fmt.Errorf("%s %s: permission denied (a port below 1024 needs privileges); give a port of 1024 or more", name, addr)
 	}
 	if ae, ok := errors.AsType[*net.AddrError](err); ok {
-		return nil, fmt.Errorf("%s %q: %s; want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)", name, addr, ae.Err)
+		return nil, usagef("%s %q: %s; want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)", name, addr, ae.Err)
 	}
 	return nil, fmt.Errorf("%s %s: %w", name, addr, err)
 }

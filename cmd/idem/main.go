@@ -157,8 +157,10 @@ func versionLine(bi *debug.BuildInfo, ok bool) string {
 var errUsage = errors.New("usage")
 
 // usageError is a mistake in how a command is called that the flag
-// package cannot see, such as a required flag left out: run prints it,
-// and exits with code 2 as for the flag package's errors.
+// package cannot see, such as a required flag left out, flags that
+// exclude each other, or a value the flag's type takes but the command
+// does not (a negative --ttl, an unknown store DSN): run prints it, and
+// exits with code 2 as for the flag package's errors.
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
@@ -166,6 +168,9 @@ func (e usageError) Unwrap() error { return e.error }
 // missingFlag is the usage error of a required flag left out; msg names
 // the flag.
 func missingFlag(msg string) error { return usageError{errors.New(msg)} }
+
+// usagef is a usageError formatted as fmt.Errorf formats.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 // isUsage reports whether err is a usageError.
 func isUsage(err error) bool {
@@ -195,7 +200,7 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		name := "IDEM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := getenv(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)
+				envErr = usagef("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)
 			}
 		}
 	})

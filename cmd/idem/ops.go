@@ -19,7 +19,7 @@ import (
 func parseNamespace(s string) (idem.Namespace, error) {
 	ns, err := idem.NewNamespace(s)
 	if err != nil {
-		return "", fmt.Errorf("--namespace: %w", err)
+		return "", usagef("--namespace: %w", err)
 	}
 	return ns, nil
 }
@@ -54,7 +54,7 @@ func checkTable(ctx context.Context, st *openedStore, ns idem.Namespace) error {
 // inside one proxy process, is refused, since a new one holds nothing.
 func openStoreWritten(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
 	if dsn == "memory" {
-		return nil, errors.New("--store memory: the memory store lives and ends inside the idem proxy that uses it, so this command would see a new, empty one; give the --store of a SQLite, Postgres or Redis store")
+		return nil, usagef("--store memory: the memory store lives and ends inside the idem proxy that uses it, so this command would see a new, empty one; give the --store of a SQLite, Postgres or Redis store")
 	}
 	return openStore(ctx, dsn, o)
 }
@@ -143,18 +143,18 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	k, err := idem.ParseKey(ns, *keyFlag)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
+		return usagef("--key: %w", err)
 	}
 	if *auth != "" {
 		if *scope != "" {
-			return errors.New("give --scope or --authorization, not both")
+			return usagef("give --scope or --authorization, not both")
 		}
 		r, _ := http.NewRequest(http.MethodPost, "/", nil)
 		r.Header.Set("Authorization", *auth)
 		*scope = idemhttp.ScopeByAuthorization(r)
 	}
 	if k, err = k.WithScope(*scope); err != nil {
-		return fmt.Errorf("--scope: %w", err)
+		return usagef("--scope: %w", err)
 	}
 	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true, readOnly: true})
 	if err != nil {

@@ -74,7 +74,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		{"--shutdown-timeout must be positive", f.drain > 0},
 	} {
 		if !c.ok {
-			return errors.New(c.msg)
+			return usagef("%s", c.msg)
 		}
 	}
 
@@ -123,7 +123,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	if upstreamIsSelf(up, ln.Addr()) {
 		_ = ln.Close()
-		return fmt.Errorf("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
+		return usagef("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
 	}
 	var inFlight atomic.Int64 // requests being served, for the shutdown message
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,7 @@ func parseUpstream(s string) (*url.URL, error) {
 	if _, _, err := net.SplitHostPort(s); err == nil && !strings.Contains(s, "/") {
 		msg += fmt.Sprintf("; did you mean --upstream http://%s?", s)
 	}
-	return nil, fmt.Errorf("%s", msg)
+	return nil, usagef("%s", msg)
 }
 
 // upstreamIsSelf reports whether up names the address the proxy listens
