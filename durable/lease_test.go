@@ -184,7 +184,13 @@ func TestHeartbeatSkipsRowsLockedByCallers(t *testing.T) {
 		},
 	})
 	cfg := fast(fsm)
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 2*time.Second, 100*time.Millisecond, 50*time.Millisecond
+	// Heartbeats 40 times per lease: on a loaded machine (make test runs
+	// packages side by side, every test's engine polling) one may come
+	// late by a second or more, which must not let the unlocked row's
+	// lease lapse. The test waits on the leases, not the clock, so a long
+	// lease costs little more than its length.
+	const ttl = 4 * time.Second
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
 	b := setup(t, cfg)
 	b.start(t)
 	locked := b.insert(t, fsm.With(struct{}{}), nil) // the lower id: locked first in id order
@@ -202,7 +208,22 @@ func TestHeartbeatSkipsRowsLockedByCallers(t *testing.T) {
 	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(locked), "note", nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second) // twice the lease
+	// Locked, the row's lease is no longer extended: as long as the lock
+	// is held, it is where the last heartbeat before SignalTx left it.
+	lockedUntil := b.get(t, locked).LeaseExpiresAt
+	// The heartbeat goes on extending the other lease, past the end of the
+	// locked one by a whole lease: a heartbeat that waited for the lock
+	// (or failed on it) would extend neither, and the reaper would take
+	// the other row back, its step to run again, once its lease expired.
+	waitFor(t, "the unlocked instance's lease to outlast the locked one's by a lease", func() bool {
+		return b.get(t, other).LeaseExpiresAt.After(lockedUntil.Add(ttl))
+	})
+	// The locked row's lease has expired meanwhile (leases are in the
+	// database's time), unextended: its claim, skipped by every heartbeat
+	// since SignalTx, must not have been taken for lost.
+	if until := b.get(t, locked).LeaseExpiresAt; !until.Equal(lockedUntil) {
+		t.Fatalf("the locked instance's lease changed from %v to %v under the caller's lock", lockedUntil, until)
+	}
 	mu.Lock()
 	n, lost := starts[other], cancelled[locked]
 	mu.Unlock()
