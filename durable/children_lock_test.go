@@ -19,7 +19,10 @@ import (
 // goes through once the caller's transaction ends.
 func TestChildEndWaitsForParentLockedByCallerKeepingItsLease(t *testing.T) {
 	t.Parallel()
-	const ttl = time.Second
+	// A lease of 40 heartbeats: on a loaded machine (make test runs
+	// packages side by side) one may come late by a second or more, which
+	// must not let the waiting child's lease lapse.
+	const ttl = 2 * time.Second
 	var runs atomic.Int32
 	entered, release := make(chan int64, 1), make(chan struct{})
 	child := mustFSM(t, durable.FSMConfig[struct{}]{
@@ -73,9 +76,18 @@ func TestChildEndWaitsForParentLockedByCallerKeepingItsLease(t *testing.T) {
 	}
 
 	// The child's step returns; its commit waits for the parent's lock,
-	// three leases long.
+	// for more than two leases: until a heartbeat that came two leases
+	// after the step returned has extended the child's lease (leases are
+	// in the database's time). A commit that gave up, or a claim that was
+	// dropped or taken for lost, gets no more heartbeats.
+	var returned time.Time
+	if err := b.pool.QueryRow(ctx, "SELECT now()").Scan(&returned); err != nil {
+		t.Fatal(err)
+	}
 	close(release)
-	time.Sleep(3 * ttl)
+	waitFor(t, "the waiting child's lease to be extended two leases after its step returned", func() bool {
+		return b.get(t, cid).LeaseExpiresAt.After(returned.Add(3 * ttl))
+	})
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the child's step ran %d times while its commit waited, want 1", n)
 	}
