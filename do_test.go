@@ -207,7 +207,15 @@ func TestDoNeverExtendsTxBoundStores(t *testing.T) {
 		{"lease mode", struct{ idem.Store }{plain}, plain.beats.Load, true},
 	} {
 		_, err := idem.Do(context.Background(), tc.store, testKey(t, "tx-"+tc.name), "r", func(context.Context) (int, error) {
-			time.Sleep(30 * time.Millisecond)
+			if !tc.want {
+				time.Sleep(30 * time.Millisecond) // thirty heartbeats' time
+				return 1, nil
+			}
+			// A loaded machine may run the first beat late: wait for it,
+			// up to 10 s, rather than a fixed time.
+			for deadline := time.Now().Add(10 * time.Second); tc.beats() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			return 1, nil
 		}, &idem.DoOpts{HeartbeatEvery: time.Millisecond})
 		if err != nil {
