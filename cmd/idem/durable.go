@@ -288,7 +288,9 @@ func durableRetry(ctx context.Context, d *durableCall) error {
 // there, which speak of signals whatever the call, as what subcommand verb
 // looked for: a live instance, or for retry a failed one, by --key; by
 // --id, any instance, except that signal wants a live one there too.
-// Other errors are returned as they are.
+// The idem durable list command suggested quotes the key for a shell
+// (shellWord), so that it can be pasted as it is. Other errors are
+// returned as they are.
 func notFound(verb string, id int64, key string, err error) error {
 	kind := "live"
 	if verb == "retry" {
@@ -296,11 +298,11 @@ func notFound(verb string, id int64, key string, err error) error {
 	}
 	switch {
 	case errors.Is(err, durable.ErrAmbiguousTarget):
-		return fmt.Errorf("several %s instances carry key %q: give --id (idem durable list --key %q lists them)", kind, key, key)
+		return fmt.Errorf("several %s instances carry key %q: give --id (idem durable list --key %s lists them)", kind, key, shellWord(key))
 	case !errors.Is(err, durable.ErrNoTarget) && !errors.Is(err, durable.ErrNotFound):
 		return err
 	case key != "" && verb == "inspect":
-		return fmt.Errorf("no live instance to inspect: key %q; an ended one is inspected by --id (idem durable list --key %q shows it)", key, key)
+		return fmt.Errorf("no live instance to inspect: key %q; an ended one is inspected by --id (idem durable list --key %s shows it)", key, shellWord(key))
 	case key != "":
 		return fmt.Errorf("no %s instance to %s: key %q", kind, verb, key)
 	case verb == "signal":

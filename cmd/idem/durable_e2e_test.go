@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -226,7 +228,7 @@ func TestDurableNotFoundMessages(t *testing.T) {
 		want string
 	}{
 		{[]string{"inspect", "--key", "order:42"}, `no live instance to inspect: key "order:42"`},
-		{[]string{"inspect", "--key", "order:42"}, `idem durable list --key "order:42"`},
+		{[]string{"inspect", "--key", "order:42"}, `idem durable list --key order:42 shows it`},
 		{[]string{"inspect", "--id", missing}, "no instance to inspect: id " + missing},
 		{[]string{"inspect", "--key", "shared"}, `several live instances carry key "shared": give --id`},
 		{[]string{"signal", "--key", "order:42", "--name", "paid"}, `no live instance to signal: key "order:42"`},
@@ -323,5 +325,52 @@ func TestDurableInspectJSON(t *testing.T) {
 	if len(inbox) != 1 || !reflect.DeepEqual(inbox[0].(map[string]any)["payload"], map[string]any{"amount": 5.0}) ||
 		inbox[0].(map[string]any)["dedup_key"] != "evt-1" || in["state"] == nil {
 		t.Errorf("inspect's state and inbox: %v, %v", in["state"], in["inbox"])
+	}
+}
+
+// TestDurableListHintsPasteIntoAShell: the idem durable list --key command
+// a not-found or ambiguous-key message suggests lists the key's instances
+// when pasted into a shell, whatever the key holds: $, a backtick, !,
+// quotes and spaces are not expanded or split by the shell.
+func TestDurableListHintsPasteIntoAShell(t *testing.T) {
+	t.Parallel()
+	e := newEngineDB(t)
+	if err := e.c.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ended := "order $HOME `echo x` !1 \"it's\""
+	shared := "shared $(echo y) !! \\n"
+	endedID := e.insert(t, ended, durable.StatusDone, nil)
+	sharedIDs := []int64{e.insert(t, shared, durable.StatusRunnable, []durable.Status{}), e.insert(t, shared, durable.StatusRunnable, []durable.Status{})}
+	hint := regexp.MustCompile(`\((idem durable list --key .*) (?:shows it|lists them)\)`)
+	for _, tc := range []struct {
+		args []string
+		want []int64
+	}{
+		{[]string{"inspect", "--key", ended}, []int64{endedID}},
+		{[]string{"cancel", "--key", shared}, sharedIDs},
+	} {
+		r := runDurable(t, 30*time.Second, append(tc.args, "--db", e.url)...)
+		m := hint.FindStringSubmatch(r.stderr)
+		if r.code != 1 || m == nil {
+			t.Fatalf("idem durable %q: exit %d, stderr %q; want 1 and a hint to run idem durable list", tc.args, r.code, r.stderr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sh := exec.CommandContext(ctx, "bash", "-O", "failglob", "-c", m[1]+` --db "$DB"`)
+		sh.Dir = t.TempDir()
+		sh.Env = append(os.Environ(), "DB="+e.url, "PATH="+filepath.Dir(idemBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := sh.Output()
+		var list []durable.Summary
+		if err != nil || json.Unmarshal(out, &list) != nil {
+			t.Fatalf("the hint pasted into a shell, %s: %v, output %q", m[1], err, out)
+		}
+		var got []int64
+		for _, s := range list {
+			got = append(got, s.ID)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("the hint pasted into a shell, %s, listed %v; want %v", m[1], got, tc.want)
+		}
 	}
 }
