@@ -63,6 +63,7 @@ func TestRestartUnderLoad(t *testing.T) {
 				t.Error(err)
 			}
 			run.phase(1, 300*time.Millisecond)
+			run.untilFailed(1)
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +126,18 @@ func (r *faultRun) untilAnswered(p int32) {
 	}
 }
 
-// answerWithin bounds how long untilAnswered waits.
+// untilFailed lets the workers run on in phase p until a call of the
+// phase has failed, for up to answerWithin: on a loaded machine the calls
+// under way when the server went away may take longer than the phase to
+// fail.
+func (r *faultRun) untilFailed(p int32) {
+	deadline := time.Now().Add(answerWithin)
+	for r.failed[p].Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// answerWithin bounds how long untilAnswered and untilFailed wait.
 const answerWithin = 15 * time.Second
 
 func (r *faultRun) finish() {
