@@ -93,7 +93,9 @@ func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
 	entered, release := make(chan int64, 1), make(chan struct{})
 	fsm := stubbornFSM(t, o, entered, release)
 	cfg := fast(fsm)
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = time.Second, 50*time.Millisecond, 50*time.Millisecond
+	// A lease of 40 heartbeats, which a loaded machine delaying a few does
+	// not let lapse before the Cancel.
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 2*time.Second, 50*time.Millisecond, 50*time.Millisecond
 	b := setup(t, cfg)
 	b.start(t)
 	t.Cleanup(func() { close(release) }) // before Stop, which waits for the step
@@ -101,7 +103,18 @@ func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
 	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
 	<-entered
 	next := b.insert(t, fsm.With(ckState{Key: "next"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	// The lease left to the running step, at least: a heartbeat may still
+	// extend it before the Cancel, none after. Leases are in the
+	// database's time; what is left of one is the same in ours.
 	cancelled := time.Now()
+	var left float64
+	if err := b.pool.QueryRow(ctxT(t), `SELECT extract(epoch FROM lease_expires_at - now())
+		FROM durable_instance WHERE id = $1`, first).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left <= 0 {
+		t.Fatalf("the running step's lease lapsed %.3f s before the Cancel, in spite of heartbeats every %v", -left, cfg.HeartbeatInterval)
+	}
 	if err := b.client.Cancel(ctxT(t), durable.ByID(first), ""); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
@@ -109,8 +122,8 @@ func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
 		m, _ := o.get("next")
 		return m > 0
 	})
-	if waited := time.Since(cancelled); waited < 500*time.Millisecond {
-		t.Fatalf("the next instance ran %v after the cancel, before the cancelled step's lease could expire", waited)
+	if waited, lease := time.Since(cancelled), time.Duration(left*float64(time.Second)); waited < lease {
+		t.Fatalf("the next instance ran %v after the cancel, before the cancelled step's lease (%v left) expired", waited, lease)
 	}
 	if in := b.get(t, first); in.Status != durable.StatusCancelled || in.LeaseOwner != "" || in.Attempt != 1 {
 		t.Fatalf("the cancelled instance: status %s, lease %q, attempt %d", in.Status, in.LeaseOwner, in.Attempt)
