@@ -133,17 +133,19 @@ func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
 		},
 	})
 	cfg := fast(fsm)
-	// Heartbeats 20 times per lease: a loaded machine (make test runs
-	// packages side by side) may delay a few by hundreds of milliseconds.
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = time.Second, 50*time.Millisecond, 10*time.Millisecond
+	// Heartbeats 30 times per lease: a loaded machine (make test runs
+	// packages side by side) may delay a few by a second or more.
+	const ttl = 1500 * time.Millisecond
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 50*time.Millisecond, 10*time.Millisecond
 	b := setup(t, cfg)
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
 	<-started
 	first := b.get(t, id).LeaseExpiresAt
-	// Outlive the first lease by far, with the reaper looking all along.
+	// Outlive the first lease by a whole lease, with the reaper looking
+	// all along.
 	waitFor(t, "the lease to be extended past twice its length", func() bool {
-		return b.get(t, id).LeaseExpiresAt.After(first.Add(2 * time.Second))
+		return b.get(t, id).LeaseExpiresAt.After(first.Add(2 * ttl))
 	})
 	close(release)
 	in := b.waitStatus(t, id, durable.StatusDone)

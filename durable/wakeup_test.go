@@ -23,8 +23,15 @@ func idleEngine(t *testing.T, b *testBundle, cfg *durable.Config, queue string) 
 	c.ID = "idle"
 	c.PollInterval, c.ReaperInterval = time.Hour, time.Hour
 	c.Queues = map[string]durable.QueueConfig{queue: {Concurrency: 4}}
-	startClient(t, newClient(t, newPool(t, b.url), &c, &recorder{}))
-	time.Sleep(300 * time.Millisecond) // its first pick is done; it waits
+	rec := &recorder{}
+	startClient(t, newClient(t, newPool(t, b.url), &c, rec))
+	// Its first pick is done (rows made runnable after it must wake it);
+	// it waits. A loaded machine may take a while to get there.
+	waitFor(t, "the idle engine's first pick", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.picks) > 0
+	})
 }
 
 // waitDone waits up to 10 s (the idle engine polls hourly) for n rows done.
