@@ -178,6 +178,25 @@ func readResponse(b, body []byte, fields []headerField, values []string) (respon
 	return r, nil
 }
 
+// DecodeRecordedResponse decodes b, the Result of a record the middleware
+// or the proxy wrote (the format described at the top of this file), as
+// it replays: the status, the recorded header fields (those of
+// "header_bytes" included, as the bytes they were), and the body. It
+// fails on anything that is not such a record, as the Result of idem.Do
+// or idem.Typed generally is not. It is for tools that show records, such
+// as idem inspect.
+func DecodeRecordedResponse(b []byte) (status int, header http.Header, body []byte, err error) {
+	r, err := readResponse(b, nil, nil, nil)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	header = make(http.Header, len(r.header))
+	for _, f := range r.header {
+		header[f.name] = append(header[f.name], f.values...)
+	}
+	return r.status, header, r.body, nil
+}
+
 // decodeResponse reads a recorded response with encoding/json.
 func decodeResponse(b []byte) (*recordedResponse, error) {
 	var r recordedResponse

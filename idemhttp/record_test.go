@@ -105,3 +105,47 @@ func TestReplayable(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRecordedResponse: the exported decoder reads a record as
+// replay does, in the fast path's form, with header_bytes, and reformatted
+// by a store, and refuses what is not a recorded response.
+func TestDecodeRecordedResponse(t *testing.T) {
+	for name, c := range map[string]struct {
+		rec        string
+		wantStatus int
+		wantHeader http.Header
+		wantBody   string
+	}{
+		"as written": {
+			rec:        string(appendResponse(nil, 201, []headerField{{name: "Content-Type", values: []string{"application/json"}}, {name: "Link", values: []string{"<a>", "<b>"}}}, []byte(`{"id":1}`))),
+			wantStatus: 201, wantHeader: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"}}, wantBody: `{"id":1}`,
+		},
+		"header_bytes": {
+			rec:        string(appendResponse(nil, 200, []headerField{{name: "Content-Type", values: []string{"text/plain"}}, {name: "Content-Disposition", values: []string{"attachment; filename=\"caf\xe9.pdf\""}}}, []byte("\xff"))),
+			wantStatus: 200, wantHeader: http.Header{"Content-Type": {"text/plain"}, "Content-Disposition": {"attachment; filename=\"caf\xe9.pdf\""}}, wantBody: "\xff",
+		},
+		"reformatted": {
+			rec:        `{ "body": "eA==", "status": 404, "v": 1, "header": {"Etag": ["\u0031"]} }`,
+			wantStatus: 404, wantHeader: http.Header{"Etag": {"1"}}, wantBody: "x",
+		},
+		"no header, empty body": {rec: `{"v":1,"status":204,"body":""}`, wantStatus: 204, wantHeader: http.Header{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, header, body, err := DecodeRecordedResponse([]byte(c.rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != c.wantStatus || string(body) != c.wantBody {
+				t.Errorf("status %d body %q, want %d %q", status, body, c.wantStatus, c.wantBody)
+			}
+			if d := cmp.Diff(c.wantHeader, header); d != "" {
+				t.Errorf("header (-want +got):\n%s", d)
+			}
+		})
+	}
+	for _, rec := range []string{``, `null`, `{"order":42}`, `"done"`, `{"v":2,"status":200,"body":""}`, `{"v":1,"status":99,"body":""}`, `{"v":1,"status":200,"body":"%%"}`} {
+		if _, _, _, err := DecodeRecordedResponse([]byte(rec)); err == nil {
+			t.Errorf("DecodeRecordedResponse(%q): no error", rec)
+		}
+	}
+}

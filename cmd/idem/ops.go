@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -107,20 +111,93 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	return nil
 }
 
-// inspected is the JSON idem inspect prints.
+// inspected is the JSON idem inspect prints (inspectHelp describes it).
 type inspected struct {
-	Namespace      string            `json:"namespace"`
-	Scope          string            `json:"scope,omitempty"`
-	Key            string            `json:"key"`
-	Status         idem.Status       `json:"status"`
-	Fingerprint    string            `json:"fingerprint"`
-	Fence          int64             `json:"fence"`
-	CreatedAt      time.Time         `json:"created_at"`
-	ExpiresAt      time.Time         `json:"expires_at"`
-	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
-	Request        json.RawMessage   `json:"request"`
-	Result         json.RawMessage   `json:"result,omitempty"`
-	Error          *idem.StoredError `json:"error,omitempty"`
+	Namespace      string             `json:"namespace"`
+	Scope          string             `json:"scope,omitempty"`
+	Key            string             `json:"key"`
+	Status         idem.Status        `json:"status"`
+	Fingerprint    string             `json:"fingerprint"`
+	Fence          int64              `json:"fence"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ExpiresAt      time.Time          `json:"expires_at"`
+	LeaseExpiresAt *time.Time         `json:"lease_expires_at,omitempty"`
+	Request        json.RawMessage    `json:"request"`
+	Result         json.RawMessage    `json:"result,omitempty"`
+	Response       *inspectedResponse `json:"response,omitempty"`
+	Error          *idem.StoredError  `json:"error,omitempty"`
+}
+
+// inspectedResponse is a response recorded by idem proxy or the idemhttp
+// middleware, decoded from the record's result.
+type inspectedResponse struct {
+	Status     int         `json:"status"`
+	Header     http.Header `json:"header"`
+	Body       any         `json:"body"`        // json.RawMessage, string or []byte, as BodyFormat says
+	BodyFormat string      `json:"body_format"` // "json", "text" or "base64"
+}
+
+// inspectHelp is what idem inspect -h says above the flags.
+const inspectHelp = `usage: idem inspect --store DSN --key K [--namespace NS] [--scope S | --authorization A]
+
+Prints the live record of a key as JSON: its namespace, scope and key;
+its status (in_progress, committed, failed_permanent); the fingerprint of
+the request that took the key, the fence, created_at, expires_at and, while
+a request holds the key, lease_expires_at; request, what was recorded of
+that request; result, the outcome as stored; and error, for a failure.
+
+When the record is one of idem proxy or the idemhttp middleware, a
+"response" member beside "result" shows the recorded HTTP response decoded
+("result" keeps it as stored, its body in base64):
+
+  "response": {
+    "status": 201,
+    "header": {"Content-Type": ["application/json"]},
+    "body": {"id": 1},
+    "body_format": "json"
+  }
+
+body_format says how "body" holds the response's body:
+  json    the body itself, when Content-Type is JSON (application/json or
+          a type ending in +json) and the body parses
+  text    a string, when the body is valid UTF-8
+  base64  a string in base64, otherwise
+A header value that is not valid UTF-8 shows U+FFFD in place of the bytes
+that are not; "result" has them exact. Records written by idem.Do or
+idem.Typed have no "response".
+
+flags:
+`
+
+// decodeResponse is the response of a record that idem proxy or the
+// idemhttp middleware wrote, or nil for any other record: its request
+// must be what idemhttp records of a request (method, target, content
+// type, body size, nothing else) and its result a recorded response.
+func decodeResponse(rec idem.Record) *inspectedResponse {
+	var req struct {
+		Method      *string `json:"method"`
+		Target      *string `json:"target"`
+		ContentType string  `json:"content_type"`
+		BodyBytes   *int64  `json:"body_bytes"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(rec.Request))
+	dec.DisallowUnknownFields()
+	if len(rec.Result) == 0 || dec.Decode(&req) != nil || req.Method == nil || req.Target == nil || req.BodyBytes == nil {
+		return nil
+	}
+	status, header, body, err := idemhttp.DecodeRecordedResponse(rec.Result)
+	if err != nil {
+		return nil
+	}
+	r := &inspectedResponse{Status: status, Header: header, Body: body, BodyFormat: "base64"}
+	mt, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	switch {
+	case (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body):
+		r.Body, r.BodyFormat = json.RawMessage(body), "json"
+	case utf8.Valid(body):
+		r.Body, r.BodyFormat = string(body), "text"
+	}
+	return r
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
@@ -131,6 +208,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	keyFlag := fs.String("key", "", "the Idempotency-Key value (required)")
 	scope := fs.String("scope", "", "the key's scope as stored")
 	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), inspectHelp)
+		fs.PrintDefaults()
+	}
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -171,11 +252,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	out := inspected{
 		Namespace: string(ns), Scope: k.Scope(), Key: k.Value(), Status: rec.Status, Fingerprint: rec.Fingerprint.String(),
 		Fence: rec.Fence, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, Request: rec.Request, Result: rec.Result, Error: rec.Error,
+		Response: decodeResponse(rec),
 	}
 	if !rec.LeaseExpiresAt.IsZero() {
 		out.LeaseExpiresAt = &rec.LeaseExpiresAt
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
+	// A decoded body is shown as it is, its '<', '>' and '&' unescaped;
+	// other records are printed as they always were.
+	enc.SetEscapeHTML(out.Response == nil)
 	return enc.Encode(out)
 }

@@ -1,0 +1,147 @@
+package main_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/sqlitestore"
+)
+
+// TestInspectDecodesRecordedResponses: idem inspect shows a response
+// recorded by the idemhttp middleware decoded beside the record's result:
+// a JSON body as JSON, a text body as text, another in base64, and header
+// values that are not UTF-8 (recorded as header_bytes) as text too. A
+// record of idem.Do, even one whose result looks like a response, is shown
+// as it is stored, without "response".
+func TestInspectDecodesRecordedResponses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", "sqlite:"+path); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	st, err := sqlitestore.New(db, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		header http.Header
+		body   string
+	}
+	answers := map[string]answer{
+		"json":     {201, http.Header{"Content-Type": {"application/json; charset=utf-8"}}, `{"id":1,"note":"<b> & co"}`},
+		"problem":  {422, http.Header{"Content-Type": {"application/problem+json"}}, `{"title":"no"}`},
+		"not-json": {200, http.Header{"Content-Type": {"application/json"}}, "not json"},
+		"text":     {200, http.Header{"Content-Type": {"text/plain"}, "Content-Disposition": {"attachment; filename=\"caf\xe9.txt\""}}, "héllo <world>"},
+		"binary":   {200, http.Header{"Content-Type": {"application/octet-stream"}}, "\x00\xff"},
+		"empty":    {204, http.Header{}, ""},
+	}
+	h := idemhttp.Middleware(idemhttp.Config{Store: st})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answers[strings.TrimPrefix(r.URL.Path, "/")]
+		for name, v := range a.header {
+			w.Header()[name] = v
+		}
+		w.WriteHeader(a.status)
+		_, _ = w.Write([]byte(a.body))
+	}))
+	for name, a := range answers {
+		req := httptest.NewRequest(http.MethodPost, "/"+name, strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", name)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != a.status {
+			t.Fatalf("%s: status %d, want %d", name, w.Code, a.status)
+		}
+	}
+	// A record of idem.Do whose result has the fields of a response.
+	k, err := idem.ParseKey(idem.MustNamespace("jobs"), "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookalike := map[string]any{"v": 1, "status": 200, "body": "aGk="}
+	if _, err := idem.Do(context.Background(), st, k, map[string]int{"order": 7}, func(context.Context) (map[string]any, error) { return lookalike, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	type shown struct {
+		Result   json.RawMessage `json:"result"`
+		Response *struct {
+			Status     int             `json:"status"`
+			Header     http.Header     `json:"header"`
+			Body       json.RawMessage `json:"body"`
+			BodyFormat string          `json:"body_format"`
+		} `json:"response"`
+	}
+	inspect := func(t *testing.T, args ...string) (shown, string) {
+		t.Helper()
+		r := runIdem(t, t.TempDir(), nil, append([]string{"inspect", "--store", "sqlite:" + path}, args...)...)
+		var s shown
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+			t.Fatalf("idem inspect %q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+		return s, r.stdout
+	}
+	for _, tc := range []struct {
+		key, format, body string
+		header            http.Header
+	}{
+		{"json", "json", `{"id":1,"note":"<b> & co"}`, answers["json"].header},
+		{"problem", "json", `{"title":"no"}`, answers["problem"].header},
+		{"not-json", "text", `"not json"`, answers["not-json"].header},
+		{"text", "text", `"héllo <world>"`, http.Header{"Content-Type": {"text/plain"}, "Content-Disposition": {"attachment; filename=\"caf\uFFFD.txt\""}}},
+		{"binary", "base64", `"AP8="`, answers["binary"].header},
+		{"empty", "text", `""`, http.Header{}},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			s, out := inspect(t, "--key", tc.key)
+			if s.Response == nil {
+				t.Fatalf("no response shown: %s", out)
+			}
+			var body any
+			if err := json.Unmarshal(s.Response.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			compact, _ := json.Marshal(body)
+			var want any
+			_ = json.Unmarshal([]byte(tc.body), &want)
+			wantCompact, _ := json.Marshal(want)
+			if s.Response.Status != answers[tc.key].status || s.Response.BodyFormat != tc.format || string(compact) != string(wantCompact) {
+				t.Errorf("response: status %d, body_format %q, body %s; want %d, %q, %s", s.Response.Status, s.Response.BodyFormat, s.Response.Body, answers[tc.key].status, tc.format, tc.body)
+			}
+			if d := cmp.Diff(tc.header, s.Response.Header); d != "" {
+				t.Errorf("header (-want +got):\n%s", d)
+			}
+			if status, _, _, err := idemhttp.DecodeRecordedResponse(s.Result); err != nil || status != answers[tc.key].status {
+				t.Errorf("result %s is not the record as stored (%d, %v)", s.Result, status, err)
+			}
+			if strings.Contains(out, `\u003c`) {
+				t.Errorf("'<' escaped in %s", out)
+			}
+		})
+	}
+	t.Run("idem.Do", func(t *testing.T) {
+		s, out := inspect(t, "--namespace", "jobs", "--key", "job-1")
+		var result map[string]any
+		if s.Response != nil || strings.Contains(out, `"response"`) || json.Unmarshal(s.Result, &result) != nil || result["body"] != "aGk=" {
+			t.Errorf("an idem.Do record shown as %s; want its result as stored and no response", out)
+		}
+	})
+}
