@@ -103,9 +103,38 @@ type proxy struct {
 	cmd    *exec.Cmd
 	base   string
 	admin  string
-	output *bytes.Buffer
+	output *syncBuffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, once exited is closed
+}
+
+// syncBuffer collects a process's output, and may be read while the
+// process still writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitOutput waits, up to 30 s, until the proxy has printed want.
+func (p *proxy) waitOutput(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.output.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy did not print %q in 30 s:\n%s", want, p.output)
+		}
+	}
 }
 
 // wait waits for the process to exit and returns its exit status.
@@ -128,7 +157,7 @@ func freeAddr(t *testing.T) string {
 func startProxy(t *testing.T, args ...string) *proxy {
 	t.Helper()
 	listen, admin := freeAddr(t), freeAddr(t)
-	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &bytes.Buffer{}, exited: make(chan struct{})}
+	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(idemBin, append([]string{"proxy", "--listen", listen, "--admin", admin}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	if err := p.cmd.Start(); err != nil {
@@ -513,11 +542,12 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		}
 	}()
 	<-up.started
-	for range 2 {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second) // the first one handled before the second comes
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOutput(t, "shutting down") // the first one handled before the second comes
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case <-p.exited:
