@@ -12,18 +12,7 @@ import (
 // then the rest of the row and the inbox. Times and fields an instance
 // does not have (no lease, not finished, no key…) are left out.
 type inspectedInstance struct {
-	ID             int64          `json:"id"`
-	FSM            string         `json:"fsm"`
-	Version        int            `json:"version"`
-	Step           string         `json:"step"`
-	Status         durable.Status `json:"status"`
-	Queue          string         `json:"queue"`
-	Priority       int            `json:"priority"`
-	Attempt        int            `json:"attempt"`
-	CorrelationKey string         `json:"correlation_key,omitempty"`
-	EligibleAt     time.Time      `json:"eligible_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
-	Error          string         `json:"error,omitempty"`
+	durable.Summary // flattened by encoding/json: list's names, in list's order
 
 	// CorrelationScope is there with a key only; empty, it says that the
 	// key is an address and not unique.
@@ -55,9 +44,11 @@ type inspectedSignal struct {
 // inspectInstance is what inspect prints of in.
 func inspectInstance(in *durable.Instance) inspectedInstance {
 	out := inspectedInstance{
-		ID: in.ID, FSM: in.FSM, Version: in.Version, Step: in.Step, Status: in.Status, Queue: in.Queue,
-		Priority: in.Priority, Attempt: in.Attempt, CorrelationKey: in.CorrelationKey, EligibleAt: in.EligibleAt,
-		UpdatedAt: in.UpdatedAt, Error: in.Error,
+		Summary: durable.Summary{
+			ID: in.ID, FSM: in.FSM, Version: in.Version, Step: in.Step, Status: in.Status, Queue: in.Queue,
+			Priority: in.Priority, Attempt: in.Attempt, CorrelationKey: in.CorrelationKey, EligibleAt: in.EligibleAt,
+			UpdatedAt: in.UpdatedAt, Error: in.Error,
+		},
 		Reaps: in.Reaps, ConcurrencyKey: in.ConcurrencyKey, RateLimit: in.RateLimit, Awaiting: in.Awaiting,
 		AwaitDeadline: in.AwaitDeadline, LeaseOwner: in.LeaseOwner, LeaseExpiresAt: in.LeaseExpiresAt,
 		State: in.State, Result: in.Result, InsertedAt: in.InsertedAt, FinishedAt: in.FinishedAt,
