@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // the cgo-free SQLite driver, registered as "sqlite"
 
@@ -201,19 +200,9 @@ func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
 }
 
 func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, badPostgresDSN(dsn, err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := connectPostgres(ctx, dsn)
 	if err != nil {
 		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, pgConnectError(&cfg.ConnConfig.Config, err)
 	}
 	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch})
 	if err != nil {

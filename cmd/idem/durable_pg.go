@@ -10,15 +10,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pgConnectTimeout bounds the first connection to PostgreSQL, as
-// openPostgres bounds the store's: a server that accepts the connection but
-// never answers is given up on instead of waited for.
+// pgConnectTimeout bounds the first connection to PostgreSQL, for the
+// store and the durable engine alike: a server that accepts the connection
+// but never answers is given up on instead of waited for.
 const pgConnectTimeout = 10 * time.Second
 
 // connectPostgres opens a pool on dsn (a postgres:// URL or a libpq
 // key=value string) and checks, within pgConnectTimeout, that the server
-// answers. Its errors are openPostgres's (pgConnectError), so that every
-// command reports a bad, unreachable or refusing database alike.
+// answers. The store (openPostgres) and the durable commands both connect
+// through it, so that every command reports a bad, unreachable or refusing
+// database alike (badPostgresDSN, pgConnectError).
 func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
