@@ -29,25 +29,6 @@ var canonicalSeeds = []string{
 	``, ` `, `nul`, `01`, `[1,]`, "\xef\xbb\xbf{}", `"\u0000"`, `9007199254740993`, `1E21`, `0.000001`, `1e-7`,
 }
 
-// jsonDepth is the deepest nesting of arrays and objects in b, valid JSON.
-func jsonDepth(b []byte) int {
-	depth, deepest, inString := 0, 0, false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case inString && c == '\\':
-			i++
-		case c == '"':
-			inString = !inString
-		case !inString && (c == '[' || c == '{'):
-			depth++
-			deepest = max(deepest, depth)
-		case !inString && (c == ']' || c == '}'):
-			depth--
-		}
-	}
-	return deepest
-}
-
 // FuzzCanonicalJSON checks CanonicalJSON, FingerprintJSON and
 // FingerprintRequest on the public API, under fuzzed limits: accepted
 // input is valid JSON in valid UTF-8 within the limits, its canonical form
@@ -100,9 +81,9 @@ func FuzzCanonicalJSON(f *testing.F) {
 				t.Fatalf("CanonicalJSON(%q): ErrJSONSyntax for input encoding/json accepts", src)
 			case errors.Is(err, idem.ErrJSONInvalidUTF8) && utf8.Valid(src):
 				t.Fatalf("CanonicalJSON(%q): ErrJSONInvalidUTF8 for valid UTF-8", src)
-			case errors.Is(err, idem.ErrJSONTooDeep) && valid && jsonDepth(src) <= effDepth:
-				t.Fatalf("CanonicalJSON(%q): %v with depth %d, limit %d", src, err, jsonDepth(src), effDepth)
-			case valid && len(src) <= effBytes && jsonDepth(src) <= effDepth &&
+			case errors.Is(err, idem.ErrJSONTooDeep) && valid && idem.JSONDepth(src) <= effDepth:
+				t.Fatalf("CanonicalJSON(%q): %v with depth %d, limit %d", src, err, idem.JSONDepth(src), effDepth)
+			case valid && len(src) <= effBytes && idem.JSONDepth(src) <= effDepth &&
 				!errors.Is(err, idem.ErrJSONDuplicateName) && !errors.Is(err, idem.ErrJSONLoneSurrogate) && !errors.Is(err, idem.ErrJSONNumberRange):
 				t.Fatalf("CanonicalJSON(%q) refuses valid JSON within the limits: %v", src, err)
 			}
@@ -119,8 +100,8 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("CanonicalJSON accepted %q, which is not JSON in UTF-8", src)
 		case len(src) > effBytes:
 			t.Fatalf("CanonicalJSON accepted %d bytes, limit %d", len(src), effBytes)
-		case jsonDepth(src) > effDepth:
-			t.Fatalf("CanonicalJSON accepted %q of depth %d, limit %d", src, jsonDepth(src), effDepth)
+		case idem.JSONDepth(src) > effDepth:
+			t.Fatalf("CanonicalJSON accepted %q of depth %d, limit %d", src, idem.JSONDepth(src), effDepth)
 		case !json.Valid(out) || !utf8.Valid(out):
 			t.Fatalf("CanonicalJSON(%q) = %q, not JSON", src, out)
 		case len(out) > len(src) && bytes.Count(src, []byte(`\`)) == 0 && !bytes.ContainsAny(src, "eE.") && !bytes.Contains(src, []byte("-0")):
