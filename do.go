@@ -78,8 +78,9 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //     release's. The key then stays in flight until its lease lapses.
 //
 // While fn runs, Do extends the lease every DoOpts.HeartbeatEvery. When a
-// heartbeat finds that the key was taken over, or heartbeats have failed
-// (an unreachable store) for as long as the lease lasts, so that it has
+// heartbeat finds that the key was taken over, or no heartbeat has
+// succeeded (an unreachable or hanging store) for as long as the lease
+// lasts, so that it has
 // lapsed and may be taken over, fn's context is cancelled with cause
 // ErrLeaseLost (see context.Cause), and nothing fn
 // returns is recorded over the new owner's record: Do returns fn's result
@@ -207,10 +208,13 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // and stops extending. lost runs on the heartbeat, which stop waits for: it
 // must not call stop itself (signal the work instead, and stop from there).
 // Other heartbeat errors (an unavailable store) are retried at the next
-// tick; once the heartbeats failed in a row span the lease's TTL, the lease
-// has lapsed and may have been taken over, so KeepAlive calls lost then
-// too. A negative every, or a lease without TTL and no explicit every,
-// disables it.
+// tick; once no heartbeat has succeeded for the lease's TTL (counted from
+// when the last successful one was sent, or from the start), the lease has
+// lapsed and may have been taken over, so KeepAlive calls lost then too.
+// Each heartbeat is bounded by that moment, so a store that hangs rather
+// than fails is given up on in time (stores honour their context). A
+// negative every, or a lease without TTL and no explicit every, disables
+// it.
 //
 // A store bound to a transaction (TxBound) is never extended: the
 // transaction protects the reservation, and a transaction must not be used

@@ -338,3 +338,102 @@ func TestOwnerLeaseLapsesWhileStoreUnreachable(t *testing.T) {
 		return nil, false
 	})
 }
+
+// hangingHeartbeats is a store whose heartbeats hang until their context
+// ends, as calls to a server behind a network partition do.
+type hangingHeartbeats struct{ idem.Store }
+
+func (hangingHeartbeats) Heartbeat(ctx context.Context, _ idem.Key, _ idem.Lease, _ time.Duration) (idem.Lease, error) {
+	<-ctx.Done()
+	return idem.Lease{}, idem.Unavailable(ctx.Err())
+}
+
+// TestLeaseLapsesWhileHeartbeatsHang: a heartbeat that hangs is given up
+// when the lease lapses, and the run is told then, rather than when (or
+// if) the connection gives up.
+func TestLeaseLapsesWhileHeartbeatsHang(t *testing.T) {
+	lease := 150 * time.Millisecond
+	t.Run("Do", func(t *testing.T) {
+		s := hangingHeartbeats{newMem(t, nil)}
+		start := time.Now()
+		_, err := idem.Do(context.Background(), s, testKey(t, "hang-do"), "req", func(ctx context.Context) (int, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("fn's context still live 10s after its lease lapsed")
+				return 0, nil
+			}
+			if elapsed := time.Since(start); elapsed < lease {
+				t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
+			}
+			return 0, context.Cause(ctx)
+		}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: lease}})
+		if !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("Do = %v, want ErrLeaseLost", err)
+		}
+	})
+	t.Run("Owner", func(t *testing.T) {
+		mem := newMem(t, nil)
+		k := testKey(t, "hang-owner")
+		o, err := mem.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: lease})
+		if err != nil || o.Kind != idem.Fresh {
+			t.Fatal(o, err)
+		}
+		own := idem.Owner{Store: hangingHeartbeats{mem}, Key: k, Lease: o.Lease}
+		own.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("work's context still live 10s after its lease lapsed")
+			}
+			if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
+				t.Errorf("cause = %v, want ErrLeaseLost", cause)
+			}
+			return nil, false
+		})
+	})
+}
+
+// slowFailingHeartbeats is a store whose heartbeats fail after taking
+// their time, as calls to a server that times out do.
+type slowFailingHeartbeats struct {
+	idem.Store
+	after time.Duration
+}
+
+func (s slowFailingHeartbeats) Heartbeat(ctx context.Context, _ idem.Key, _ idem.Lease, _ time.Duration) (idem.Lease, error) {
+	select {
+	case <-ctx.Done():
+		return idem.Lease{}, idem.Unavailable(ctx.Err())
+	case <-time.After(s.after):
+		return idem.Lease{}, idem.Unavailable(errDown)
+	}
+}
+
+// TestLeaseLapseCountsTheTimeHeartbeatsTake: heartbeats that each take a
+// third of the lease to fail (beats every third of it) leave the lease
+// lapsed a lease after it was granted, not after as many failures as fit
+// in a lease, which would come a whole lease later.
+func TestLeaseLapseCountsTheTimeHeartbeatsTake(t *testing.T) {
+	lease := 1500 * time.Millisecond
+	s := slowFailingHeartbeats{newMem(t, nil), lease / 3}
+	start := time.Now()
+	_, err := idem.Do(context.Background(), s, testKey(t, "slow"), "req", func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context still live 10s after its lease lapsed")
+			return 0, nil
+		}
+		switch elapsed := time.Since(start); {
+		case elapsed < lease:
+			t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
+		case elapsed >= 2*lease-lease/4:
+			t.Errorf("cancelled after %s, most of a lease after the lease of %s lapsed", elapsed, lease)
+		}
+		return 0, context.Cause(ctx)
+	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: lease}})
+	if !errors.Is(err, idem.ErrLeaseLost) {
+		t.Errorf("Do = %v, want ErrLeaseLost", err)
+	}
+}

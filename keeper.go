@@ -71,10 +71,17 @@ type keeper struct {
 	lease   Lease
 	beating bool
 	stopped bool
-	// failures counts the heartbeats failed in a row (other than with
-	// ErrStaleToken): when they span a whole lease, it has lapsed.
-	failures int
-	idle     chan struct{} // made by a stop waiting for a beat, closed when the beat ends
+	// deadline is when the lease held may lapse, on this process's
+	// monotonic clock: a heartbeat's TTL after it was sent, for the last
+	// one that succeeded. Zero until the run's first beat, which works it
+	// out from the timer (see lapse), so that a run shorter than a beat
+	// never reads the clock. Only a lease with a TTL has one.
+	deadline time.Time
+	// failing says the last heartbeat failed (other than with
+	// ErrStaleToken): once the deadline passes with no success since, the
+	// lease has lapsed.
+	failing bool
+	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
 }
 
 // start makes k, new or from the pool, keep lease, as keepAlive
@@ -93,7 +100,7 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.ctx, k.s, k.key, k.lease, k.every, k.lost, k.cancel = ctx, s, key, lease, every, lost, cancel
-	k.beating, k.stopped, k.idle, k.failures = false, false, nil, 0
+	k.beating, k.stopped, k.idle, k.deadline, k.failing = false, false, nil, time.Time{}, false
 	switch {
 	case k.timer == nil:
 		k.timer = time.AfterFunc(every, k.beat)
@@ -116,22 +123,22 @@ func (k *keeper) beat() {
 		return
 	}
 	k.beating = true
-	lease, every, failures := k.lease, k.every, k.failures
+	lease, every, failing := k.lease, k.every, k.failing
+	now := time.Now()
+	if lease.TTL > 0 && k.deadline.IsZero() {
+		// The run's first beat. Its timer was armed armedAt before now,
+		// or a little more when it fired late: by start, as the run began
+		// just after Begin granted the lease, or by an earlier run for a
+		// pooled timer, up to armedAt before this run began. The deadline
+		// is a TTL after that: about when the lease lapses, or earlier,
+		// which is the safe side (giving up sooner while the store is
+		// unreachable).
+		k.deadline = now.Add(lease.TTL - k.armedAt)
+	}
+	deadline := k.deadline
 	k.mu.Unlock()
 
-	l, err := k.s.Heartbeat(k.ctx, k.key, lease, lease.TTL)
-	lost := errors.Is(err, ErrStaleToken)
-	switch {
-	case err == nil:
-		failures = 0
-	case !lost:
-		// The store could not be reached. Beats are never early, so once
-		// the failed ones span the lease's TTL, the lease granted before
-		// the last success has lapsed and another owner may run: the run
-		// must be told, as if the store had said so.
-		failures++
-		lost = lease.TTL > 0 && time.Duration(failures)*every >= lease.TTL && k.ctx.Err() == nil
-	}
+	l, lost, err := k.heartbeat(lease, every, failing, now, deadline)
 	if lost {
 		switch {
 		case k.lost != nil:
@@ -144,21 +151,69 @@ func (k *keeper) beat() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.beating = false
-	k.failures = failures
+	k.failing = err != nil
 	if k.idle != nil {
 		close(k.idle)
 		k.idle = nil
 	}
+	next := k.every
 	if err == nil {
 		k.lease = l
+		if ttl := l.TTL; ttl > 0 {
+			k.deadline = now.Add(ttl) // now is when it was sent, or a little before
+		}
+	} else if lease.TTL > 0 {
+		// Try again by the deadline, to tell the run then if it lapsed.
+		next = min(next, max(time.Until(deadline), 0))
 	}
 	if !lost && !k.stopped {
-		k.timer.Reset(k.every)
-		k.armed, k.armedAt = true, k.every
+		k.timer.Reset(next)
+		k.armed, k.armedAt = true, next
 	} else {
 		k.armed = false
 	}
 }
+
+// heartbeat extends lease, sent at now, and reports whether the lease is
+// lost: taken over (ErrStaleToken), or lapsed, when deadline passed with
+// no heartbeat succeeding since one was sent. failing says the last
+// heartbeat failed. The call itself is bounded by the deadline, so that a
+// store that hangs rather than fails (a network partition) is noticed
+// when the lease lapses, not when the connection gives up; a beat that
+// runs after the deadline without a failure before (a late timer, an
+// interval longer than the lease) still gets one more try, bounded by
+// every: a success says nobody took the key over.
+func (k *keeper) heartbeat(lease Lease, every time.Duration, failing bool, now, deadline time.Time) (Lease, bool, error) {
+	ctx, cancel := k.ctx, context.CancelFunc(nil)
+	if lease.TTL > 0 {
+		bound := deadline
+		if !now.Before(deadline) {
+			if failing {
+				return Lease{}, true, errLapsed
+			}
+			bound = now.Add(every)
+		}
+		ctx, cancel = context.WithDeadline(ctx, bound)
+	}
+	l, err := k.s.Heartbeat(ctx, k.key, lease, lease.TTL)
+	if cancel != nil {
+		cancel()
+	}
+	switch {
+	case err == nil:
+		return l, false, nil
+	case errors.Is(err, ErrStaleToken):
+		return l, true, err
+	}
+	// The store could not be reached. Once the deadline has passed the
+	// lease granted by the last success has lapsed and another owner may
+	// run: the run must be told, as if the store had said so.
+	return l, lease.TTL > 0 && !time.Now().Before(deadline) && k.ctx.Err() == nil, err
+}
+
+// errLapsed is the failure of a beat that found the lease lapsed before
+// it tried the store.
+var errLapsed = errors.New("idem: lease lapsed without a heartbeat")
 
 // stop ends the keeping and waits for a heartbeat under way. A nil k
 // has nothing to stop. A pooled keeper goes back to the pool, its timer

@@ -42,8 +42,9 @@ type Owner struct {
 //
 //   - while work runs, the lease is extended in the background (KeepAlive),
 //     and work's context, derived from ctx, is cancelled with cause
-//     ErrLeaseLost when the key is taken over, or when heartbeats have
-//     failed (an unreachable store) for as long as the lease lasts;
+//     ErrLeaseLost when the key is taken over, or when no heartbeat has
+//     succeeded (an unreachable or hanging store) for as long as the lease
+//     lasts;
 //   - work returns the result to commit and record=true, or record=false
 //     to release the key (FailTransient), so that a retry runs again;
 //   - a panic in work releases the key, and Run panics again with the
