@@ -93,12 +93,12 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	return idem.Outcome{}, idem.Unavailable(errContended)
 }
 
-// readError maps an error of scanRecord: corruption is reported as is,
-// anything else is a database failure.
+// readError maps an error of scanRecord: corruption is an unavailable
+// store whatever ctx says, anything else is a database failure.
 func readError(ctx context.Context, err error) error {
 	var corrupt *corruptError
 	if errors.As(err, &corrupt) {
-		return err
+		return idem.Unavailable(err)
 	}
 	return dbError(ctx, err)
 }

@@ -9,8 +9,10 @@ import (
 )
 
 // corruptError reports a stored row that does not decode: it was written by
-// something other than this package. Retrying does not help, so it is not
-// an idem.ErrUnavailable.
+// something other than this package. A store that cannot read its own
+// records is failing, so the error callers see wraps it in
+// idem.ErrUnavailable, as pgstore and redisstore do (see readError); the
+// corruptError stays reachable with errors.As, and so does its cause.
 type corruptError struct {
 	key    idem.Key
 	column string
