@@ -48,7 +48,13 @@ type Config[M any] struct {
 	// producer's idempotency key). An error fails the message without
 	// running the handler. Required.
 	Key func(M) (string, error)
-	// Handle is the message handler. Required.
+	// Handle is the message handler. Required. With a StoreLedger, its ctx
+	// is also cancelled, with cause idem.ErrLeaseLost (see
+	// context.Cause), when the claim's lease is lost while it runs: taken
+	// over by another consumer once it lapsed, or lapsed while heartbeats
+	// could not reach the store. The key may then be another delivery's,
+	// so the handler should stop; whatever it returns, this delivery
+	// cannot mark the key done.
 	Handle func(ctx context.Context, msg M) error
 	// SettleTimeout bounds each call that settles a message's key after the
 	// handler: the ledger's Complete after a success, its Release after a
@@ -164,7 +170,14 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 			panic(p)
 		}
 	}()
-	err = c.cfg.Handle(ctx, msg)
+	hctx := ctx
+	if w, ok := claim.(watchedClaim); ok {
+		var cancel context.CancelCauseFunc
+		hctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		w.watch(cancel)
+	}
+	err = c.cfg.Handle(hctx, msg)
 	returned = true
 	if err != nil {
 		if rerr := c.settle(ctx, claim.Release); rerr != nil {
@@ -179,6 +192,14 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		return Handled, fmt.Errorf("consumer: handled, but marking the key done failed: %w", err)
 	}
 	return Handled, nil
+}
+
+// watchedClaim is a Claim that can tell its handler that it was lost
+// while the handler runs (StoreLedger's, whose lease may be taken over).
+type watchedClaim interface {
+	// watch has cancel called, with cause idem.ErrLeaseLost, when the
+	// claim is lost.
+	watch(cancel context.CancelCauseFunc)
 }
 
 // settle calls Complete or Release (call) with ctx's values but not its

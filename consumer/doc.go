@@ -37,6 +37,11 @@
 //     redelivers and the handler runs again. A handler that ends its
 //     goroutine (runtime.Goexit, as t.FailNow does) releases the key too.
 //
+// With StoreLedger, the claim is a lease that heartbeats extend while the
+// handler runs; when it is lost (another consumer took the key over after
+// it lapsed, or the store could not be reached for as long as it lasts),
+// the handler's context is cancelled with cause idem.ErrLeaseLost.
+//
 // Settling the key after the handler (Complete, or Release) is bounded by
 // Config.SettleTimeout, 10 seconds by default, so a store that stops
 // answering fails the message instead of holding its goroutine.

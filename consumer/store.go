@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -73,8 +74,9 @@ func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, erro
 		// store that has stopped answering holds the settle call only until
 		// its own context ends.
 		kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		stop := idem.KeepAlive(kctx, l.s, k, o.Lease, 0, func() {})
-		c := &storeClaim{s: l.s, key: k, lease: o.Lease, stop: func() { cancel(); stop() }}
+		c := &storeClaim{s: l.s, key: k, lease: o.Lease}
+		stop := idem.KeepAlive(kctx, l.s, k, o.Lease, 0, c.lose)
+		c.stop = func() { cancel(); stop() }
 		return c, Claimed, nil
 	case idem.InFlight:
 		return nil, Busy, nil
@@ -95,6 +97,32 @@ type storeClaim struct {
 	key   idem.Key
 	lease idem.Lease
 	stop  func() // ends the heartbeats, cancelling one under way
+
+	mu     sync.Mutex
+	lost   bool                    // the lease was lost (see lose)
+	cancel context.CancelCauseFunc // the handler's context, once watched
+}
+
+// watch has cancel called, with cause idem.ErrLeaseLost, when the claim's
+// lease is lost: at once if it already is.
+func (c *storeClaim) watch(cancel context.CancelCauseFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancel = cancel
+	if c.lost {
+		cancel(idem.ErrLeaseLost)
+	}
+}
+
+// lose is called by the heartbeats when the lease is lost: taken over by
+// another consumer, or lapsed while the store could not be reached.
+func (c *storeClaim) lose() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost = true
+	if c.cancel != nil {
+		c.cancel(idem.ErrLeaseLost)
+	}
 }
 
 func (c *storeClaim) Complete(ctx context.Context) error {
