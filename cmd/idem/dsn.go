@@ -84,6 +84,16 @@ func redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	scheme, _, isURL := strings.Cut(dsn, "://")
 	isURL = isURL && urlScheme.MatchString(scheme)
+	if err == nil && isURL && u.User == nil {
+		// A user part with a character that ends the authority (a '#', a
+		// '/' or a '?' in the user name: "postgres://us#er:secret@h")
+		// leaves the password in the path, query or fragment, where
+		// u.Redacted does not look.
+		rest := dsn[len(scheme)+len("://"):]
+		if masked := userPassword.ReplaceAllString(rest, "${1}${2}:xxxxx@"); masked != rest {
+			return scheme + "://" + queryPassword.ReplaceAllString(masked, "${1}xxxxx")
+		}
+	}
 	switch {
 	case err != nil && isURL:
 		return scheme + "://(unreadable URL)"
@@ -117,9 +127,9 @@ var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\
 
 // userPassword is a user:password@ starting a DSN that is not a URL, or a
 // word of it: from the word's first colon to the last '@', spaces and
-// all, so that whatever comes before the colon (//user, a scheme no URL
+// line breaks and all, so that whatever comes before the colon (//user, a scheme no URL
 // could have, user@server) the password is hidden.
-var userPassword = regexp.MustCompile(`(^|\s)([^\s:]*):.*@`)
+var userPassword = regexp.MustCompile(`(?s)(^|\s)([^\s:]*):.*@`)
 
 // queryPassword is a password parameter in a URL's text.
 var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)

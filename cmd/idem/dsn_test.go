@@ -31,6 +31,10 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"=://u:secret@h/db":                           "=:xxxxx@h/db",
 		"/://u:secret@h/db":                           "/:xxxxx@h/db",
 		"u@server:secret@h":                           "u@server:xxxxx@h",
+		":sec\nret@h":                                 ":xxxxx@h",
+		"postgres://us#er:secret@h/db":                "postgres://us#er:xxxxx@h/db",
+		"postgres://us/er:secret@h/db":                "postgres://us/er:xxxxx@h/db",
+		"postgres://us?er:secret@h/db":                "postgres://us?er:xxxxx@h/db",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
