@@ -28,34 +28,80 @@ type claimed struct {
 	inbox          []Signal
 
 	mu     sync.Mutex
-	cancel context.CancelFunc // of the running step; nil until it runs
-	lost   atomic.Bool        // the lease is gone: do not run, or do not trust, the step
-	// overdue is the time, in Unix nanoseconds, after which the running
-	// step is past its FSM's StepTimeout and its lease is no longer
-	// extended; 0 while it has none, and once the step has returned.
+	cancel context.CancelCauseFunc // of the running step; nil until it runs
+	// watchdog cancels the running step's context once its lease may have
+	// lapsed (see watch); nil when the step is not running.
+	watchdog *time.Timer
+	lost     atomic.Bool // the lease is gone: do not run, or do not trust, the step
+	// overdue is the moment (see monoNow) after which the running step is
+	// past its FSM's StepTimeout and its lease is no longer extended; 0
+	// while it has none, and once the step has returned.
 	overdue atomic.Int64
-	// leaseEnd is the time, in Unix nanoseconds, before which the lease
-	// cannot have expired, as far as this engine knows: the local time
-	// before the statement that leased the row, or last extended it, plus
-	// LeaseTTL.
+	// leaseEnd is the moment (see monoNow) before which the lease cannot
+	// have expired, as far as this engine knows: LeaseTTL after the
+	// statement that leased the row, or last extended it, was sent.
 	leaseEnd atomic.Int64
+	// heardEnd is the moment (see monoNow) at which the running step's
+	// context is cancelled unless the heartbeat hears of the claim again:
+	// leaseEnd, or LeaseTTL after a heartbeat found the claim still held
+	// but could not extend it, its row locked by a caller's transaction
+	// (see heartbeatSQL).
+	heardEnd atomic.Int64
 }
 
-// leased records that the lease of c was set, or extended, to ttl from a
-// time no later than at.
+// monoBase is the origin of the moments the claims keep: nanoseconds since
+// it, on this process's monotonic clock, which a change of the wall clock
+// does not move.
+var monoBase = time.Now()
+
+// monoNow is the current moment on the monotonic clock.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// mono is t on the monotonic clock; t must carry a monotonic reading
+// (time.Now's do, and times derived from them by Add).
+func mono(t time.Time) int64 { return int64(t.Sub(monoBase)) }
+
+// leased records that the lease of c was set, or extended, to ttl by a
+// statement sent at at, or later.
 func (c *claimed) leased(at time.Time, ttl time.Duration) {
-	c.leaseEnd.Store(at.Add(ttl).UnixNano())
+	end := mono(at) + int64(ttl)
+	c.leaseEnd.Store(end)
+	c.heardEnd.Store(end)
 }
 
-// leaseUntil is the time before which the lease of c cannot have expired.
-func (c *claimed) leaseUntil() time.Time {
-	return time.Unix(0, c.leaseEnd.Load())
+// heard records that a statement sent at at, or later, found c still held,
+// its lease not extended.
+func (c *claimed) heard(at time.Time, ttl time.Duration) {
+	c.heardEnd.Store(mono(at) + int64(ttl))
 }
 
-// isOverdue reports whether the step of c runs past its timeout at now.
-func (c *claimed) isOverdue(now time.Time) bool {
+// leaseLeft is how long the lease of c cannot have expired for, from now:
+// negative once it may have.
+func (c *claimed) leaseLeft() time.Duration {
+	return time.Duration(c.leaseEnd.Load() - monoNow())
+}
+
+// heardLeft is how long from now the step of c keeps its context, unless
+// the heartbeat hears of c again: 0 or less once it may have lapsed.
+func (c *claimed) heardLeft() time.Duration {
+	return time.Duration(c.heardEnd.Load() - monoNow())
+}
+
+// setOverdue records that the step of c runs past its timeout once d from
+// now has passed; d == 0 clears it.
+func (c *claimed) setOverdue(d time.Duration) {
+	if d == 0 {
+		c.overdue.Store(0)
+		return
+	}
+	c.overdue.Store(monoNow() + int64(d))
+}
+
+// isOverdue reports whether the step of c runs past its timeout at now, a
+// moment on the monotonic clock (monoNow).
+func (c *claimed) isOverdue(now int64) bool {
 	d := c.overdue.Load()
-	return d != 0 && now.UnixNano() >= d
+	return d != 0 && now >= d
 }
 
 // awaited returns the signals of the inbox the row's await named.
@@ -82,7 +128,56 @@ func (c *claimed) loseLease() {
 	cancel := c.cancel
 	c.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(ErrLeaseLost)
+	}
+}
+
+// errLeaseLapsed is the cause of the cancellation of a step whose lease
+// may have lapsed, no heartbeat having extended it in time.
+var errLeaseLapsed = fmt.Errorf("%w: not extended within Config.LeaseTTL (the database may be unreachable)", ErrLeaseLost)
+
+// watch starts the step of c, under the context that cancel cancels: it
+// cancels that context, with errLeaseLapsed as the cause, once the lease
+// may have lapsed, LeaseTTL after the last heartbeat that extended it (or
+// the claim) was sent, unless a heartbeat hears of c again meanwhile. It
+// reports false, arming nothing, when that moment has already passed: the
+// step must not start. unwatch must be called once the step has returned.
+// The clock is read once; the timer, when it fires early because a later
+// heartbeat moved the moment, is armed again.
+func (c *claimed) watch(cancel context.CancelCauseFunc) bool {
+	left := c.heardLeft()
+	if left <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancel = cancel
+	c.watchdog = time.AfterFunc(left, c.lapse)
+	return true
+}
+
+// lapse is the watchdog's: it cancels the running step once its lease may
+// have lapsed.
+func (c *claimed) lapse() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watchdog == nil { // the step has returned
+		return
+	}
+	if left := c.heardLeft(); left > 0 { // heard of again meanwhile
+		c.watchdog.Reset(left)
+		return
+	}
+	c.cancel(errLeaseLapsed)
+}
+
+// unwatch stops the watchdog of a step that has returned.
+func (c *claimed) unwatch() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watchdog != nil {
+		c.watchdog.Stop()
+		c.watchdog = nil
 	}
 }
 

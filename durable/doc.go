@@ -83,7 +83,15 @@
 // the rows to runnable with the attempt increased, and the steps run again.
 // Should the old engine come back and finish such a step, its commit is
 // fenced off (StepStopEvent.Fenced): each outcome is committed once.
-// Cancelling Start's context is a hard stop, not a crash: the engine keeps
+// An engine cut off from the database (a network partition) does not run
+// its steps past their leases meanwhile: each heartbeat is bounded by the
+// moment a lease may lapse, Config.LeaseTTL after the last extension that
+// succeeded was sent, on the engine's monotonic clock, and by then the
+// step's context is cancelled with cause ErrLeaseLost, whether the
+// heartbeats failed or hung; a claimed step whose lease lapsed before it
+// started does not start. A step that fails so cancelled is not charged
+// with the failure: its row, if the engine still holds it, is handed back
+// with its attempt unchanged (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
 // its leases until its running steps return, and commits their outcomes;
 // a step that fails once its context is so cancelled has its row handed
 // back, runnable with its attempt unchanged, rather than spending an

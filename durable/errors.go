@@ -191,3 +191,13 @@ func (e *StepTimeoutError) Is(target error) bool { return target == ErrStepTimeo
 
 // Unwrap returns the step's error.
 func (e *StepTimeoutError) Unwrap() error { return e.Err }
+
+// ErrLeaseLost is the cause (see context.Cause) of the cancellation of a
+// running step's context when its engine no longer holds its row's lease,
+// or may no longer: the heartbeat found the claim gone (reaped, the
+// instance cancelled, the row claimed again), or no heartbeat extended
+// the lease within Config.LeaseTTL of the last one that did being sent,
+// on the engine's monotonic clock (the database unreachable, or its calls
+// hanging), after which another engine's reaper may take the row back and
+// run the step again.
+var ErrLeaseLost = errors.New("durable: lease lost while the step ran")

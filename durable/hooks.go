@@ -59,9 +59,11 @@ type StepStopEvent struct {
 	// lease then runs out and the reaper returns the row).
 	CommitErr error
 	// HandedBack reports that the engine's hard stop (Stop's context
-	// ended, or Start's) cancelled the step, which then failed: nothing
-	// was committed, Kind is empty, and the row is runnable again with its
-	// attempt unchanged.
+	// ended, or Start's), or the lapse of the step's lease (its context's
+	// cause is then ErrLeaseLost), cancelled the step, which then failed:
+	// nothing was committed, Kind is empty, and the row is runnable again
+	// with its attempt unchanged. A lease lost to another claim is
+	// Fenced instead.
 	HandedBack bool
 }
 

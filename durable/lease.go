@@ -44,22 +44,25 @@ WHERE i.status = 'executing' AND i.lease_owner = $1`
 // heartbeat extends this engine's leases every HeartbeatInterval. A claim
 // whose lease is gone (reaped, most likely after a pause longer than the
 // lease) is marked lost: a buffered one is not run, a running step's
-// context is cancelled. Its outcome would be fenced off anyway.
+// context is cancelled. Its outcome would be fenced off anyway. Each beat
+// is bounded by the first moment one of the leases may lapse; a running
+// step whose lease no beat extends in time has its context cancelled then
+// by its own watchdog (see claimed.watch), whether the beats fail or hang.
 func (e *engine) heartbeat() {
 	cfg := &e.c.cfg
 	e.every(cfg.HeartbeatInterval, func() {
 		held := e.heldClaims()
 		// A step past its FSM's StepTimeout keeps its lease only until it
 		// runs out: if the step never returns, the reaper takes the row.
-		now := time.Now()
+		now := monoNow()
 		held = slices.DeleteFunc(held, func(c *claimed) bool { return c.isOverdue(now) })
 		if len(held) == 0 {
 			return
 		}
 		ids, claims := fence(held)
-		ctx, cancel := e.dbContext()
-		defer cancel()
 		at := time.Now()
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(e.bgCtx), e.beatDeadline(held, at))
+		defer cancel()
 		kept, err := e.claimsIn(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
 		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
@@ -76,18 +79,44 @@ func (e *engine) heartbeat() {
 			return
 		}
 		ids, claims = fence(missed)
+		at = time.Now()
 		still, err := e.claimsIn(ctx, heldSQL, e.owner, ids, claims)
 		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
 		}
 		for _, c := range missed {
-			if !still[claimKey{c.id, c.claims}] && e.isHeld(c) {
+			if still[claimKey{c.id, c.claims}] {
+				// Skipped as locked by a caller's transaction, which the
+				// reaper skips too: its step goes on, and the lease is
+				// extended once the lock is released.
+				c.heard(at, cfg.LeaseTTL)
+			} else if e.isHeld(c) {
 				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
 				c.loseLease()
 			}
 		}
 	})
+}
+
+// beatDeadline is the deadline of a heartbeat sent at at to extend the
+// leases of held: the first moment one of them may lapse, when a step's
+// context is cancelled (see claimed.watch), so that a heartbeat that hangs
+// (the database behind a network partition: a pgx call has no deadline of
+// its own) gives up by then and the next one, on a fresh connection, may
+// still save the others. Claims already past that moment do not count;
+// when all are, the heartbeat gets HeartbeatInterval, until the next.
+func (e *engine) beatDeadline(held []*claimed, at time.Time) time.Time {
+	now, first := mono(at), int64(0)
+	for _, c := range held {
+		if end := c.heardEnd.Load(); end > now && (first == 0 || end < first) {
+			first = end
+		}
+	}
+	if first == 0 {
+		return at.Add(e.c.cfg.HeartbeatInterval)
+	}
+	return monoBase.Add(time.Duration(first))
 }
 
 // commitContext is the context of the commit of c's outcome. The commit
@@ -103,7 +132,7 @@ func (e *engine) heartbeat() {
 func (e *engine) commitContext(c *claimed) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		expiry := time.NewTimer(max(time.Until(c.leaseUntil()), e.c.cfg.LeaseTTL))
+		expiry := time.NewTimer(max(c.leaseLeft(), e.c.cfg.LeaseTTL))
 		defer expiry.Stop()
 		var hard <-chan time.Time
 		stopping := e.workCtx.Done()
@@ -117,7 +146,7 @@ func (e *engine) commitContext(c *claimed) (context.Context, context.CancelFunc)
 				cancel()
 				return
 			case <-expiry.C:
-				if d := time.Until(c.leaseUntil()); d > 0 { // extended meanwhile
+				if d := c.leaseLeft(); d > 0 { // extended meanwhile
 					expiry.Reset(d)
 					continue
 				}

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -195,12 +196,14 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		e.unlease(c) // cancelled, perhaps: its slot is free
 		return
 	}
-	ctx, cancel := context.WithCancel(e.workCtx)
-	c.mu.Lock()
-	c.cancel = cancel
-	c.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(e.workCtx)
+	if !c.watch(cancel) {
+		cancel(errLeaseLapsed)
+		e.handBackLapsed(c)
+		return
+	}
 	if c.lost.Load() {
-		cancel()
+		cancel(ErrLeaseLost)
 	}
 
 	var r ranStep
@@ -209,19 +212,26 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 			var tcancel context.CancelFunc
 			ctx, tcancel = context.WithTimeout(ctx, t)
 			defer tcancel()
-			c.overdue.Store(time.Now().Add(t).UnixNano())
+			c.setOverdue(t)
 		}
 		r = def.run(ctx, c, cfg.MaxPayload)
 		// The step has returned: the heartbeat extends its lease again
 		// while the commit waits, should it wait past StepTimeout.
-		c.overdue.Store(0)
+		c.setOverdue(0)
 	} else {
 		r = unknownFSM(c)
 	}
-	cancel()
-	if r.err != nil && e.workCtx.Err() != nil {
-		e.handBack(c, r)
-		return
+	c.unwatch()
+	cancel(context.Canceled)
+	if r.err != nil {
+		switch {
+		case e.workCtx.Err() != nil:
+			e.handBack(c, r, "the engine's stop")
+			return
+		case errors.Is(context.Cause(ctx), ErrLeaseLost): // as the step saw it: not after its StepTimeout
+			e.handBack(c, r, "the loss of its lease")
+			return
+		}
 	}
 
 	cctx, ccancel := e.commitContext(c)
@@ -253,13 +263,37 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	}
 }
 
-// handBack gives back the row of a step that the engine's hard stop
-// cancelled and that then failed: the failure is the stop's, not the
-// step's, so it spends no attempt and goes through no error handling (at
-// the last attempt that would fail the instance for good, where a crash
-// would only have run the step again). The row is runnable again at once,
-// attempt unchanged, as a claim handed back before it ran.
-func (e *engine) handBack(c *claimed, r ranStep) {
+// handBackLapsed gives back the row of a claim whose lease may have lapsed
+// before its step started (it waited in the buffer while no heartbeat
+// could extend it): another engine may have taken the row back and run
+// it, so its step does not run here. The row is handed back, runnable
+// with its attempt unchanged, if it is still this engine's.
+func (e *engine) handBackLapsed(c *claimed) {
+	ctx, cancel := e.dbContext()
+	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
+	cancel()
+	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}
+	switch {
+	case err != nil:
+		e.c.cfg.Logger.Error("durable: handing back a claim whose lease lapsed before its step ran failed; the lease will expire",
+			append(attrs, slog.Any("error", err))...)
+	case n == 1:
+		e.c.cfg.Logger.Warn("durable: the lease of a claim lapsed before its step ran; handed back", attrs...)
+		e.wake(map[string]bool{c.queue: true})
+	default:
+		e.unlease(c) // cancelled, perhaps: its slot is free
+	}
+}
+
+// handBack gives back the row of a step whose context was cancelled by
+// the engine's hard stop, or by the loss (or lapse) of its lease, and that
+// then failed: the failure is the stop's or the lease's, not the step's,
+// so it spends no attempt and goes through no error handling (at the last
+// attempt that would fail the instance for good, where a crash would only
+// have run the step again). The row, if this engine still holds it, is
+// runnable again at once, attempt unchanged, as a claim handed back before
+// it ran. why names the cause in the log.
+func (e *engine) handBack(c *claimed, r ranStep, why string) {
 	cfg := &e.c.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
 	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
@@ -267,10 +301,10 @@ func (e *engine) handBack(c *claimed, r ranStep) {
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("step_error", r.err)}
 	switch {
 	case err != nil:
-		cfg.Logger.Error("durable: handing back a step the stop interrupted failed; the lease will expire and the step run again",
+		cfg.Logger.Error("durable: handing back a step interrupted by "+why+" failed; the lease will expire and the step run again",
 			append(attrs, slog.Any("error", err))...)
 	case n == 1:
-		cfg.Logger.Info("durable: step interrupted by the engine's stop; handed back to run again", attrs...)
+		cfg.Logger.Info("durable: step interrupted by "+why+"; handed back to run again", attrs...)
 	default:
 		e.unlease(c) // cancelled, perhaps: its slot is free
 	}
