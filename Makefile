@@ -4,7 +4,8 @@
 #              (scripts/install-test-deps.sh)
 # make vet     go vet, every module
 # make lint    gofmt check and staticcheck, every module
-# make fuzz    each fuzz target for FUZZTIME (default 10s)
+# make fuzz    each fuzz target (root and contrib modules) for FUZZTIME
+#              (default 10s)
 # make bench   the benchmarks of both modules, against the same servers
 #
 # go-test and go-bench do the same as test and bench against whatever
