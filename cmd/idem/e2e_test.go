@@ -420,19 +420,97 @@ func TestUpstreamDownGives502(t *testing.T) {
 	}
 }
 
+// TestTTLExpiry: a response is replayed while its --ttl lasts and not
+// after it: the first request after the TTL runs the upstream again, and
+// is recorded in turn.
+//
+// The binary runs on the wall clock, and a loaded machine may take any
+// time to answer, so the test does not sleep for the TTL and hope: it sends
+// the same request again and again until a reply is neither a replay nor a
+// 409 (the first response can reach the client a moment before it is
+// recorded), and judges each reply by when it came back. The record's TTL
+// counts from its Begin, which comes after sent: a reply received less
+// than the TTL after sent was decided within the TTL, and must not come
+// from a new run. A record still replayed long after its TTL fails the
+// test too. When the machine is so slow that no replay came back within
+// the TTL, nothing showed that the record was replayed while it lasted,
+// and the test starts over with another key, up to a few times.
+//
+// The lease is as long as the TTL (a record lives at least as long as its
+// lease, so a longer one would keep it longer): the first request has
+// three seconds to be recorded, not one.
 func TestTTLExpiry(t *testing.T) {
+	const ttl = 3 * time.Second
 	up := newCounting(t)
-	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--ttl", "1s", "--lease", "1s")
-	send(t, p.base, "ttl-1", `{}`)
-	if r := send(t, p.base, "ttl-1", `{}`); !r.replayed {
-		t.Fatal("not replayed within the TTL")
-	}
-	time.Sleep(1100 * time.Millisecond) // the binary runs on the wall clock
-	if r := send(t, p.base, "ttl-1", `{}`); r.replayed {
-		t.Fatal("replayed after the TTL")
-	}
-	if n := up.runs("ttl-1"); n != 2 {
-		t.Fatalf("runs %d, want 2", n)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t), "--ttl", ttl.String(), "--lease", ttl.String())
+	for attempt := 1; ; attempt++ {
+		key := fmt.Sprintf("ttl-%d", attempt)
+		sent := time.Now()
+		first := send(t, p.base, key, `{}`)
+		if first.status != 201 || first.replayed {
+			t.Fatalf("first request: %+v, want 201 from the upstream", first)
+		}
+		replays, inFlight := 0, 0
+		var after reply
+		var afterSent time.Time
+	poll:
+		for deadline := time.Now().Add(ttl + 30*time.Second); ; time.Sleep(20 * time.Millisecond) {
+			afterSent = time.Now()
+			r := send(t, p.base, key, `{}`)
+			got := time.Since(sent)
+			switch {
+			case r.replayed:
+				if r.status != 201 || r.body != first.body {
+					t.Fatalf("replay %+v, want the first response %+v", r, first)
+				}
+				replays++
+			case r.status == http.StatusConflict:
+				inFlight++
+			case got < ttl:
+				t.Fatalf("%+v %s after the first request was sent, within the TTL of %s; want a replay", r, got, ttl)
+			default:
+				after = r
+				break poll
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still replayed %s after the first request was sent, with a TTL of %s", got, ttl)
+			}
+		}
+		if replays == 0 {
+			if attempt == 5 {
+				t.Fatalf("in %d attempts no replay came back within the TTL of %s (%d replies 409 in the last): the machine is too slow to tell, or nothing is replayed", attempt, ttl, inFlight)
+			}
+			t.Logf("attempt %d: no replay came back within the TTL of %s (%d replies 409); again with another key", attempt, ttl, inFlight)
+			continue
+		}
+		if after.status != 201 || after.body == first.body {
+			t.Fatalf("after the TTL: %+v, want a new response from the upstream (the first was %q)", after, first.body)
+		}
+		if n := up.runs(key); n != 2 {
+			t.Fatalf("runs %d, want 2: the first request and the first after the TTL (%d replays between them)", n, replays)
+		}
+		// The run after the TTL was recorded in turn: retried until it is
+		// replayed, each reply judged as above by a TTL from afterSent.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			r := send(t, p.base, key, `{}`)
+			got := time.Since(afterSent)
+			if r.replayed {
+				if r.body != after.body {
+					t.Fatalf("replay %+v, want the response of the request after the TTL, %q", r, after.body)
+				}
+				break
+			}
+			if r.status != http.StatusConflict {
+				if got < ttl {
+					t.Fatalf("%+v %s after the request after the TTL was sent; want a replay of %q", r, got, after.body)
+				}
+				break // the machine was too slow to tell
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the request after the TTL is still in progress %s after it was sent", got)
+			}
+		}
+		return
 	}
 }
 
