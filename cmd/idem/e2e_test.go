@@ -753,15 +753,24 @@ func lossyRelay(t *testing.T, target string) string {
 // own with the same key, as Stripe's SDKs do (a key on every POST, reused
 // on network errors and on 409), gets the recorded response when the
 // first one is lost on the network; the upstream ran once.
+//
+// The client retries until it gets an answer other than 409, however long
+// the first request takes to be recorded on a loaded machine (a retry gets
+// 409 until then), within a minute; each attempt may take as long.
 func TestLostResponseIsReplayedToRetry(t *testing.T) {
 	up := newCounting(t)
 	p := startProxy(t, "--upstream", up.srv.URL, "--store", sqliteDSN(t))
 	relay := lossyRelay(t, strings.TrimPrefix(p.base, "http://"))
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	const patience = time.Minute
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: patience}
 	key := "sdk-generated-" + randomNamespace(t)
 	var errs []error
 	var final reply
-	for attempt := 0; attempt < 10; attempt++ {
+	conflicts := 0
+	for deadline := time.Now().Add(patience); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer but 409 in %s: %d attempts failed (the first: %v), %d got 409", patience, len(errs), errs[:min(len(errs), 3)], conflicts)
+		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+relay+"/v1/charges", strings.NewReader(`{"amount":2000,"currency":"usd"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
@@ -774,17 +783,19 @@ func TestLostResponseIsReplayedToRetry(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode == http.StatusConflict {
+			conflicts++
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		final = reply{status: res.StatusCode, body: string(b), replayed: res.Header.Get("Idempotent-Replayed") == "true"}
 		break
 	}
+	t.Logf("%d attempts failed (the first: %v), %d got 409", len(errs), errs[:min(len(errs), 3)], conflicts)
 	if len(errs) == 0 {
 		t.Fatal("the relay lost no response")
 	}
 	if final.status != 201 || !final.replayed {
-		t.Fatalf("after the lost response: %+v (errors %v)", final, errs)
+		t.Fatalf("after the lost response: %+v (errors %v, %d times 409)", final, errs, conflicts)
 	}
 	if n := up.runs(key); n != 1 {
 		t.Fatalf("upstream ran %d times, want 1", n)
