@@ -114,21 +114,26 @@ func insertLimited(t *testing.T, b *testBundle, fsm *durable.FSM[rlState], key s
 }
 
 // checkRate fails t if more steps started, by any time, than a bucket of
-// burst tokens refilling at rate per second (with rows of cost 1) grants
-// from the first start on, plus slack rows for the time between the first
-// grant and the first start. The start times come from the steps, which
-// run after their grant, so delays on a loaded machine only make the
-// count smaller.
-func checkRate(t *testing.T, at []time.Time, rate float64, burst, slack int) {
+// burst tokens refilling at rate per second (with rows of cost 1) can have
+// granted since from, plus slack rows. from is a time before the engine
+// started: the bucket holds at most its burst then, so that by any later
+// time T it has granted at most burst + rate×(T−from), however its grants
+// fell. A step starts after its grant, so delays on a loaded machine, of
+// the first step as of any other, only make the count by T smaller. (The
+// first start is no such origin: a first step delayed after its grant,
+// with the grants of that time starting at once after it, would seem to
+// exceed the rate.) The grants are timed on the database's clock, the
+// starts on the test's; slack covers the rounding between them.
+func checkRate(t *testing.T, from time.Time, at []time.Time, rate float64, burst, slack int) {
 	t.Helper()
 	if len(at) == 0 {
 		t.Fatal("no step started")
 	}
 	for i, ti := range at {
-		allowed := float64(burst+slack) + rate*ti.Sub(at[0]).Seconds()
+		allowed := float64(burst+slack) + rate*ti.Sub(from).Seconds()
 		if float64(i+1) > allowed {
-			t.Fatalf("%d steps started within %s: a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
-				i+1, ti.Sub(at[0]), burst, rate, allowed, slack)
+			t.Fatalf("%d steps started within %s of the engine's start: a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
+				i+1, ti.Sub(from), burst, rate, allowed, slack)
 		}
 	}
 }
@@ -143,10 +148,11 @@ func TestRateLimitEnforcesRate(t *testing.T) {
 	fsm := rlFSM(t, s)
 	b := setup(t, rlConfig(fsm, ev, map[string]durable.RateLimit{"api": {Limit: 20, Burst: 5}}))
 	insertLimited(t, b, fsm, "api", 0, 50)
+	from := time.Now()
 	b.start(t)
 	waitFor(t, "50 steps", func() bool { return s.count("api") == 50 })
 	at := s.of("api")
-	checkRate(t, at, 20, 5, 4)
+	checkRate(t, from, at, 20, 5, 1)
 	if d := at[49].Sub(at[0]); d < 1500*time.Millisecond {
 		t.Fatalf("50 steps at 20/s with a burst of 5 took %s", d)
 	}
@@ -225,6 +231,7 @@ func TestRateLimitPartitionsAreFair(t *testing.T) {
 	ka, kb := durable.RateLimitKey("tenant", "a"), durable.RateLimitKey("tenant", "b")
 	insertLimited(t, b, fsm, ka, 1, 60)
 	insertLimited(t, b, fsm, kb, 1, 60)
+	from := time.Now()
 	b.start(t)
 	time.Sleep(2 * time.Second)
 	if err := b.client.Stop(ctxT(t)); err != nil {
@@ -239,7 +246,7 @@ func TestRateLimitPartitionsAreFair(t *testing.T) {
 		if n < 8 || n > 30 {
 			t.Errorf("partition %s ran %d steps in 2 s at 10/s", k, n)
 		}
-		checkRate(t, s.of(k), 10, 2, 3)
+		checkRate(t, from, s.of(k), 10, 2, 1)
 	}
 	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket WHERE key LIKE 'tenant:%'"); n != 2 {
 		t.Fatalf("%d buckets for tenant, want one per partition", n)
@@ -319,11 +326,12 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 	b := setup(t, rlConfig(fsm, nil, limits))
 	insertLimited(t, b, fsm, "api", 1, 60)
 	second := newClient(t, newPool(t, b.url), rlConfig(fsm, nil, limits), &recorder{})
+	from := time.Now()
 	b.start(t)
 	startClient(t, second)
 	waitFor(t, "60 steps", func() bool { return s.count("api") == 60 })
 	at := s.of("api")
-	checkRate(t, at, 20, 4, 4)
+	checkRate(t, from, at, 20, 4, 1)
 	if d := at[59].Sub(at[0]); d < 2*time.Second {
 		t.Fatalf("60 steps at 20/s with a burst of 4 on two engines took %s", d)
 	}
