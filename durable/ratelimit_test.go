@@ -223,8 +223,18 @@ func TestRateLimitWeights(t *testing.T) {
 // TestRateLimitPartitionsAreFair loads two partitions of one limit, all of
 // partition a ahead of partition b in pick order: each partition has its
 // own bucket, so both run at their rate at once, b not starved behind a.
+//
+// Nothing here depends on how fast the machine is. The test waits until
+// each partition has started fairWant steps (in about 2 s at 10/s; a
+// partition that takes half a minute runs at a small part of its rate),
+// then checks that when either had started fairWant, the other had
+// started at least half as many (both buckets refill alike, so the
+// partitions go in step however slowly; one starved behind the other has
+// started none or its burst), and that neither ever started more than
+// its bucket grants, counted from before the engine started.
 func TestRateLimitPartitionsAreFair(t *testing.T) {
 	t.Parallel()
+	const fairWant = 20
 	s := newStarts()
 	fsm := rlFSM(t, s)
 	b := setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"tenant": {Limit: 10, Burst: 2}}))
@@ -233,20 +243,29 @@ func TestRateLimitPartitionsAreFair(t *testing.T) {
 	insertLimited(t, b, fsm, kb, 1, 60)
 	from := time.Now()
 	b.start(t)
-	time.Sleep(2 * time.Second)
+	for deadline := time.Now().Add(30 * time.Second); s.count(ka) < fairWant || s.count(kb) < fairWant; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("in 30 s at 10/s each, partition a started %d steps and b %d; want %d each", s.count(ka), s.count(kb), fairWant)
+		}
+	}
 	if err := b.client.Stop(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	na, nb := s.count(ka), s.count(kb)
-	t.Logf("in 2 s at 10/s each: a %d, b %d", na, nb)
-	// Each bucket allows 2 + 10/s × 2 s = 22 (plus the time between the
-	// start and the stop); each should get well over half of that.
-	for _, k := range []string{ka, kb} {
-		n := s.count(k)
-		if n < 8 || n > 30 {
-			t.Errorf("partition %s ran %d steps in 2 s at 10/s", k, n)
+	at := map[string][]time.Time{ka: s.of(ka), kb: s.of(kb)}
+	t.Logf("in %s at 10/s each: a %d, b %d", time.Since(from).Round(time.Millisecond), len(at[ka]), len(at[kb]))
+	for _, p := range [][2]string{{ka, kb}, {kb, ka}} {
+		k, other := p[0], p[1]
+		when := at[k][fairWant-1]
+		n := 0 // the other's steps started by then
+		for n < len(at[other]) && !at[other][n].After(when) {
+			n++
 		}
-		checkRate(t, from, s.of(k), 10, 2, 1)
+		t.Logf("when %s had started %d steps, %s had started %d", k, fairWant, other, n)
+		if n < fairWant/2 {
+			t.Errorf("when partition %s had started %d steps (%s after the engine's start), %s had started %d: starved",
+				k, fairWant, when.Sub(from), other, n)
+		}
+		checkRate(t, from, at[k], 10, 2, 1)
 	}
 	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket WHERE key LIKE 'tenant:%'"); n != 2 {
 		t.Fatalf("%d buckets for tenant, want one per partition", n)
