@@ -114,34 +114,91 @@ func insertLimited(t *testing.T, b *testBundle, fsm *durable.FSM[rlState], key s
 }
 
 // checkRate fails t if more steps started, by any time, than a bucket of
-// burst tokens refilling at rate per second (with rows of cost 1) can have
-// granted since from, plus slack rows. from is a time before the engine
-// started: the bucket holds at most its burst then, so that by any later
-// time T it has granted at most burst + rate×(T−from), however its grants
-// fell. A step starts after its grant, so delays on a loaded machine, of
-// the first step as of any other, only make the count by T smaller. (The
-// first start is no such origin: a first step delayed after its grant,
-// with the grants of that time starting at once after it, would seem to
-// exceed the rate.) The grants are timed on the database's clock, the
-// starts on the test's; slack covers the rounding between them.
-func checkRate(t *testing.T, from time.Time, at []time.Time, rate float64, burst, slack int) {
+// burst tokens refilling at rate per second, with rows of cost tokens
+// each, can have granted since from, plus slack rows. from is a time
+// before the engine started: the bucket holds at most its burst then, so
+// that by any later time T it has granted at most burst + rate×(T−from),
+// however its grants fell. A step starts after its grant, so delays on a
+// loaded machine, of the first step as of any other, only make the count
+// by T smaller. (The first start is no such origin: a first step delayed
+// after its grant, with the grants of that time starting at once after it,
+// would seem to exceed the rate.) The grants are timed on the database's
+// clock, the starts on the test's; slack covers the rounding between them.
+//
+// This bounds the starts from below, in time, however late the engine
+// began: step i starts no sooner than from + ((i+1−slack)×cost − burst) /
+// rate. But on its own it does not show that the bucket limits at all: an
+// engine that started late enough passes it unlimited. checkWindows does.
+func checkRate(t *testing.T, from time.Time, at []time.Time, cost int, rate float64, burst, slack int) {
 	t.Helper()
 	if len(at) == 0 {
 		t.Fatal("no step started")
 	}
 	for i, ti := range at {
-		allowed := float64(burst+slack) + rate*ti.Sub(from).Seconds()
+		allowed := (float64(burst+slack*cost) + rate*ti.Sub(from).Seconds()) / float64(cost)
 		if float64(i+1) > allowed {
-			t.Fatalf("%d steps started within %s of the engine's start: a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
-				i+1, ti.Sub(from), burst, rate, allowed, slack)
+			t.Fatalf("%d steps of cost %d started within %s of the engine's start: a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
+				i+1, cost, ti.Sub(from), burst, rate, allowed, slack)
 		}
 	}
 }
 
+// checkWindows fails t if, between any two starts, more steps started
+// than can have been granted before the window and not yet started, plus
+// what the bucket can grant within it, plus slack rows. Before the window
+// at most inFlight granted rows wait to start: a picker leases rows only
+// into its engine's room (Concurrency + Prefetch of the queue, less the
+// rows leased and not yet finished), so inFlight is the sum of that over
+// the engines. Within the window of length d the bucket grants at most
+// burst + rate×d tokens. So, on any machine, however late any step
+// started, the steps i..j take
+//
+//	at[j] − at[i] ≥ ((j−i+1 − inFlight − slack)×cost − burst) / rate,
+//
+// which a bucket that does not limit fails, its rows starting as fast as
+// the workers take them. (A bound from the first start that leaves out
+// inFlight fails a bucket that limits: rows granted while the first step
+// was held up start at once after it.)
+func checkWindows(t *testing.T, at []time.Time, cost int, rate float64, burst, inFlight, slack int) {
+	t.Helper()
+	for i := range at {
+		for j := i; j < len(at); j++ {
+			d := at[j].Sub(at[i])
+			allowed := float64(inFlight+slack) + (float64(burst)+rate*d.Seconds())/float64(cost)
+			if float64(j-i+1) > allowed {
+				t.Fatalf("steps %d to %d (%d of cost %d) started within %s: with %d in flight, a bucket of %d at %.0f/s allows %.1f (with %d of slack)",
+					i+1, j+1, j-i+1, cost, d, inFlight, burst, rate, allowed, slack)
+			}
+		}
+	}
+}
+
+// waitStarted waits until n steps of key have started and returns their
+// start times, failing t if they have not within limit of from, a time
+// before the engine started. That is the floor on the rate the tests
+// pin: a bucket that grants n rows of cost tokens in limit from full runs
+// at no less than (n×cost − burst)/limit tokens per second.
+func waitStarted(t *testing.T, s *starts, key string, n int, from time.Time, limit time.Duration) []time.Time {
+	t.Helper()
+	for s.count(key) < n {
+		if time.Since(from) > limit {
+			t.Fatalf("%d of %d steps of %s started within %s of the engine's start", s.count(key), n, key, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.of(key)
+}
+
 // TestRateLimitEnforcesRate runs 50 rows through a bucket of 20/s with a
-// burst of 5: they take at least (50-5-slack)/20 s, no window from the
-// first start holds more than the bucket allows, all of them run, and the
-// picker reports the limit biting.
+// burst of 5 on 8 workers: all of them run, the picker reports the limit
+// biting, and the starts keep the rate, whatever delays a loaded machine
+// adds. No more start by any time than the bucket can have granted since
+// before the engine started (checkRate), nor within any window than the 8
+// the workers can hold plus what the bucket grants in it (checkWindows):
+// 50 rows take at least (50−8−5−1)/20 = 1.8 s from the first start to the
+// last, which a bucket that does not limit fails. They must all have
+// started within 20 s of the engine's start (2.25 s at the full rate), a
+// floor of (50−5)/20 = 2.25 tokens per second, a ninth of the rate.
 func TestRateLimitEnforcesRate(t *testing.T) {
 	t.Parallel()
 	s, ev := newStarts(), &rlEvents{}
@@ -150,12 +207,11 @@ func TestRateLimitEnforcesRate(t *testing.T) {
 	insertLimited(t, b, fsm, "api", 0, 50)
 	from := time.Now()
 	b.start(t)
-	waitFor(t, "50 steps", func() bool { return s.count("api") == 50 })
-	at := s.of("api")
-	checkRate(t, from, at, 20, 5, 1)
-	if d := at[49].Sub(at[0]); d < 1500*time.Millisecond {
-		t.Fatalf("50 steps at 20/s with a burst of 5 took %s", d)
-	}
+	at := waitStarted(t, s, "api", 50, from, 20*time.Second)
+	t.Logf("50 steps at 20/s with a burst of 5: first %s, last %s after the engine's start",
+		at[0].Sub(from).Round(time.Millisecond), at[49].Sub(from).Round(time.Millisecond))
+	checkRate(t, from, at, 1, 20, 5, 1)
+	checkWindows(t, at, 1, 20, 5, 8, 1)
 	throttled, unknown := ev.get()
 	if len(unknown) != 0 {
 		t.Errorf("unknown events: %+v", unknown)
@@ -197,27 +253,31 @@ func TestRateLimitWeights(t *testing.T) {
 		t.Fatalf("a light row started at %s, before the heavy head row at %s", l[0], h)
 	}
 
-	// 8 rows of weight 5: 40 tokens from a bucket of 10 refilling at
-	// 10/s take at least 3 s less the slack; at most 3 rows start in the
-	// first moments (after the light rows the bucket holds little).
+	// 8 rows of weight 5 (cost 5) from a full bucket of 10 refilling at
+	// 10/s, on one worker, so that at most one granted row waits to start
+	// however late any step starts (checkWindows): 40 tokens take at least
+	// (40−5−10−5)/10 = 2 s from the first start to the last (less a row in
+	// flight, the burst and a row of slack), and no more start by any time
+	// than the bucket can have granted since before the engine started
+	// (checkRate). A bucket that charged rows 1 token each, or nothing,
+	// would start them all at once. They must all have started within 20 s
+	// of the engine's start (3 s at the full rate): a floor of (40−10)/20 =
+	// 1.5 tokens per second.
 	s2 := newStarts()
 	fsm2 := rlFSM(t, s2)
-	b2 := setup(t, rlConfig(fsm2, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}}))
+	cfg2 := rlConfig(fsm2, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}})
+	cfg2.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 1}}
+	b2 := setup(t, cfg2)
 	insertLimited(t, b2, fsm2, "w5", 5, 8)
 	b2.exec(t, "UPDATE durable_instance SET rate_limit = 'w'")
 	b2.exec(t, "INSERT INTO durable_rate_limit_bucket (key) VALUES ('w')")
+	from := time.Now()
 	b2.start(t)
-	waitFor(t, "8 heavy steps", func() bool { return s2.count("w5") == 8 })
-	at := s2.of("w5")
-	for i, ti := range at { // rows of cost 5 from a bucket of 10 at 10/s
-		allowed := (10 + 10*ti.Sub(at[0]).Seconds() + 5) / 5
-		if float64(i+1) > allowed {
-			t.Fatalf("%d rows of weight 5 started within %s; allowed %.1f", i+1, ti.Sub(at[0]), allowed)
-		}
-	}
-	if d := at[7].Sub(at[0]); d < 2*time.Second {
-		t.Fatalf("40 tokens at 10/s with a burst of 10 took %s", d)
-	}
+	at := waitStarted(t, s2, "w5", 8, from, 20*time.Second)
+	t.Logf("8 rows of weight 5 at 10/s with a burst of 10: first %s, last %s after the engine's start",
+		at[0].Sub(from).Round(time.Millisecond), at[7].Sub(from).Round(time.Millisecond))
+	checkRate(t, from, at, 5, 10, 10, 1)
+	checkWindows(t, at, 5, 10, 10, 1, 1)
 }
 
 // TestRateLimitPartitionsAreFair loads two partitions of one limit, all of
@@ -265,7 +325,7 @@ func TestRateLimitPartitionsAreFair(t *testing.T) {
 			t.Errorf("when partition %s had started %d steps (%s after the engine's start), %s had started %d: starved",
 				k, fairWant, when.Sub(from), other, n)
 		}
-		checkRate(t, from, at[k], 10, 2, 1)
+		checkRate(t, from, at[k], 1, 10, 2, 1)
 	}
 	if n := b.count(t, "SELECT count(*) FROM durable_rate_limit_bucket WHERE key LIKE 'tenant:%'"); n != 2 {
 		t.Fatalf("%d buckets for tenant, want one per partition", n)
@@ -350,7 +410,7 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 	startClient(t, second)
 	waitFor(t, "60 steps", func() bool { return s.count("api") == 60 })
 	at := s.of("api")
-	checkRate(t, from, at, 20, 4, 1)
+	checkRate(t, from, at, 1, 20, 4, 1)
 	if d := at[59].Sub(at[0]); d < 2*time.Second {
 		t.Fatalf("60 steps at 20/s with a burst of 4 on two engines took %s", d)
 	}
