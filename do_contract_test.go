@@ -293,19 +293,35 @@ func (unreachableHeartbeats) Heartbeat(context.Context, idem.Key, idem.Lease, ti
 // another process may take the key over: fn's context is cancelled with
 // cause ErrLeaseLost, as when a heartbeat finds the key taken over.
 func TestDoLeaseLapsesWhileStoreUnreachable(t *testing.T) {
-	s := unreachableHeartbeats{newMem(t, nil)}
-	k := testKey(t, "unreachable")
+	checkDoLapse(t, func(s idem.Store) idem.Store { return unreachableHeartbeats{s} }, 60*time.Millisecond, 0)
+}
+
+// TestOwnerLeaseLapsesWhileStoreUnreachable is the same for Owner.Run.
+func TestOwnerLeaseLapsesWhileStoreUnreachable(t *testing.T) {
+	checkOwnerLapse(t, func(s idem.Store) idem.Store { return unreachableHeartbeats{s} }, 60*time.Millisecond)
+}
+
+// checkDoLapse runs idem.Do on wrap(a memstore) with lease, and checks
+// that fn's context is cancelled with cause ErrLeaseLost no sooner than
+// the lease lapsed, and within the given time of the start (10 s when 0).
+func checkDoLapse(t *testing.T, wrap func(idem.Store) idem.Store, lease, within time.Duration) {
+	t.Helper()
+	if within == 0 {
+		within = 10 * time.Second
+	}
 	start := time.Now()
-	lease := 60 * time.Millisecond
-	_, err := idem.Do(context.Background(), s, k, "req", func(ctx context.Context) (int, error) {
+	_, err := idem.Do(context.Background(), wrap(newMem(t, nil)), testKey(t, "lapse"), "req", func(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Second):
 			t.Error("fn's context still live 10s after its lease lapsed")
 			return 0, nil
 		}
-		if elapsed := time.Since(start); elapsed < lease {
+		switch elapsed := time.Since(start); {
+		case elapsed < lease:
 			t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
+		case elapsed >= within:
+			t.Errorf("cancelled after %s, %s after the lease of %s lapsed", elapsed, elapsed-lease, lease)
 		}
 		if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
 			t.Errorf("cause = %v, want ErrLeaseLost", cause)
@@ -317,15 +333,17 @@ func TestDoLeaseLapsesWhileStoreUnreachable(t *testing.T) {
 	}
 }
 
-// TestOwnerLeaseLapsesWhileStoreUnreachable is the same for Owner.Run.
-func TestOwnerLeaseLapsesWhileStoreUnreachable(t *testing.T) {
+// checkOwnerLapse runs an idem.Owner on wrap(a memstore) with lease, and
+// checks that work's context is cancelled with cause ErrLeaseLost.
+func checkOwnerLapse(t *testing.T, wrap func(idem.Store) idem.Store, lease time.Duration) {
+	t.Helper()
 	mem := newMem(t, nil)
-	k := testKey(t, "owner-unreachable")
-	o, err := mem.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: 60 * time.Millisecond})
+	k := testKey(t, "owner-lapse")
+	o, err := mem.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: lease})
 	if err != nil || o.Kind != idem.Fresh {
 		t.Fatal(o, err)
 	}
-	own := idem.Owner{Store: unreachableHeartbeats{mem}, Key: k, Lease: o.Lease}
+	own := idem.Owner{Store: wrap(mem), Key: k, Lease: o.Lease}
 	own.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
 		select {
 		case <-ctx.Done():
@@ -352,46 +370,9 @@ func (hangingHeartbeats) Heartbeat(ctx context.Context, _ idem.Key, _ idem.Lease
 // when the lease lapses, and the run is told then, rather than when (or
 // if) the connection gives up.
 func TestLeaseLapsesWhileHeartbeatsHang(t *testing.T) {
-	lease := 150 * time.Millisecond
-	t.Run("Do", func(t *testing.T) {
-		s := hangingHeartbeats{newMem(t, nil)}
-		start := time.Now()
-		_, err := idem.Do(context.Background(), s, testKey(t, "hang-do"), "req", func(ctx context.Context) (int, error) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(10 * time.Second):
-				t.Error("fn's context still live 10s after its lease lapsed")
-				return 0, nil
-			}
-			if elapsed := time.Since(start); elapsed < lease {
-				t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
-			}
-			return 0, context.Cause(ctx)
-		}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: lease}})
-		if !errors.Is(err, idem.ErrLeaseLost) {
-			t.Errorf("Do = %v, want ErrLeaseLost", err)
-		}
-	})
-	t.Run("Owner", func(t *testing.T) {
-		mem := newMem(t, nil)
-		k := testKey(t, "hang-owner")
-		o, err := mem.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: lease})
-		if err != nil || o.Kind != idem.Fresh {
-			t.Fatal(o, err)
-		}
-		own := idem.Owner{Store: hangingHeartbeats{mem}, Key: k, Lease: o.Lease}
-		own.Run(context.Background(), func(ctx context.Context) ([]byte, bool) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(10 * time.Second):
-				t.Error("work's context still live 10s after its lease lapsed")
-			}
-			if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
-				t.Errorf("cause = %v, want ErrLeaseLost", cause)
-			}
-			return nil, false
-		})
-	})
+	hang := func(s idem.Store) idem.Store { return hangingHeartbeats{s} }
+	t.Run("Do", func(t *testing.T) { checkDoLapse(t, hang, 150*time.Millisecond, 0) })
+	t.Run("Owner", func(t *testing.T) { checkOwnerLapse(t, hang, 150*time.Millisecond) })
 }
 
 // slowFailingHeartbeats is a store whose heartbeats fail after taking
@@ -415,25 +396,7 @@ func (s slowFailingHeartbeats) Heartbeat(ctx context.Context, _ idem.Key, _ idem
 // lapsed a lease after it was granted, not after as many failures as fit
 // in a lease, which would come a whole lease later.
 func TestLeaseLapseCountsTheTimeHeartbeatsTake(t *testing.T) {
-	lease := 1500 * time.Millisecond
-	s := slowFailingHeartbeats{newMem(t, nil), lease / 3}
-	start := time.Now()
-	_, err := idem.Do(context.Background(), s, testKey(t, "slow"), "req", func(ctx context.Context) (int, error) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-			t.Error("fn's context still live 10s after its lease lapsed")
-			return 0, nil
-		}
-		switch elapsed := time.Since(start); {
-		case elapsed < lease:
-			t.Errorf("cancelled after %s, before the lease of %s lapsed", elapsed, lease)
-		case elapsed >= 2*lease-lease/4:
-			t.Errorf("cancelled after %s, most of a lease after the lease of %s lapsed", elapsed, lease)
-		}
-		return 0, context.Cause(ctx)
-	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: lease}})
-	if !errors.Is(err, idem.ErrLeaseLost) {
-		t.Errorf("Do = %v, want ErrLeaseLost", err)
-	}
+	const lease = 1500 * time.Millisecond
+	slow := func(s idem.Store) idem.Store { return slowFailingHeartbeats{s, lease / 3} }
+	checkDoLapse(t, slow, lease, 2*lease-lease/4)
 }
