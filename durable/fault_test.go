@@ -77,18 +77,26 @@ var errCut = errors.New("fault test: connection cut")
 // cuttablePool is a pool on url that fails every acquire while cut is set,
 // as the connections of a dead process would.
 func cuttablePool(t *testing.T, url string, cut *atomic.Bool) *pgxpool.Pool {
+	return testPool(t, url, func(pc *pgxpool.Config) {
+		pc.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+			if cut.Load() {
+				return true, errCut
+			}
+			return true, nil
+		}
+	})
+}
+
+// testPool is a pool of 16 connections on url, configured by configure,
+// closed when t ends.
+func testPool(t *testing.T, url string, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc.MaxConns = 16
-	pc.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
-		if cut.Load() {
-			return true, errCut
-		}
-		return true, nil
-	}
+	configure(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		t.Fatal(err)

@@ -85,19 +85,7 @@ func (h *heartbeatHang) state() (time.Time, []hungBeat) {
 
 // hangingPool is a pool on url whose heartbeats h can make hang.
 func hangingPool(t *testing.T, url string, h *heartbeatHang) *pgxpool.Pool {
-	t.Helper()
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.MaxConns = 16
-	pc.ConnConfig.Tracer = h
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return testPool(t, url, func(pc *pgxpool.Config) { pc.ConnConfig.Tracer = h })
 }
 
 // A heartbeat that hangs (the database behind a network partition) must
