@@ -19,7 +19,8 @@ type rlState struct {
 	Key string `json:"key"`
 }
 
-// starts records when steps started, by the key in their state.
+// starts records times of steps by the key in their state: when they
+// started (rlFSM), or when their rows were claimed (claimFSM).
 type starts struct {
 	mu sync.Mutex
 	at map[string][]time.Time
@@ -27,13 +28,15 @@ type starts struct {
 
 func newStarts() *starts { return &starts{at: map[string][]time.Time{}} }
 
-func (s *starts) add(key string) {
+func (s *starts) add(key string) { s.addAt(key, time.Now()) }
+
+func (s *starts) addAt(key string, at time.Time) {
 	s.mu.Lock()
-	s.at[key] = append(s.at[key], time.Now())
+	s.at[key] = append(s.at[key], at)
 	s.mu.Unlock()
 }
 
-// of returns the start times of key's steps, in order.
+// of returns the times recorded for key's steps, in order.
 func (s *starts) of(key string) []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,6 +59,36 @@ func rlFSM(t testing.TB, s *starts) *durable.FSM[rlState] {
 		Steps: map[string]durable.StepFunc[rlState]{
 			"run": func(ctx context.Context, st *durable.Step[rlState]) (durable.Outcome, error) {
 				s.add(st.State.Key)
+				return durable.Done(nil), nil
+			},
+		},
+	})
+}
+
+// claimFSM records, in s, when each step's row was claimed, as the
+// database's clock has it: the row's updated_at, which the claim that
+// leased it set to the time of its statement and which nothing changes
+// while the step runs (the heartbeat extends only lease_expires_at; the
+// outcome's commit comes after the step). A queue's picker claims one
+// statement after the other, so with one engine and one queue these times
+// order the grants of a bucket however late any step starts, and rows
+// granted by one claim share one. *b is read once the step runs, after
+// the engine's start.
+func claimFSM(t *testing.T, s *starts, b **testBundle) *durable.FSM[rlState] {
+	return mustFSM(t, durable.FSMConfig[rlState]{
+		Name:    "rl",
+		Initial: "run",
+		Steps: map[string]durable.StepFunc[rlState]{
+			"run": func(ctx context.Context, st *durable.Step[rlState]) (durable.Outcome, error) {
+				var at time.Time
+				err := (*b).pool.QueryRow(ctx, `SELECT updated_at FROM durable_instance WHERE id = $1 AND status = 'executing'`,
+					st.ID).Scan(&at)
+				if err != nil {
+					// Not retried: a row claimed again would seem granted late.
+					t.Errorf("the claim time of instance %d (%s): %v", st.ID, st.State.Key, err)
+					return durable.Done(nil), nil
+				}
+				s.addAt(st.State.Key, at)
 				return durable.Done(nil), nil
 			},
 		},
@@ -234,12 +267,20 @@ func TestRateLimitEnforcesRate(t *testing.T) {
 // bucket is not overtaken by light rows behind it.
 func TestRateLimitWeights(t *testing.T) {
 	t.Parallel()
-	s := newStarts()
-	fsm := rlFSM(t, s)
-	b := setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}}))
-
 	// The bucket holds 5 tokens; the head row costs 10 (its weight of 50
-	// is capped at the burst), the rows behind it 1 each.
+	// is capped at the burst), the rows behind it 1 each. The check is on
+	// when the rows were claimed, not when their steps started: a loaded
+	// machine can hold up the heavy row's step until the light rows,
+	// granted after it, start with it. The heavy row must be claimed
+	// before every light row, by an earlier claim: no claim can grant it
+	// and a light row together, as the bucket never holds more than its
+	// 10. A bucket that charged the heavy row 1 token would grant it with
+	// light rows in the first claim; one that let light rows pass it
+	// would grant them first.
+	s := newStarts()
+	var b *testBundle
+	fsm := claimFSM(t, s, &b)
+	b = setup(t, rlConfig(fsm, nil, map[string]durable.RateLimit{"w": {Limit: 10, Burst: 10}}))
 	heavy := b.insert(t, fsm.With(rlState{Key: "heavy"}), &durable.InsertOpts{RateLimit: "w", RateLimitWeight: 50})
 	for range 5 {
 		b.insert(t, fsm.With(rlState{Key: "light"}), &durable.InsertOpts{RateLimit: "w", Priority: 1})
@@ -248,9 +289,18 @@ func TestRateLimitWeights(t *testing.T) {
 	b.start(t)
 	b.waitStatus(t, heavy, durable.StatusDone)
 	waitFor(t, "the light rows", func() bool { return s.count("light") == 5 })
-	h, l := s.of("heavy")[0], s.of("light")
-	if l[0].Before(h) {
-		t.Fatalf("a light row started at %s, before the heavy head row at %s", l[0], h)
+	if t.Failed() {
+		t.FailNow()
+	}
+	h, l := s.of("heavy"), s.of("light")
+	if len(h) != 1 {
+		t.Fatalf("the heavy row's step ran %d times, want once", len(h))
+	}
+	t.Logf("the heavy row claimed at %s, the light rows %s to %s after it",
+		h[0].Format(time.StampMicro), l[0].Sub(h[0]), l[4].Sub(h[0]))
+	if !h[0].Before(l[0]) {
+		t.Fatalf("a light row was claimed at %s, not after the heavy head row at %s",
+			l[0].Format(time.StampMicro), h[0].Format(time.StampMicro))
 	}
 
 	// 8 rows of weight 5 (cost 5) from a full bucket of 10 refilling at
