@@ -80,9 +80,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // While fn runs, Do extends the lease every DoOpts.HeartbeatEvery. When a
 // heartbeat finds that the key was taken over, or no heartbeat has
 // succeeded (an unreachable or hanging store) for as long as the lease
-// lasts, so that it has
-// lapsed and may be taken over, fn's context is cancelled with cause
-// ErrLeaseLost (see context.Cause), and nothing fn
+// lasts, so that it has lapsed and may be taken over, fn's context is
+// cancelled with cause ErrLeaseLost (see context.Cause), and nothing fn
 // returns is recorded over the new owner's record: Do returns fn's result
 // with an error satisfying errors.Is(err, ErrStaleToken). With heartbeats
 // disabled, a run outliving its lease is not told, and only its settle call
@@ -151,7 +150,6 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
-	settle := func() (context.Context, context.CancelFunc) { return settleContext(ctx, opts) }
 	returned := false
 	defer func() {
 		// A panic, or fn that never returned (runtime.Goexit): the key is
@@ -161,7 +159,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 			return
 		}
 		k.stop()
-		sctx, scancel := settle()
+		sctx, scancel := settleContext(ctx, opts)
 		_ = t.FailTransient(sctx, key, lease)
 		scancel()
 		if p != nil {
@@ -172,7 +170,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	returned = true
 	k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
-	sctx, scancel := settle()
+	sctx, scancel := settleContext(ctx, opts)
 	defer scancel()
 	if err != nil {
 		var serr error
