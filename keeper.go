@@ -74,7 +74,7 @@ type keeper struct {
 	// deadline is when the lease held may lapse, on this process's
 	// monotonic clock: a heartbeat's TTL after it was sent, for the last
 	// one that succeeded. Zero until the run's first beat, which works it
-	// out from the timer (see lapse), so that a run shorter than a beat
+	// out from the timer (see beat), so that a run shorter than a beat
 	// never reads the clock. Only a lease with a TTL has one.
 	deadline time.Time
 	// failing says the last heartbeat failed (other than with

@@ -90,7 +90,7 @@ func redact(dsn string) string {
 		// leaves the password in the path, query or fragment, where
 		// u.Redacted does not look.
 		rest := dsn[len(scheme)+len("://"):]
-		if masked := userPassword.ReplaceAllString(rest, "${1}${2}:xxxxx@"); masked != rest {
+		if masked := hideUserPassword(rest); masked != rest {
 			return scheme + "://" + queryPassword.ReplaceAllString(masked, "${1}xxxxx")
 		}
 	}
@@ -102,7 +102,7 @@ func redact(dsn string) string {
 	case err != nil || u.Scheme == "" && u.User == nil || u.Opaque != "" && u.RawQuery == "":
 		// A key=value string, a path, a user:password@host that is no URL
 		// (my_user:secret@host)…
-		return passwordField.ReplaceAllString(userPassword.ReplaceAllString(dsn, "${1}${2}:xxxxx@"), "${1}xxxxx")
+		return passwordField.ReplaceAllString(hideUserPassword(dsn), "${1}xxxxx")
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")
@@ -126,10 +126,16 @@ func urlError(err error) error {
 var passwordField = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // userPassword is a user:password@ starting a DSN that is not a URL, or a
-// word of it: from the word's first colon to the last '@', spaces and
-// line breaks and all, so that whatever comes before the colon (//user, a scheme no URL
-// could have, user@server) the password is hidden.
+// word of it: from the word's first colon to the last '@', spaces and line
+// breaks and all, so that whatever comes before the colon (//user, a
+// scheme no URL could have, user@server) the password is hidden.
 var userPassword = regexp.MustCompile(`(?s)(^|\s)([^\s:]*):.*@`)
+
+// hideUserPassword replaces the password of a user:password@ in s (see
+// userPassword) with xxxxx.
+func hideUserPassword(s string) string {
+	return userPassword.ReplaceAllString(s, "${1}${2}:xxxxx@")
+}
 
 // queryPassword is a password parameter in a URL's text.
 var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)
