@@ -65,6 +65,15 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 	return json.Marshal(rec)
 }
 
+// nilIfEmpty is v, or nil when v is empty.
+func nilIfEmpty[T ~[]byte | ~map[string][][]byte](v T) T {
+	if len(v) == 0 {
+		var none T
+		return none
+	}
+	return v
+}
+
 // errResponseMarshal is the error of encodeResponse for a response that
 // does not marshal, which gRPC answers with Internal.
 var errResponseMarshal = errors.New("idemgrpc: response does not marshal")
@@ -82,18 +91,8 @@ func decodeResponse(b []byte) (*recordedResponse, error) {
 	if rec.V != 1 {
 		return nil, fmt.Errorf("idemgrpc: recorded response has version %d", rec.V)
 	}
-	if len(rec.Body) == 0 {
-		rec.Body = nil
-	}
-	if len(rec.Status) == 0 {
-		rec.Status = nil
-	}
-	if len(rec.Header) == 0 {
-		rec.Header = nil
-	}
-	if len(rec.Trailer) == 0 {
-		rec.Trailer = nil
-	}
+	rec.Body, rec.Status = nilIfEmpty(rec.Body), nilIfEmpty(rec.Status)
+	rec.Header, rec.Trailer = nilIfEmpty(rec.Header), nilIfEmpty(rec.Trailer)
 	switch c := codes.Code(rec.Code); {
 	case c > codes.Unauthenticated:
 		return nil, fmt.Errorf("idemgrpc: recorded response has unknown code %d", rec.Code)
