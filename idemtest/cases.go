@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -226,21 +225,12 @@ func testConcurrentBegin(t *testing.T, b *bundle) {
 	const n = 32
 	k := b.key(t, "order-8")
 	r := request(t, `{"a":1}`)
-	var wg sync.WaitGroup
 	kinds := make([]idem.Kind, n)
 	errs := make([]error, n)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			o, err := b.store.Begin(context.Background(), k, r, nil)
-			kinds[i], errs[i] = o.Kind, err
-		}()
-	}
-	close(start)
-	wg.Wait()
+	all(n, func(i int) {
+		o, err := b.store.Begin(context.Background(), k, r, nil)
+		kinds[i], errs[i] = o.Kind, err
+	})
 	counts := map[idem.Kind]int{}
 	for i := range n {
 		if errs[i] != nil {
