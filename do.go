@@ -77,7 +77,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //   - the release after an error of fn fails: fn's error joined to the
 //     release's. The key then stays in flight until its lease lapses.
 //
-// While fn runs, Do extends the lease every DoOpts.HeartbeatEvery. When a
+// While fn runs, Do extends the lease every DoOpts.HeartbeatEvery, also
+// after ctx is cancelled (fn may still return a result to commit). When a
 // heartbeat finds that the key was taken over, or no heartbeat has
 // succeeded (an unreachable or hanging store) for as long as the lease
 // lasts, so that it has lapsed and may be taken over, fn's context is
@@ -149,7 +150,10 @@ func settleContext(ctx context.Context, opts *DoOpts) (context.Context, context.
 func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, fn func(ctx context.Context) (Res, error), opts *DoOpts) (res Res, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k := keepAlivePooled(runCtx, t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
+	// The heartbeats go on after ctx is cancelled, until fn returns: what
+	// fn returns then is still committed, so the key must stay its own
+	// while it runs, or a retry would take it over and run fn again.
+	k := keepAlivePooled(context.WithoutCancel(ctx), t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
 	returned := false
 	defer func() {
 		// A panic, or fn that never returned (runtime.Goexit): the key is

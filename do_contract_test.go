@@ -400,3 +400,56 @@ func TestLeaseLapseCountsTheTimeHeartbeatsTake(t *testing.T) {
 	slow := func(s idem.Store) idem.Store { return slowFailingHeartbeats{s, lease / 3} }
 	checkDoLapse(t, slow, lease, 2*lease-lease/4)
 }
+
+// beatSignal wraps a store and signals every heartbeat that succeeds.
+type beatSignal struct {
+	idem.Store
+	beats chan struct{}
+}
+
+func (s beatSignal) Heartbeat(ctx context.Context, k idem.Key, l idem.Lease, d time.Duration) (idem.Lease, error) {
+	l, err := s.Store.Heartbeat(ctx, k, l, d)
+	if err == nil {
+		select {
+		case s.beats <- struct{}{}:
+		default:
+		}
+	}
+	return l, err
+}
+
+// TestDoKeepsLeaseAfterCallerCancels: fn may go on after ctx is cancelled
+// (finishing what it started), and what it returns is committed; until it
+// returns the key stays its own, so the heartbeats go on too. Were they to
+// stop with ctx, the lease would lapse under the running fn and a retry
+// would take the key over and run fn a second time.
+func TestDoKeepsLeaseAfterCallerCancels(t *testing.T) {
+	s := beatSignal{Store: newMem(t, nil), beats: make(chan struct{}, 1)}
+	k := testKey(t, "cancel-keeps-lease")
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := idem.Do(ctx, s, k, "req", func(runCtx context.Context) (int, error) {
+		cancel()
+		<-runCtx.Done()
+		// Drop a beat that may have been sent before the cancellation,
+		// then wait for two more.
+		select {
+		case <-s.beats:
+		default:
+		}
+		for i := range 2 {
+			select {
+			case <-s.beats:
+			case <-time.After(10 * time.Second):
+				t.Errorf("heartbeat %d after the caller cancelled never came: the lease would lapse under fn", i+1)
+				return 0, errors.New("no heartbeat")
+			}
+		}
+		return 7, nil
+	}, &idem.DoOpts{HeartbeatEvery: 5 * time.Millisecond})
+	if err != nil || n != 7 {
+		t.Fatalf("Do = %d, %v; want 7, nil", n, err)
+	}
+	if rec, err := s.Get(context.Background(), k); err != nil || rec.Status != idem.StatusCommitted {
+		t.Errorf("record = %+v, %v; want committed", rec, err)
+	}
+}
