@@ -70,9 +70,11 @@ func MigrationSQL() string {
 // which records the migrations applied. It is idempotent, and safe to run from several processes at
 // once: it runs in one transaction that first takes an advisory lock, so
 // concurrent callers run one after the other and the later ones find
-// nothing to do.
+// nothing to do. The transaction is READ COMMITTED whatever the database's
+// default isolation, so that a caller that waited for the lock sees the
+// migrations recorded meanwhile.
 func (c *Client) Migrate(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockID); err != nil {
 			return fmt.Errorf("durable: Migrate: %w", err)
 		}
