@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 )
 
@@ -17,6 +18,12 @@ import (
 // response is recorded for the client's retry rather than cut short
 // (ReverseProxy, for one, panics on a failed write, which would release the
 // key).
+//
+// A response whose body is not as long as the Content-Length the handler
+// declared is not recorded either: net/http cuts the connection after it,
+// so the client got a broken response (a body cut short, say, when the
+// handler's own source failed mid-copy), and its retry must run again
+// rather than be answered the truncated body as if it were whole.
 //
 // The copy of the body is kept in a pooled buffer, returned by close; like
 // any ResponseWriter, a capture must not be used after the handler returned.
@@ -40,6 +47,12 @@ type capture struct {
 	// a Flush only pushes it out and does not make the response streaming
 	// (the proxy sets it, as ReverseProxy flushes to send trailers).
 	whole bool
+	// exact says the body must be max bytes long to be recorded: the
+	// handler declared that Content-Length (see declare).
+	exact bool
+	// head says the request is a HEAD, whose response has no body
+	// whatever its Content-Length says.
+	head bool
 }
 
 // init readies c to capture up to max body bytes of a response to w, and
@@ -61,6 +74,7 @@ func (c *capture) WriteHeader(code int) {
 	c.wroteHeader = true
 	c.status = code
 	c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
+	c.declare()
 	c.w.WriteHeader(code)
 }
 
@@ -137,11 +151,52 @@ func (c *capture) finish() {
 	if !c.wroteHeader {
 		c.status = http.StatusOK
 		c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
+		c.declare()
 	}
 }
 
-// recordable reports whether the response can be recorded at all.
-func (c *capture) recordable() bool { return !c.abandoned }
+// declare takes in, as the header of a recorded response is sent, the
+// Content-Length the handler declared, which net/http holds the body to
+// (except for HEAD and for statuses without a body): the body kept may then
+// be no longer than that, and must be that long to be recorded. A declared
+// length over max cannot be recorded at all.
+func (c *capture) declare() {
+	if !c.recording || c.head || !bodyAllowed(c.status) {
+		return
+	}
+	switch n := declaredLength(c.w.Header()); {
+	case n < 0:
+	case n > int64(c.max):
+		c.abandon()
+	default:
+		c.max, c.exact = int(n), true
+	}
+}
+
+// recordable reports whether the response can be recorded at all: it was
+// not abandoned, and its body is as long as the Content-Length declared.
+func (c *capture) recordable() bool {
+	return !c.abandoned && (!c.exact || len(c.body) == c.max)
+}
+
+// declaredLength is the Content-Length in h as net/http's server reads it
+// (the first value, a decimal number of 0 or more), or -1.
+func declaredLength(h http.Header) int64 {
+	v := h["Content-Length"]
+	if len(v) == 0 || v[0] == "" {
+		return -1
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// bodyAllowed reports whether a response with status may have a body.
+func bodyAllowed(status int) bool {
+	return !(status >= 100 && status <= 199 || status == http.StatusNoContent || status == http.StatusNotModified)
+}
 
 // Unrecorded marks the response that w writes, for a protected request, as
 // not to be recorded: it is delivered, and the key is released when the

@@ -30,8 +30,9 @@
 // configuration says) and the body up to Config.MaxCapture. Not recorded, so
 // a retry runs again: statuses the profile does not store (IETF: all 5xx,
 // 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
-// (the handler called Flush or Hijack), and handler panics (the key is
-// released and the panic goes on).
+// (the handler called Flush or Hijack), responses whose body is shorter or
+// longer than the Content-Length the handler set (the client got them cut
+// off), and handler panics (the key is released and the panic goes on).
 //
 // Requests with the same key are compared by method, target and body, a
 // JSON body by its RFC 8785 canonical form: member order and whitespace do

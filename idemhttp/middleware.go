@@ -322,7 +322,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
 	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay, x.m.cfg.replaySet)
-	cw.recording = true
+	cw.recording, cw.head = true, x.r.Method == http.MethodHead
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
 	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}

@@ -856,3 +856,50 @@ func TestMethodNotAllowedReplaysAllow(t *testing.T) {
 		}
 	}
 }
+
+// A response whose body is shorter or longer than the Content-Length the
+// handler declared reached the client broken (net/http cuts the connection
+// after it): it is not recorded, and the retry runs again instead of being
+// answered the wrong body as if it were whole. A body of the declared
+// length, or none where the status or method has none, is recorded.
+func TestDeclaredContentLengthMismatchNotRecorded(t *testing.T) {
+	for _, c := range []struct {
+		name, method, length, body string
+		status                     int
+		recorded                   bool
+	}{
+		{"shorter", "POST", "10", "12345", 201, false},
+		{"longer", "POST", "3", "12345", 201, false},
+		{"none written", "POST", "4", "", 0, false},
+		{"exact", "POST", "5", "12345", 201, true},
+		{"exact, implicit 200", "POST", "5", "12345", 0, true},
+		{"not a number", "POST", "x", "12345", 201, true},
+		{"304 keeps the representation's length", "POST", "100", "", 304, true},
+		{"HEAD", "HEAD", "100", "", 200, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := memstore.New(memstore.Config{})
+			mw, err := idemhttp.New(idemhttp.Config{Store: s, Methods: []string{"POST", "HEAD"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				w.Header().Set("Content-Length", c.length)
+				if c.status != 0 {
+					w.WriteHeader(c.status)
+				}
+				_, _ = io.WriteString(w, c.body)
+			}))
+			for range 2 {
+				r := httptest.NewRequest(c.method, "/x", strings.NewReader(`{}`))
+				r.Header.Set("Idempotency-Key", "length")
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			if want := map[bool]int{true: 1, false: 2}[c.recorded]; runs != want {
+				t.Errorf("Content-Length %s, %d bytes written: the handler ran %d times, want %d", c.length, len(c.body), runs, want)
+			}
+		})
+	}
+}
