@@ -101,6 +101,15 @@ func TestDeriveMatchesPublishedVectors(t *testing.T) {
 		if c.DigestHex[:32] != c.KeyHex {
 			t.Errorf("case %d: vector's key %s is not the first 16 bytes of its digest %s", i, c.KeyHex, c.DigestHex)
 		}
+		// The whole digest, not only the half the key keeps: the vector's
+		// input is laid out as Derive lays it out.
+		in := make([]byte, 0, deriveHeader+len(op))
+		in = append(in, session[:]...)
+		in = binary.LittleEndian.AppendUint64(in, seq)
+		in = append(in, op...)
+		if sum := blake3.Sum256(in); hex.EncodeToString(sum[:]) != c.DigestHex {
+			t.Errorf("case %d: BLAKE3(session ‖ seq ‖ op) = %x, vector's digest %s", i, sum, c.DigestHex)
+		}
 
 		// u128::from_le_bytes: byte 0 is the least significant.
 		var be [16]byte
