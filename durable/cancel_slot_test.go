@@ -132,3 +132,56 @@ func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
 		t.Fatalf("the next instance is %s, want executing", in.Status)
 	}
 }
+
+// Garbage collection keeps a cancelled instance whose step still runs,
+// however short GCRetention is: its row holds its key's slot until the
+// step returns, and deleting it would let the next instance of the key run
+// beside the cancelled step. Once the step has returned, the row is
+// collected.
+func TestGCKeepsACancelledInstanceWhoseStepRuns(t *testing.T) {
+	t.Parallel()
+	o := newOverlaps()
+	entered, release := make(chan int64, 1), make(chan struct{})
+	fsm := stubbornFSM(t, o, entered, release)
+	cfg := fast(fsm)
+	cfg.HeartbeatInterval = 20 * time.Millisecond // the engine learns of the cancel at once
+	cfg.GCRetention, cfg.GCInterval = time.Millisecond, 10*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	<-entered
+	next := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	if err := b.client.Cancel(ctxT(t), durable.ByID(first), "no longer wanted"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	// Dozens of collections later, the cancelled step still runs, its row
+	// is still there, and the next instance of the key still waits.
+	time.Sleep(500 * time.Millisecond)
+	if m, _ := o.get("k"); m != 1 {
+		t.Fatalf("%d steps of key k ran at once while the cancelled one had not returned, want 1", m)
+	}
+	if n := b.count(t, "SELECT count(*) FROM durable_instance WHERE id = $1", first); n != 1 {
+		t.Fatal("the cancelled instance was collected while its step ran")
+	}
+	if in := b.get(t, next); in.Status != durable.StatusRunnable {
+		t.Fatalf("the next instance of the key is %s before the cancelled step returned, want runnable", in.Status)
+	}
+
+	// The next instance runs once the cancelled step has returned; both
+	// rows are then collected (the next one as soon as it is done).
+	close(release)
+	waitFor(t, "both instances to be collected", func() bool {
+		return b.count(t, "SELECT count(*) FROM durable_instance WHERE id IN ($1, $2)", first, next) == 0
+	})
+	if m, done := o.get("k"); m != 1 || done != 2 {
+		t.Fatalf("key k: %d steps at once, %d done; want 1 and 2", m, done)
+	}
+}

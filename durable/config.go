@@ -88,9 +88,11 @@ type Config struct {
 	// DefaultMaxReaps (25).
 	MaxReaps int
 
-	// GCRetention is how long done and failed rows are kept after they
-	// finished, for inspection and to keep correlation keys whose scope
-	// includes their status reserved. A negative value keeps them forever.
+	// GCRetention is how long done, failed and cancelled rows are kept
+	// after they finished, for inspection and to keep correlation keys
+	// whose scope includes their status reserved; a row cancelled while
+	// its step ran is kept, however long ago, until that step has returned
+	// or its lease has expired. A negative value keeps them forever.
 	// Defaults to 24h.
 	GCRetention time.Duration
 

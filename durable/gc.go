@@ -5,13 +5,17 @@ import "log/slog"
 // gcSQL deletes up to $2 terminal rows that finished more than $1
 // microseconds ago, with their inboxes and dedup keys (ON DELETE CASCADE).
 // Deleting a row frees a correlation key its scope kept reserved. Children
-// are kept while their parent is live.
+// are kept while their parent is live. A row cancelled while its step ran
+// is kept while it holds its lease, and with it its concurrency slot (see
+// keepLeaseSQL): deleting it would free the slot while the step still
+// runs.
 const gcSQL = `
 DELETE FROM durable_instance
 WHERE id IN (
     SELECT id FROM durable_instance c
     WHERE status IN ('done', 'failed', 'cancelled')
       AND finished_at < now() - $1 * interval '1 microsecond'
+      AND lease_owner IS NULL
       AND NOT EXISTS (SELECT 1 FROM durable_instance p WHERE p.id = c.parent_id
                       AND p.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))
     ORDER BY finished_at
