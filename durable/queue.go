@@ -292,7 +292,8 @@ func (e *engine) handBackLapsed(c *claimed) {
 // attempt that would fail the instance for good, where a crash would only
 // have run the step again). The row, if this engine still holds it, is
 // runnable again at once, attempt unchanged, as a claim handed back before
-// it ran. why names the cause in the log.
+// it ran, and a wake-up hint goes to every engine serving its queue. why
+// names the cause in the log.
 func (e *engine) handBack(c *claimed, r ranStep, why string) {
 	cfg := &e.c.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
@@ -305,6 +306,7 @@ func (e *engine) handBack(c *claimed, r ranStep, why string) {
 			append(attrs, slog.Any("error", err))...)
 	case n == 1:
 		cfg.Logger.Info("durable: step interrupted by "+why+"; handed back to run again", attrs...)
+		e.wake(map[string]bool{c.queue: true}) // for the other engines serving the queue
 	default:
 		e.unlease(c) // cancelled, perhaps: its slot is free
 	}

@@ -107,3 +107,62 @@ func TestReapedRowsWakeTheEnginesOfTheirQueue(t *testing.T) {
 	startClient(t, b.client)
 	waitDone(t, b, 1, "a row reaped by an engine that does not serve its queue")
 }
+
+// A row handed back because the engine's hard stop failed its step sends
+// the wake-up hint the other engines serving its queue listen for, as the
+// rows a graceful stop hands back do.
+func TestRowsHandedBackByAHardStopSendAWakeUpHint(t *testing.T) {
+	t.Parallel()
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "hard-stopped", Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, _ *durable.Step[struct{}]) (durable.Outcome, error) {
+				<-ctx.Done() // fails once the hard stop cancels it
+				return durable.Outcome{}, ctx.Err()
+			},
+		},
+	})
+	b := setup(t, fast(fsm))
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	startClient(t, b.client)
+	b.waitStatus(t, id, durable.StatusExecuting)
+
+	// Listen as another engine does, from now on: the insert's hint is
+	// behind us.
+	conn, err := b.pool.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var schema string
+	if err := conn.QueryRow(ctxT(t), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctxT(t), "LISTEN durable_wakeup"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "UNLISTEN *")
+
+	hard, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.client.Stop(hard); err == nil {
+		t.Fatal("Stop with an ended context returned nil")
+	}
+	if steps := b.events.stepEvents(); len(steps) != 1 || !steps[0].HandedBack {
+		t.Fatalf("step events %+v, want one handed back", steps)
+	}
+	if in := b.get(t, id); in.Status != durable.StatusRunnable {
+		t.Fatalf("the handed-back row is %s, want runnable", in.Status)
+	}
+	ctx, stop := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer stop()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no wake-up hint for the handed-back row: %v", err)
+		}
+		if n.Payload == schema+":"+durable.DefaultQueue {
+			return
+		}
+	}
+}
