@@ -118,8 +118,8 @@
 // # Cancellation
 //
 // Client.Cancel (or CancelTx) ends a live instance, addressed by id or key,
-// as cancelled, with the reason as its Error: its inbox is deleted and its
-// lease cleared in the same transaction, on the instance's locked row. A
+// as cancelled, with the reason as its Error: its inbox is deleted in the
+// same transaction, on the instance's locked row. A
 // step that was running then cannot commit: its commit is fenced off as
 // that of a reaped lease is, and the engine's heartbeat cancels its
 // context. Until that step returns (or its lease expires: it is no longer
@@ -336,7 +336,9 @@
 // hands back also send a NOTIFY that wakes the pickers of the queue on
 // every engine at once, a hint only.
 // A timer wakes parked rows whose await deadline passed, and a collector
-// deletes done and failed rows older than Config.GCRetention, in batches.
+// deletes done, failed and cancelled rows older than Config.GCRetention, in
+// batches (a row cancelled while its step ran, once that step has returned
+// or its lease has expired).
 // Any number of engines may share a database; none is a leader.
 //
 // Client.Stop stops gracefully: pickers stop, claimed rows that have not
