@@ -80,7 +80,8 @@ func TestAdminErrorsNameTheCall(t *testing.T) {
 	_, errList := c.List(ctx, nil)
 	_, errStats := c.Stats(ctx)
 	_, errLookup := c.Lookup(ctx, "order:1")
-	for call, err := range map[string]error{"List": errList, "Stats": errStats, "Lookup": errLookup} {
+	_, errBuckets := c.RateLimitStats(ctx)
+	for call, err := range map[string]error{"List": errList, "Stats": errStats, "Lookup": errLookup, "RateLimitStats": errBuckets} {
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "42P01" {
 			t.Errorf("%s: %v, want the undefined table error (42P01) wrapped", call, err)

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -41,7 +42,7 @@ func (c *Client) RateLimitStats(ctx context.Context) ([]BucketStats, error) {
 	rl := newRateLimits(c.cfg.RateLimits)
 	rows, err := c.pool.Query(ctx, bucketStatsSQL, rl.names, rl.rates, rl.bursts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("durable: RateLimitStats: %w", err)
 	}
 	defer rows.Close()
 	out := []BucketStats{}
@@ -51,10 +52,13 @@ func (c *Client) RateLimitStats(ctx context.Context) ([]BucketStats, error) {
 			waiting int64
 		)
 		if err := rows.Scan(&b.Key, &b.Known, &b.Tokens, &b.UpdatedAt, &waiting); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("durable: RateLimitStats: %w", err)
 		}
 		b.Waiting = int(waiting)
 		out = append(out, b)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: RateLimitStats: %w", err)
+	}
+	return out, nil
 }
