@@ -25,7 +25,8 @@ type Config struct {
 	// gives back the memory a shard's map kept from a burst of keys that
 	// have since expired or been released.
 	//
-	// Defaults to TTL/4.
+	// Defaults to TTL/4, and to at least a millisecond, so that a tiny TTL
+	// does not have the sweeper spin.
 	SweepInterval time.Duration
 
 	// Shards is how many independently locked partitions hold the keys. It
@@ -51,7 +52,9 @@ const (
 	defaultTTL = time.Hour
 	maxTTL     = 100 * 365 * 24 * time.Hour // keeps every deadline within an int64
 	minShards  = 16
-	maxShards  = 1 << 16
+	// minDefaultSweep is the least default SweepInterval.
+	minDefaultSweep = time.Millisecond
+	maxShards       = 1 << 16
 )
 
 // withDefaults returns c with every zero field set to its default, except
@@ -61,7 +64,7 @@ func (c Config) withDefaults() Config {
 		c.TTL = defaultTTL
 	}
 	if c.SweepInterval == 0 && c.TTL > 0 {
-		c.SweepInterval = max(c.TTL/4, 1)
+		c.SweepInterval = max(c.TTL/4, minDefaultSweep)
 	}
 	if c.Shards == 0 {
 		c.Shards = defaultShards(runtime.GOMAXPROCS(0))

@@ -307,6 +307,10 @@ func TestConfigDefaults(t *testing.T) {
 	if tr.interval != 15*time.Second || len(tr.shards) != 1 {
 		t.Errorf("TTL 1m, Shards 1: SweepInterval %v, %d shards", tr.interval, len(tr.shards))
 	}
+	// A tiny TTL does not have the sweeper spin.
+	if tr = New(Config{TTL: 3}); tr.interval != time.Millisecond {
+		t.Errorf("TTL 3ns: SweepInterval %v, want 1ms", tr.interval)
+	}
 }
 
 func TestShardFillsOneCacheLine(t *testing.T) {
