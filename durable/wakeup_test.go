@@ -7,16 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemgo/idem/durable"
 )
 
 // Rows that become runnable behind the back of the engines serving their
 // queue (handed back by a stopping engine, reaped by an engine that does
-// not serve the queue) wake those engines at once, not at their next poll.
+// not serve the queue) wake those engines at once, not at their next poll:
+// they send the wake-up hint those engines listen for, and the rows get
+// done by an engine that polls hourly.
 
 // idleEngine starts a second engine on b's schema serving queue, whose
 // polls and reaps are far beyond the test: it picks rows up only when
-// woken.
+// woken. Its listener, once LISTENing, pokes its picker once more, which
+// may come after the test has made rows runnable: that the idle engine
+// ran them does not show a hint woke it, so the tests hear the hint
+// themselves (listenForHints).
 func idleEngine(t *testing.T, b *testBundle, cfg *durable.Config, queue string) {
 	t.Helper()
 	c := *cfg
@@ -25,13 +32,54 @@ func idleEngine(t *testing.T, b *testBundle, cfg *durable.Config, queue string) 
 	c.Queues = map[string]durable.QueueConfig{queue: {Concurrency: 4}}
 	rec := &recorder{}
 	startClient(t, newClient(t, newPool(t, b.url), &c, rec))
-	// Its first pick is done (rows made runnable after it must wake it);
-	// it waits. A loaded machine may take a while to get there.
+	// Its first pick is done; it waits. A loaded machine may take a while
+	// to get there.
 	waitFor(t, "the idle engine's first pick", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.picks) > 0
 	})
+}
+
+// hintListener LISTENs for wake-up hints as another engine does, from
+// now on: hints sent before it are behind it.
+type hintListener struct {
+	conn   *pgxpool.Conn
+	schema string
+}
+
+func listenForHints(t *testing.T, b *testBundle) *hintListener {
+	t.Helper()
+	conn, err := b.pool.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	l := &hintListener{conn: conn}
+	if err := conn.QueryRow(ctxT(t), "SELECT current_schema()").Scan(&l.schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctxT(t), "LISTEN durable_wakeup"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec(context.Background(), "UNLISTEN *") }) // before the Release
+	return l
+}
+
+// wait waits up to 10 s for a hint naming queue in the bundle's schema.
+func (l *hintListener) wait(t *testing.T, queue, what string) {
+	t.Helper()
+	ctx, stop := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer stop()
+	for {
+		n, err := l.conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no wake-up hint for %s: %v", what, err)
+		}
+		if n.Payload == l.schema+":"+queue {
+			return
+		}
+	}
 }
 
 // waitDone waits up to 10 s (the idle engine polls hourly) for n rows done.
@@ -74,6 +122,10 @@ func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
 		return b.count(t, "SELECT count(*) FROM durable_instance WHERE status = 'executing'") == 6
 	})
 	idleEngine(t, b, cfg, durable.DefaultQueue)
+	// The idle engine may still pick once more, after its LISTEN, and find
+	// the rows without the hint: the hint is heard here, from now on (the
+	// inserts' hints are behind us).
+	hints := listenForHints(t, b)
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.client.Stop(context.Background()) }()
 	waitFor(t, "five handed back", func() bool {
@@ -81,6 +133,7 @@ func TestRowsHandedBackWakeOtherEngines(t *testing.T) {
 		defer b.events.mu.Unlock()
 		return len(b.events.drains) > 0 && b.events.drains[0].Released == 5
 	})
+	hints.wait(t, durable.DefaultQueue, "the rows a stopping engine handed back")
 	unblock.Do(func() { close(block) })
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
@@ -104,7 +157,9 @@ func TestReapedRowsWakeTheEnginesOfTheirQueue(t *testing.T) {
 	// A row claimed by an engine that died: its lease has run out.
 	b.exec(t, `UPDATE durable_instance SET status = 'executing', eligible_at = now(), lease_owner = 'dead',
 		lease_expires_at = now() - interval '1 second', claims = claims + 1 WHERE id = $1`, id)
+	hints := listenForHints(t, b) // the idle engine may pick once more after its LISTEN
 	startClient(t, b.client)
+	hints.wait(t, "elsewhere", "the reaped row")
 	waitDone(t, b, 1, "a row reaped by an engine that does not serve its queue")
 }
 
@@ -127,21 +182,7 @@ func TestRowsHandedBackByAHardStopSendAWakeUpHint(t *testing.T) {
 	startClient(t, b.client)
 	b.waitStatus(t, id, durable.StatusExecuting)
 
-	// Listen as another engine does, from now on: the insert's hint is
-	// behind us.
-	conn, err := b.pool.Acquire(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	var schema string
-	if err := conn.QueryRow(ctxT(t), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctxT(t), "LISTEN durable_wakeup"); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(context.Background(), "UNLISTEN *")
+	hints := listenForHints(t, b) // the insert's hint is behind us
 
 	hard, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -154,15 +195,5 @@ func TestRowsHandedBackByAHardStopSendAWakeUpHint(t *testing.T) {
 	if in := b.get(t, id); in.Status != durable.StatusRunnable {
 		t.Fatalf("the handed-back row is %s, want runnable", in.Status)
 	}
-	ctx, stop := context.WithTimeout(ctxT(t), 10*time.Second)
-	defer stop()
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			t.Fatalf("no wake-up hint for the handed-back row: %v", err)
-		}
-		if n.Payload == schema+":"+durable.DefaultQueue {
-			return
-		}
-	}
+	hints.wait(t, durable.DefaultQueue, "the handed-back row")
 }
