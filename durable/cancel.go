@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -143,7 +144,10 @@ func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[s
 // before its children: the instance's parent, the instance, then its
 // descendants level by level, by ascending id within a level. A commit that
 // ends a child locks its parent first too, so cancelling a tree while its
-// leaves end does not deadlock.
+// leaves end does not deadlock. Addressed by key, it looks the instance up
+// again, its locks given back, if the key changed hands between the
+// look-up of the parent and that of the instance; it cancels the instance
+// that occupies the key once it holds the locks in that order.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
 	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return cancel(ctx, tx, target, reason)
@@ -165,10 +169,7 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 	if err := checkText("cancel reason", reason); err != nil {
 		return err
 	}
-	if err := lockParent(ctx, tx, target); err != nil {
-		return fmt.Errorf("durable: Cancel: %w", err)
-	}
-	id, err := lockLive(ctx, tx, target, "Cancel")
+	id, err := lockTarget(ctx, tx, target)
 	if err != nil {
 		return err
 	}
@@ -186,6 +187,70 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 		return fmt.Errorf("durable: Cancel: %w", err)
 	}
 	return nil
+}
+
+// parentToLockSQL returns the parent of instance $1 that its end counts
+// itself off, whose lock Cancel must take before the instance's.
+const parentToLockSQL = `SELECT parent_id FROM durable_instance WHERE id = $1 AND releases_parent`
+
+// lockTarget takes, for Cancel, the row locks of the live instance target
+// addresses and of its parent, the parent's first, and returns the
+// instance's id. By key, the parent is looked up before the instance, and
+// the key may change hands in between: the instance then found may be a
+// child whose parent is not locked, and taking the parent's lock after the
+// child's could deadlock with a transaction that holds the parent and
+// waits for the child (a Cancel of the parent, the end of the child). The
+// look-ups are then undone, their locks with them (a savepoint), and made
+// again.
+func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
+	if target.key == "" {
+		if _, err := lockParent(ctx, tx, target); err != nil {
+			return 0, fmt.Errorf("durable: Cancel: %w", err)
+		}
+		return lockLive(ctx, tx, target, "Cancel")
+	}
+	for range 3 {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("durable: Cancel: %w", err)
+		}
+		id, inOrder, err := lockKeyInOrder(ctx, sp, target)
+		if err != nil || !inOrder {
+			if rerr := sp.Rollback(ctx); rerr != nil && err == nil {
+				err = fmt.Errorf("durable: Cancel: %w", rerr)
+			}
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("durable: Cancel: %w", err)
+		}
+		return id, nil
+	}
+	return 0, fmt.Errorf("durable: Cancel: correlation key %q changed hands three times; try again", target.key)
+}
+
+// lockKeyInOrder is one try of lockTarget by key: it reports whether the
+// parent of the instance it locked, if it has one to lock, was locked
+// before it.
+func lockKeyInOrder(ctx context.Context, tx pgx.Tx, target Target) (id int64, inOrder bool, err error) {
+	parents, err := lockParent(ctx, tx, target)
+	if err != nil {
+		return 0, false, fmt.Errorf("durable: Cancel: %w", err)
+	}
+	if id, err = lockLive(ctx, tx, target, "Cancel"); err != nil {
+		return 0, false, err
+	}
+	var parent int64
+	switch err := tx.QueryRow(ctx, parentToLockSQL, id).Scan(&parent); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return id, true, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("durable: Cancel: %w", err)
+	}
+	return id, slices.Contains(parents, parent), nil
 }
 
 // lockLive takes the row lock of the live instance target addresses and

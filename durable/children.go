@@ -113,11 +113,11 @@ SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || queue) FROM
 // the parent of the instance a target addresses, before the instance's.
 const (
 	lockParentByIDSQL = `
-SELECT 1 FROM durable_instance
+SELECT id FROM durable_instance
 WHERE id IN (SELECT parent_id FROM durable_instance WHERE id = $1 AND releases_parent)
 FOR NO KEY UPDATE`
 	lockParentByKeySQL = `
-SELECT 1 FROM durable_instance
+SELECT id FROM durable_instance
 WHERE id IN (SELECT parent_id FROM durable_instance
              WHERE releases_parent
                AND id IN (SELECT id FROM durable_instance WHERE correlation_guard = $1
@@ -267,14 +267,23 @@ func (c *Client) ChildrenOf(ctx context.Context, parent int64) ([]Child, error) 
 }
 
 // lockParent takes the lock of the parent of the instance target
-// addresses, if it is a child not yet counted.
-func lockParent(ctx context.Context, tx pgx.Tx, target Target) error {
-	var err error
+// addresses, if it is a child not yet counted, and returns the ids of the
+// rows it locked.
+func lockParent(ctx context.Context, tx pgx.Tx, target Target) ([]int64, error) {
+	var (
+		rows pgx.Rows
+		err  error
+	)
 	switch {
 	case target.key != "":
-		_, err = tx.Exec(ctx, lockParentByKeySQL, target.key)
+		rows, err = tx.Query(ctx, lockParentByKeySQL, target.key)
 	case target.id > 0:
-		_, err = tx.Exec(ctx, lockParentByIDSQL, target.id)
+		rows, err = tx.Query(ctx, lockParentByIDSQL, target.id)
+	default:
+		return nil, nil
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }

@@ -1,0 +1,147 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// pausePoint holds the first statement whose SQL is sql, once it has
+// returned, until resume is closed; reached receives its backend's pid.
+type pausePoint struct {
+	sql     string
+	reached chan uint32
+	resume  chan struct{}
+}
+
+func newPausePoint(sql string) *pausePoint {
+	return &pausePoint{sql: sql, reached: make(chan uint32, 1), resume: make(chan struct{})}
+}
+
+// pauseTracer pauses the statements of its points, each once.
+type pauseTracer struct{ points []*pausePoint }
+
+type tracedSQL struct{}
+
+func (tr *pauseTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, tracedSQL{}, data.SQL)
+}
+
+func (tr *pauseTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(tracedSQL{}).(string)
+	for _, p := range tr.points {
+		if sql != p.sql || data.Err != nil {
+			continue
+		}
+		select {
+		case p.reached <- conn.PgConn().PID():
+			<-p.resume
+		default: // paused once already
+		}
+	}
+}
+
+// Cancel by key locks the parent of the instance occupying the key before
+// the instance, as every transaction that locks both does. The key may
+// change hands between the look-up of the parent and the look-up of the
+// instance: a root instance held it, none of whose parent was locked, and
+// a child took it since. Cancel must not then hold the child while it
+// waits for the parent, which a concurrent Cancel of the parent holds
+// while it waits for the child: PostgreSQL would fail one of the two with
+// a deadlock.
+func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
+	t.Parallel()
+	const key = "order:7"
+	ctl := ctlFSM(t)
+	spawn := make(chan struct{})
+	parent := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "parent", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"spawn": func(ctx context.Context, _ *durable.Step[struct{}]) (durable.Outcome, error) {
+				select {
+				case <-spawn:
+				case <-ctx.Done():
+					return durable.Outcome{}, ctx.Err()
+				}
+				return durable.Children("after", durable.InsertParams{
+					Args: ctl.With(ctlState{}), Opts: &durable.InsertOpts{CorrelationKey: key},
+				}), nil
+			},
+			"after": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	b := setup(t, fast(parent, ctl))
+	b.start(t)
+	pid := b.insert(t, parent.With(struct{}{}), nil)
+	b.waitStatus(t, pid, durable.StatusExecuting)
+	old := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: key})
+	b.waitStatus(t, old, durable.StatusAwaitingSignal)
+
+	parentLooked, childLocked := newPausePoint(durable.LockParentByKeySQL), newPausePoint(durable.LockByKeySQL)
+	t.Cleanup(func() {
+		for _, p := range []*pausePoint{parentLooked, childLocked} {
+			select {
+			case <-p.resume:
+			default:
+				close(p.resume)
+			}
+		}
+	})
+	tr := &pauseTracer{points: []*pausePoint{parentLooked, childLocked}}
+	canceller := newClient(t, testPool(t, b.url, func(pc *pgxpool.Config) { pc.ConnConfig.Tracer = tr }), nil, &recorder{})
+	byKey := make(chan error, 1)
+	go func() { byKey <- canceller.Cancel(context.Background(), durable.ByKey(key), "by key") }()
+
+	// Cancel by key has locked the parent of the key's instance: it has
+	// none. The key changes hands: its instance ends, and a child of pid
+	// takes it.
+	<-parentLooked.reached
+	if err := b.client.Cancel(ctxT(t), durable.ByID(old), ""); err != nil {
+		t.Fatal(err)
+	}
+	close(spawn)
+	b.waitStatus(t, pid, durable.StatusAwaitingChildren)
+	var cid int64
+	if err := b.pool.QueryRow(ctxT(t), "SELECT id FROM durable_instance WHERE parent_id = $1", pid).Scan(&cid); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, cid, durable.StatusAwaitingSignal)
+
+	// Cancel by key finds the child; meanwhile the parent is cancelled,
+	// which takes the parent's lock, then waits for the child's.
+	close(parentLooked.resume)
+	var byKeyPID uint32
+	select {
+	case byKeyPID = <-childLocked.reached:
+	case err := <-byKey:
+		t.Fatalf("Cancel by key returned %v before it looked the key up again", err)
+	}
+	byID := make(chan error, 1)
+	go func() { byID <- b.client.Cancel(context.Background(), durable.ByID(pid), "by id") }()
+	waitFor(t, "the parent's Cancel to wait for the child's lock", func() bool {
+		return b.count(t, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", byKeyPID) > 0
+	})
+	close(childLocked.resume)
+
+	errByKey, errByID := <-byKey, <-byID
+	// Either went first: the other then finds the child cancelled (by key:
+	// no live instance occupies the key).
+	if errByKey != nil && !errors.Is(errByKey, durable.ErrNoTarget) {
+		t.Errorf("Cancel by key: %v", errByKey)
+	}
+	if errByID != nil {
+		t.Errorf("Cancel of the parent: %v", errByID)
+	}
+	for _, id := range []int64{pid, cid} {
+		if in := b.get(t, id); in.Status != durable.StatusCancelled {
+			t.Errorf("instance %d is %s, want cancelled", id, in.Status)
+		}
+	}
+}
