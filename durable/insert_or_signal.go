@@ -22,7 +22,11 @@ import (
 // and InsertOrSignal still returns the instance's id.
 //
 // opts.CorrelationKey must be set and opts.CorrelationScope must not be
-// empty (without uniqueness there is no "the" instance to signal). When the
+// empty (without uniqueness there is no "the" instance to signal).
+// Instances inserted with the key and an empty scope carry it only as an
+// address and do not occupy it: InsertOrSignal never signals them, and
+// inserts beside them when no instance occupies the key (Signal by the
+// key is then ambiguous while both are live). When the
 // key is occupied by an ended instance (a scope holding done, failed or
 // cancelled), nothing is stored and the error is a *DuplicateError carrying
 // its id. The errors of Insert and Signal apply otherwise.
@@ -65,6 +69,13 @@ func (c *Client) InsertOrSignalTx(ctx context.Context, tx pgx.Tx, args Args, opt
 	return id, inserted, nil
 }
 
+// lockOccupantSQL takes the row lock of the live instance occupying key
+// $1, if one does. Instances that carry the key only as an address (an
+// empty scope, no guard) do not occupy it.
+const lockOccupantSQL = `
+SELECT id FROM durable_instance WHERE correlation_guard = $1 AND ` + liveSQL + `
+FOR NO KEY UPDATE`
+
 // insertOrSignal runs in tx, which must be READ COMMITTED: each try's
 // statements see the rows committed before they started, so a conflicting
 // insert, which waits for the occupant's transaction to end, is followed by
@@ -96,15 +107,16 @@ func insertOrSignal(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts,
 		return 0, false, "", err
 	}
 	key := opts.CorrelationKey
-	target := ByKey(key)
 	// Each try either signals the occupant, inserts, or sees the key
 	// change hands; three changes in a row are a key too busy to settle.
 	for range 3 {
-		if id, err := lockLive(ctx, tx, target, "InsertOrSignal"); err == nil {
+		var id int64
+		switch err := tx.QueryRow(ctx, lockOccupantSQL, key).Scan(&id); {
+		case err == nil:
 			woke, err := signal(ctx, tx, ByID(id), name, payload, dedupKey, limit)
 			return id, false, woke, err
-		} else if !errors.Is(err, ErrNoTarget) {
-			return 0, false, "", err
+		case !errors.Is(err, pgx.ErrNoRows):
+			return 0, false, "", fmt.Errorf("durable: InsertOrSignal: %w", err)
 		}
 		id, occupant, err := tryInsert(ctx, tx, r)
 		if err != nil {

@@ -109,6 +109,35 @@ func TestInsertOrSignalErrors(t *testing.T) {
 	}
 }
 
+// An instance inserted with an empty scope carries its key only as an
+// address: it does not occupy the key, so InsertOrSignal neither signals
+// it nor lets it stand in for the occupant. With no occupant, it inserts
+// its own instance; with one, it signals that one, the address-only
+// instance notwithstanding.
+func TestInsertOrSignalIgnoresInstancesThatOnlyAddressTheKey(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	ctx := ctxT(t)
+	addr := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "k", CorrelationScope: []durable.Status{}})
+
+	opts := &durable.InsertOpts{CorrelationKey: "k"}
+	id, inserted, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), opts, "go", 1, "")
+	if err != nil || !inserted || id == addr {
+		t.Fatalf("InsertOrSignal beside an address-only instance %d: %d, inserted %v, %v; want a new instance", addr, id, inserted, err)
+	}
+	again, inserted, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), opts, "go", 2, "")
+	if err != nil || inserted || again != id {
+		t.Fatalf("second InsertOrSignal: %d, inserted %v, %v; want the signal to occupant %d", again, inserted, err, id)
+	}
+	if in := b.get(t, addr); len(in.Inbox) != 0 {
+		t.Fatalf("the address-only instance got %v", in.Inbox)
+	}
+	if in := b.get(t, id); len(in.Inbox) != 2 {
+		t.Fatalf("the occupant's inbox %v, want both signals", in.Inbox)
+	}
+}
+
 // InsertOrSignalTx inserts and signals only if the caller's transaction
 // commits; meanwhile a concurrent call with the key waits for it, and then
 // signals the instance it committed or, after a rollback, inserts its own.
