@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgo/idem"
 )
@@ -86,6 +88,12 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 	if b.q == nil {
 		return errNoPool
 	}
+	if !storableText(lease.Token) {
+		// No record holds such a token, so the lease is not current.
+		// Sent, it would be an error of the server, which in
+		// transactional mode aborts the caller's transaction.
+		return staleError(op)
+	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(op, err, nil)
 	}
@@ -113,4 +121,10 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 		}
 	}
 	return staleError(op)
+}
+
+// storableText reports whether PostgreSQL can hold s as text: valid UTF-8
+// without NUL characters.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
