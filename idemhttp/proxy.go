@@ -24,8 +24,13 @@ type ProxyConfig struct {
 	// Middleware configures the Idempotency-Key handling in front of the
 	// upstream. Its Store is required.
 	Middleware Config
-	// Timeout bounds each upstream call, from sending the request to reading
-	// the whole response. Defaults to 60 seconds.
+	// Timeout bounds the upstream's answer to each request: from sending
+	// the request to reading the response header and, for a response the
+	// proxy records, its whole body. What streams through once the header
+	// has come has no time limit, as through a plain reverse proxy: the
+	// body of an unprotected request's response, an event stream, an
+	// upgraded connection (WebSocket), a body larger than
+	// Middleware.MaxCapture. Defaults to 60 seconds.
 	Timeout time.Duration
 	// Transport makes the upstream calls. Defaults to a clone of
 	// http.DefaultTransport that keeps up to 100 idle connections to the
@@ -105,25 +110,40 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 					pr.Out.Header[strings.ToLower(name)] = v
 				}
 			}
+			// The middleware has read a recorded request's body, and
+			// the client has had its 100 Continue: an upstream asked to
+			// send one would only hold up the body the proxy has.
+			if callOf(pr.In.Context()).recording != nil {
+				delete(pr.Out.Header, "Expect")
+			}
 		},
 		Transport:  cfg.Transport,
 		ErrorLog:   cfg.ErrorLog,
 		BufferPool: copyBuffers{},
 		ModifyResponse: func(res *http.Response) error {
-			if c, _ := res.Request.Context().Value(recordingKey{}).(*capture); c != nil {
-				return bufferResponse(res, c)
+			call := callOf(res.Request.Context())
+			if call.recording != nil {
+				if err := bufferResponse(res, call.recording); err != nil {
+					return err
+				}
 			}
+			// The upstream has answered: what is left of the body
+			// streams through without a time limit.
+			call.timer.Stop()
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
+			if cause := context.Cause(r.Context()); errors.Is(cause, errUpstreamTimeout) {
+				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
+			}
 			if cfg.ErrorLog != nil {
 				cfg.ErrorLog.Printf("upstream %s %s: %v", r.Method, r.URL.Path, err)
 			} else {
 				log.Printf("idemhttp: upstream %s %s: %v", r.Method, r.URL.Path, err)
 			}
 			var ne net.Error
-			if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			if errors.Is(err, errUpstreamTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 				writeProblem(w, r, &Problem{Type: ProblemUpstreamTimeout, Title: "Upstream timed out", Status: http.StatusGatewayTimeout,
 					Detail: "The upstream did not answer in time; the request was not recorded."})
 				return
@@ -133,19 +153,44 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		},
 	}
 	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), cfg.Timeout)
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		call := &upstreamCall{cancel: cancel}
 		if c, ok := w.(*capture); ok && c.recording {
-			ctx = context.WithValue(ctx, recordingKey{}, c)
+			call.recording = c
 		}
-		rp.ServeHTTP(w, r.WithContext(ctx))
+		call.timer = time.AfterFunc(cfg.Timeout, call.expire)
+		defer call.timer.Stop()
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call)))
 	})
 	return mw(timed), nil
 }
 
-// recordingKey is the context key of the capture of a response the
-// middleware records, set for the upstream call of a protected request.
-type recordingKey struct{}
+// upstreamCall is the state of one request's call to the upstream, in its
+// context under upstreamCallKey{}.
+type upstreamCall struct {
+	// recording is the capture of a response the middleware records: set
+	// for a protected request.
+	recording *capture
+	// timer cancels the call when the upstream has not answered within
+	// ProxyConfig.Timeout; stopped once it has.
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// expire cancels the call, the upstream having taken too long.
+func (c *upstreamCall) expire() { c.cancel(errUpstreamTimeout) }
+
+// errUpstreamTimeout is the cause of a call cancelled by its timer.
+var errUpstreamTimeout = errors.New("idemhttp: upstream did not answer within ProxyConfig.Timeout")
+
+// callOf returns the upstreamCall in ctx.
+func callOf(ctx context.Context) *upstreamCall {
+	return ctx.Value(upstreamCallKey{}).(*upstreamCall)
+}
+
+// upstreamCallKey is the context key of the upstreamCall.
+type upstreamCallKey struct{}
 
 // bufferResponse reads up to c.max bytes of the upstream body ahead, so that
 // a complete response is written to the client in one go and recorded by c

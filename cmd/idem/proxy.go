@@ -40,7 +40,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed (at least as long as --lease: a record outlives its lease)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
-	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "upstream timeout")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
