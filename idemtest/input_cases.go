@@ -13,7 +13,8 @@ import (
 
 // testEveryCallChecksKey: every call taking a key rejects the zero Key
 // with ErrInvalidKey, and every call taking a lease rejects one without a
-// token with ErrStaleToken, before anything is written.
+// token, or with a token no record can hold, with ErrStaleToken, before
+// anything is written.
 func testEveryCallChecksKey(t *testing.T, b *bundle) {
 	ctx := context.Background()
 	k := b.key(t, "checked")
@@ -37,6 +38,18 @@ func testEveryCallChecksKey(t *testing.T, b *bundle) {
 	for name, call := range leaseCalls(ctx, b.store, k, noToken) {
 		if err := call(); !errors.Is(err, idem.ErrStaleToken) {
 			t.Errorf("%s with a lease without a token: %v, want ErrStaleToken", name, err)
+		}
+	}
+	// A token no record can hold (a NUL, invalid UTF-8) is not current
+	// either; it must not reach a backend that would take it for a bad
+	// payload, or abort the caller's transaction.
+	for what, token := range map[string]string{"a NUL": lease.Token + "\x00", "invalid UTF-8": "\xff" + lease.Token} {
+		bad := lease
+		bad.Token = token
+		for name, call := range leaseCalls(ctx, b.store, k, bad) {
+			if err := call(); !errors.Is(err, idem.ErrStaleToken) {
+				t.Errorf("%s with a token holding %s: %v, want ErrStaleToken", name, what, err)
+			}
 		}
 	}
 	if rec := get(t, b.store, k); rec.Status != idem.StatusInProgress || !sameTime(rec.LeaseExpiresAt, lease.ExpiresAt) {
