@@ -60,17 +60,18 @@ type Outcome string
 
 // Outcomes of Event.
 const (
-	OutcomePassThrough Outcome = "pass_through" // not protected, or no key and none required
-	OutcomeExecuted    Outcome = "executed"     // the handler ran and its response was recorded
-	OutcomeReleased    Outcome = "released"     // the handler ran; its response was not stored
-	OutcomeReplayed    Outcome = "replayed"     // answered from the record
-	OutcomeInProgress  Outcome = "in_progress"  // 409: the original is still running
-	OutcomeMismatch    Outcome = "mismatch"     // 422/400: key reused with another request
-	OutcomeKeyMissing  Outcome = "key_missing"
-	OutcomeKeyInvalid  Outcome = "key_invalid"
-	OutcomeTooLarge    Outcome = "body_too_large"
-	OutcomeStoreError  Outcome = "store_error"    // 503, or passed through with FailOpen
-	OutcomeInternal    Outcome = "internal_error" // 500: Config.KeyScope or Config.Fingerprint failed
+	OutcomePassThrough    Outcome = "pass_through" // not protected, or no key and none required
+	OutcomeExecuted       Outcome = "executed"     // the handler ran and its response was recorded
+	OutcomeReleased       Outcome = "released"     // the handler ran; its response was not stored
+	OutcomeReplayed       Outcome = "replayed"     // answered from the record
+	OutcomeInProgress     Outcome = "in_progress"  // 409: the original is still running
+	OutcomeMismatch       Outcome = "mismatch"     // 422/400: key reused with another request
+	OutcomeKeyMissing     Outcome = "key_missing"
+	OutcomeKeyInvalid     Outcome = "key_invalid"
+	OutcomeTooLarge       Outcome = "body_too_large"
+	OutcomeBodyUnreadable Outcome = "body_unreadable" // 400: the request body could not be read (client gone, bad chunk)
+	OutcomeStoreError     Outcome = "store_error"     // 503, or passed through with FailOpen
+	OutcomeInternal       Outcome = "internal_error"  // 500: Config.KeyScope or Config.Fingerprint failed
 )
 
 // Config configures the middleware. Only Store is required.

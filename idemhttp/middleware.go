@@ -181,7 +181,7 @@ func (x *exchange) readBody() ([]byte, bool) {
 				x.tooLarge()
 				return nil, false
 			}
-			x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemInternal, Title: "Request body unreadable", Status: http.StatusBadRequest, Detail: "The request body could not be read."})
+			x.fail(OutcomeBodyUnreadable, &Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest, Detail: "The request body could not be read."})
 			return nil, false
 		}
 		if int64(len(b)) > max {

@@ -903,3 +903,28 @@ func TestDeclaredContentLengthMismatchNotRecorded(t *testing.T) {
 		})
 	}
 }
+
+// errReader fails every read, as a body does whose client went away
+// mid-upload or sent a malformed chunk.
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// A body that cannot be read is the client's fault, told apart from a
+// key error and from the server's own failures: 400 body-unreadable,
+// outcome body_unreadable, nothing run or recorded.
+func TestUnreadableBodyIs400(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	for range 2 {
+		r := httptest.NewRequest("POST", "/x", io.NopCloser(errReader{}))
+		r.ContentLength = -1
+		r.Header.Set("Idempotency-Key", "unreadable")
+		w := httptest.NewRecorder()
+		b.h.ServeHTTP(w, r)
+		wantProblem(t, w, http.StatusBadRequest, idemhttp.ProblemBodyUnreadable)
+		if e := <-b.events; e.Outcome != idemhttp.OutcomeBodyUnreadable || e.Status != http.StatusBadRequest {
+			t.Errorf("event: outcome %s, status %d; want body_unreadable, 400", e.Outcome, e.Status)
+		}
+	}
+	wantRuns(t, b, 0)
+}

@@ -16,6 +16,7 @@ const (
 	ProblemInProgress       = "urn:idem:problem:request-in-progress"
 	ProblemStoreUnavailable = "urn:idem:problem:store-unavailable"
 	ProblemBodyTooLarge     = "urn:idem:problem:body-too-large"
+	ProblemBodyUnreadable   = "urn:idem:problem:body-unreadable"
 	ProblemUpstream         = "urn:idem:problem:upstream-unavailable"
 	ProblemUpstreamTimeout  = "urn:idem:problem:upstream-timeout"
 	ProblemInternal         = "urn:idem:problem:internal"
