@@ -78,7 +78,9 @@ type Config struct {
 	// looked up in protoregistry.GlobalFiles and GlobalTypes, and failing
 	// that the type recorded with the response in GlobalTypes. Set it for
 	// services whose descriptors and response types are not registered
-	// there.
+	// there. A message of another type than the one recorded is not
+	// decoded into: the retry gets codes.Internal (IDEMPOTENCY_INTERNAL),
+	// as after a deploy that changed the method's response type.
 	NewResponse func(fullMethod string) proto.Message
 	// MaxCapture is the largest response recorded, in bytes of its wire
 	// form; larger responses are delivered but not recorded (the key is

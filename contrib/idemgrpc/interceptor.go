@@ -213,6 +213,12 @@ func (x *call) replay(b []byte) (any, error) {
 		x.ev.Err = errors.New("idemgrpc: no response type for " + x.method + " (recorded " + rec.Type + "); set Config.NewResponse")
 		return x.fail(OutcomeReplayed, errInternal("recorded response cannot be rebuilt"))
 	}
+	if got := resp.ProtoReflect().Descriptor().FullName(); string(got) != rec.Type {
+		// Protobuf would decode the bytes into another message without
+		// complaint: the retry would get a response never sent.
+		x.ev.Err = errors.New("idemgrpc: recorded response of " + x.method + " is a " + rec.Type + ", not the " + string(got) + " it would be replayed as")
+		return x.fail(OutcomeReplayed, errInternal("recorded response is of another type"))
+	}
 	if err := proto.Unmarshal(rec.Body, resp); err != nil {
 		x.ev.Err = err
 		return x.fail(OutcomeReplayed, errInternal("recorded response does not decode"))

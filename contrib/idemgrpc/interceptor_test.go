@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,6 +518,25 @@ func TestReplayTypeResolution(t *testing.T) {
 			t.Errorf("NewResponse asked for %v", asked)
 		}
 	})
+}
+
+// A recorded response is not decoded into a message of another type (the
+// method's response type changed in a deploy, or Config.NewResponse
+// answers another): protobuf would decode the bytes into it without
+// complaint, and the retry would get a message that was never sent.
+func TestReplayOfAnotherTypeIsInternal(t *testing.T) {
+	var changed atomic.Bool
+	b := setup(t, idemgrpc.Config{NewResponse: func(string) proto.Message {
+		if changed.Load() {
+			return new(wrapperspb.Int64Value)
+		}
+		return nil
+	}})
+	wantOK(t, b.call(echoMethod, wrapperspb.String("hi"), key("typed")...))
+	changed.Store(true)
+	r := b.call(echoMethod, wrapperspb.String("hi"), key("typed")...)
+	wantError(t, r, codes.Internal, idemgrpc.ReasonInternal)
+	wantRuns(t, b, 1)
 }
 
 func TestEvents(t *testing.T) {
