@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,63 @@ func TestLedgerClaimedWithoutClaim(t *testing.T) {
 	o, err := c.Handle(context.Background(), msg{ID: "m"})
 	if o != consumer.Failed || err == nil || ran {
 		t.Errorf("Handle = %s, %v, handler ran %v; want Failed with an error, handler not run", o, err, ran)
+	}
+}
+
+// TestStoreLedgerInvalidNamespace: a StoreLedger whose namespace is not a
+// valid idem.Namespace (the zero one, upper case) is refused by New with a
+// *ConfigError naming the ledger, and its Claim returns it, instead of New
+// accepting it and every message failing with an error that blames the
+// message's key.
+func TestStoreLedgerInvalidNamespace(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for _, ns := range []idem.Namespace{"", "Orders"} {
+		l := consumer.StoreLedger(s, ns, nil)
+		_, err := consumer.New(consumer.Config[msg]{
+			Ledger: l,
+			Key:    func(m msg) (string, error) { return m.ID, nil },
+			Handle: func(context.Context, msg) error { return nil },
+		})
+		var ce *consumer.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Config.Ledger" || !strings.Contains(ce.Problem, "invalid namespace") {
+			t.Errorf("namespace %q: New = %v; want a *ConfigError on Config.Ledger saying the namespace is invalid", ns, err)
+		}
+		claim, _, err := l.Claim(context.Background(), "m")
+		if claim != nil || !errors.As(err, &ce) {
+			t.Errorf("namespace %q: Claim = %v, %v; want the *ConfigError", ns, claim, err)
+		}
+	}
+}
+
+// TestEmptyKeyFails: a message whose Key is empty (an event without an id)
+// fails without running the handler on every ledger, with an error
+// satisfying idem.ErrInvalidKey. On a tracker the empty key was claimed and
+// completed like any other, so every later message without an id was
+// acknowledged as a Duplicate of the first and never handled.
+func TestEmptyKeyFails(t *testing.T) {
+	for name, mk := range ledgers(t) {
+		if name == "postgres" {
+			continue // the same StoreLedger as "store"
+		}
+		t.Run(name, func(t *testing.T) {
+			runs := 0
+			c, err := consumer.New(consumer.Config[msg]{
+				Ledger: mk(),
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error { runs++; return nil },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				o, err := c.Handle(context.Background(), msg{ID: ""})
+				if o != consumer.Failed || o.Ack() || !errors.Is(err, idem.ErrInvalidKey) {
+					t.Errorf("delivery %d: Handle = %s, %v; want Failed with idem.ErrInvalidKey", i+1, o, err)
+				}
+			}
+			if runs != 0 {
+				t.Errorf("handler ran %d times for messages without a key", runs)
+			}
+		})
 	}
 }

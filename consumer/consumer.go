@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgo/idem"
 )
 
 // Outcome is what Handle did with a message.
@@ -40,13 +42,19 @@ func (o Outcome) Ack() bool { return o == Handled || o == Duplicate }
 // ErrInProgress is the error Handle returns with InProgress.
 var ErrInProgress = errors.New("consumer: a delivery with this key is being handled")
 
+// errEmptyKey is what Handle returns for a message whose Key is empty.
+var errEmptyKey = fmt.Errorf("consumer: message key: %w",
+	&idem.KeyError{Kind: idem.ErrKeyEmpty, Detail: "the message's key is empty (Config.Key returned \"\")"})
+
 // Config configures a Consumer of messages of type M.
 type Config[M any] struct {
 	// Ledger records which keys are claimed and done. Required.
 	Ledger Ledger
 	// Key returns the de-duplication key of a message (an event id, a
-	// producer's idempotency key). An error fails the message without
-	// running the handler. Required.
+	// producer's idempotency key). An error, or an empty key, fails the
+	// message without running the handler (an empty key with an error
+	// satisfying errors.Is(err, idem.ErrInvalidKey)): messages without an
+	// id are never taken for duplicates of one another. Required.
 	Key func(M) (string, error)
 	// Handle is the message handler. Required. With a StoreLedger, its ctx
 	// is also cancelled, with cause idem.ErrLeaseLost (see
@@ -140,6 +148,11 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 	key, err := c.cfg.Key(msg)
 	if err != nil {
 		return Failed, fmt.Errorf("consumer: message key: %w", err)
+	}
+	if key == "" {
+		// Never claimed: on a ledger that took "" as a key, every message
+		// without one would be a Duplicate of the first.
+		return Failed, errEmptyKey
 	}
 	claim, state, err := c.cfg.Ledger.Claim(ctx, key)
 	if err != nil {

@@ -28,8 +28,9 @@ type StoreLedgerOpts struct {
 // key must be a valid idem key value (1–255 bytes of UTF-8 without control
 // characters); use an idem.Minter to derive one from a longer natural key.
 //
-// A nil s, or a negative Retention or Lease, makes a ledger that New
-// refuses with a *ConfigError, and whose Claim returns that error.
+// A nil s, an invalid ns (see idem.Namespace), or a negative Retention or
+// Lease, makes a ledger that New refuses with a *ConfigError, and whose Claim
+// returns that error.
 func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger {
 	l := &storeLedger{s: s, ns: ns, fp: idem.FingerprintBytes([]byte("idem/consumer/v1"))}
 	if opts != nil {
@@ -38,6 +39,8 @@ func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger 
 	switch {
 	case s == nil:
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger without a store (a nil idem.Store)")
+	case ns.Validate() != nil:
+		l.err = configErrorf("Config.Ledger", "is a StoreLedger with an invalid namespace: %v", ns.Validate())
 	case opts == nil:
 	case opts.Retention < 0:
 		l.err = configErrorf("StoreLedgerOpts.Retention", "must not be negative, got %v", opts.Retention)
