@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -76,7 +77,8 @@ const (
 
 // Config configures the middleware. Only Store is required.
 type Config struct {
-	// Store keeps the records. Required.
+	// Store keeps the records. Required: New refuses a nil one, and a nil
+	// pointer of a store type, such as a constructor returns with an error.
 	Store idem.Store
 	// Namespace of the records. Defaults to DefaultNamespace ("http").
 	Namespace idem.Namespace
@@ -144,6 +146,11 @@ type Config struct {
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("idemhttp: Config.Store is required")
+	}
+	if v := reflect.ValueOf(c.Store); v.Kind() == reflect.Pointer && v.IsNil() {
+		// A store constructor's result kept although it failed: every
+		// request would panic in the store.
+		return fmt.Errorf("idemhttp: Config.Store is a nil %T (was its constructor's error ignored?)", c.Store)
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
