@@ -6,12 +6,13 @@
 //	if err != nil { … }
 //	client, err := durable.NewClient(pool, &durable.Config{…, Hooks: hooks})
 //
-// Every event becomes a measurement: step durations in a histogram with the
-// FSM, step, outcome kind and commit fate as attributes; claims, drains,
-// reaped leases and collected rows in counters; a queue's load at each poll
-// in gauges. Hooks documents each instrument. The hooks only record: export
-// is the MeterProvider's business (a periodic reader, a Prometheus
-// exporter), off the engine's goroutines.
+// Each event of steps, picks, drains, the reaper and the collector becomes
+// a measurement: step durations in a histogram with the FSM, step, outcome
+// kind and commit fate as attributes; claims, drains, reaped leases and
+// collected rows in counters; a queue's load at each poll in gauges. Hooks
+// documents each instrument. The hooks only record: export is the
+// MeterProvider's business (a periodic reader, a Prometheus exporter), off
+// the engine's goroutines.
 //
 // This package is a module of its own, so that OpenTelemetry is a
 // dependency only of programs that use it.

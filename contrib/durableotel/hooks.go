@@ -20,10 +20,14 @@ const (
 	FSMKey = attribute.Key("durable.fsm")
 	// StepKey is the step that ran (StepStopEvent.Step).
 	StepKey = attribute.Key("durable.step")
-	// OutcomeKey is the outcome's kind: next, retry, await, done or stop.
+	// OutcomeKey is the outcome's kind (durable.OutcomeKind): next, retry,
+	// await, children, done, stop or cancel; empty for a step handed back.
 	OutcomeKey = attribute.Key("durable.outcome")
 	// CommitKey is the fate of the outcome: "committed", "fenced" (the
-	// lease was lost, nothing changed) or "error" (the commit failed).
+	// lease was lost, nothing changed), "error" (the commit failed) or
+	// "handed_back" (the engine's hard stop, or the lapse of the lease,
+	// cancelled the step, which failed: nothing was committed and the row
+	// is runnable again, its attempt unchanged).
 	CommitKey = attribute.Key("durable.commit")
 	// ErrorKey is true when the step returned an error or panicked and the
 	// outcome came from the error handling.
@@ -37,14 +41,16 @@ const (
 	Committed   = "committed"
 	Fenced      = "fenced"
 	CommitError = "error"
+	HandedBack  = "handed_back"
 )
 
 // stepDurationBuckets are the bucket boundaries, in seconds, of
 // durable.step.duration: steps are short, from a millisecond to seconds.
 var stepDurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Hooks returns durable.Hooks that record every event of the engine on
-// instruments of a meter named ScopeName from mp:
+// Hooks returns durable.Hooks that record the engine's step, pick,
+// saturation, drain, reaper and GC events on instruments of a meter named
+// ScopeName from mp:
 //
 //	durable.step.duration     histogram, s: every finished step, from the call
 //	                          of the step to its return; attributes FSMKey,
@@ -70,6 +76,10 @@ var stepDurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.0
 // The engine ID (PickStopEvent.Worker) and instance ids are not attributes:
 // their cardinality is unbounded. Put the engine's identity in the
 // MeterProvider's resource instead.
+//
+// The hooks of concurrency keys and rate limits (ConcurrencyContended,
+// RateLimitThrottled, RateLimitUnknown) are left nil: their keys are
+// unbounded too. Set them on the returned Hooks to watch those.
 //
 // The hooks are safe for concurrent use and never block on export: they
 // only record into mp's instruments. The error is that of creating an
@@ -126,6 +136,8 @@ func Hooks(mp metric.MeterProvider) (durable.Hooks, error) {
 				commit = CommitError
 			case e.Fenced:
 				commit = Fenced
+			case e.HandedBack:
+				commit = HandedBack
 			}
 			stepDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(
 				FSMKey.String(e.FSM), StepKey.String(e.Step), OutcomeKey.String(string(e.Kind)),

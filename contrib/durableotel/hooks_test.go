@@ -75,6 +75,7 @@ func TestStepStop(t *testing.T) {
 	h.StepStop(durable.StepStopEvent{ID: 3, FSM: "order", Step: "charge", Attempt: 2, Kind: durable.KindRetry, Duration: 3 * time.Second, Err: errors.New("boom")})
 	h.StepStop(durable.StepStopEvent{ID: 4, FSM: "order", Step: "ship", Attempt: 1, Kind: durable.KindDone, Duration: time.Millisecond, Fenced: true})
 	h.StepStop(durable.StepStopEvent{ID: 5, FSM: "order", Step: "ship", Attempt: 1, Kind: durable.KindDone, Duration: time.Millisecond, CommitErr: errors.New("conn reset")})
+	h.StepStop(durable.StepStopEvent{ID: 6, FSM: "order", Step: "ship", Attempt: 1, Duration: 2 * time.Millisecond, Err: context.Canceled, HandedBack: true})
 	got := collect(t, r)
 
 	m := got["durable.step.duration"]
@@ -97,6 +98,7 @@ func TestStepStop(t *testing.T) {
 		attrs("charge", durable.KindRetry, durableotel.Committed, true): {1, 3},
 		attrs("ship", durable.KindDone, durableotel.Fenced, false):      {1, 0.001},
 		attrs("ship", durable.KindDone, durableotel.CommitError, false): {1, 0.001},
+		attrs("ship", "", durableotel.HandedBack, true):                 {1, 0.002},
 	}
 	if len(hist.DataPoints) != len(want) {
 		t.Errorf("%d histogram points, want %d", len(hist.DataPoints), len(want))
