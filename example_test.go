@@ -13,7 +13,8 @@ import (
 
 // Mint deterministic keys for calls to a downstream API: the same natural key
 // gives the same idempotency key in every process, so a retry after a crash
-// is still recognised downstream.
+// is still recognised downstream. Send Value() as the Idempotency-Key header
+// (idem.HeaderName): it is 67 printable ASCII characters, a valid raw token.
 func ExampleMinter() {
 	minter, err := idem.NewMinter(idem.MustNamespace("email-job"))
 	if err != nil {
@@ -146,6 +147,26 @@ func ExamplePermanent() {
 	// true true
 	// replayed: card.declined card declined
 	// runs: 1
+}
+
+// Branch on a permanent failure's class the same way whether Do returns it
+// first-hand (the error fn returned) or replays it (a *StoredError).
+func ExampleErrorOf() {
+	ctx := context.Background()
+	store, _ := memstore.New(memstore.Config{})
+	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1005")
+	req := chargeRequest{Customer: "cus_5", Amount: 100}
+	doCharge := func(ctx context.Context) (charge, error) {
+		return charge{}, idem.Permanent("card.declined", errors.New("card declined"))
+	}
+	for range 2 {
+		_, err := idem.Do(ctx, store, key, req, doCharge, nil)
+		var stored *idem.StoredError
+		fmt.Println(idem.ErrorOf(err).Class, idem.IsPermanent(err), errors.As(err, &stored))
+	}
+	// Output:
+	// card.declined true false
+	// card.declined true true
 }
 
 // Do answers a call it cannot run with a typed error: the key in flight

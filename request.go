@@ -7,7 +7,10 @@ import (
 )
 
 // NewRequest builds the Request for a JSON payload: its fingerprint is
-// FingerprintJSON(payload) and the payload is recorded as is.
+// FingerprintJSON(payload) and the payload is recorded as is. The payload
+// must be a JSON document: nil or empty is not one, and gives the
+// CanonicalJSON error (ErrJSONSyntax); for an operation with nothing to
+// record, pass NullPayload.
 func NewRequest(payload []byte) (Request, error) {
 	fp, err := FingerprintJSON(payload, nil)
 	if err != nil {

@@ -96,7 +96,13 @@ func classOf(err error) string {
 
 // Permanent marks err as a permanent failure with the class tag class: Do
 // records it with FailPermanent (so retries replay it) instead of releasing
-// the key. errors.Is and errors.As see through to err.
+// the key. errors.Is and errors.As see through to err. Permanent(class, nil)
+// is nil. With an empty class, the class is found as ErrorOf finds it (a
+// Classifier in err's chain, else err's Go type).
+//
+// Do returns the marked error itself the first time and a *StoredError to
+// every retry (err's own type is not kept): ErrorOf(err).Class and
+// IsPermanent(err) read both the same way.
 func Permanent(class string, err error) error {
 	if err == nil {
 		return nil

@@ -41,6 +41,14 @@ type TypedOpts struct {
 // Request; a Res that does not encode fails Commit (nothing is sent to the
 // store). The encoder's error stays visible to errors.Is and errors.As.
 //
+// A Typed does not settle or extend what Begin reserves: after Fresh, the
+// caller must call exactly one of Commit, FailPermanent or FailTransient
+// (a reservation left unsettled answers InFlight until its lease lapses),
+// and work that may outlast the lease (BeginOpts.Lease, else the store's,
+// 30 seconds by default) must extend it with KeepAlive, or another Begin
+// takes the key over and the late Commit fails with ErrStaleToken. Do does
+// both.
+//
 // Build a Typed with NewTyped. A Typed without a Store (NewTyped(nil, …),
 // the zero Typed or a nil *Typed) fails every call with ErrInvalidArgument
 // instead of panicking.
