@@ -61,7 +61,11 @@ func (e *DuplicateError) Error() string {
 // Is reports whether target is ErrDuplicate.
 func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
-// PanicError is the error handed to the error handling when a step panics.
+// PanicError is the error handed to the error handling when a step panics,
+// or when a JSON method (MarshalJSON, UnmarshalJSON) of a value the engine
+// encodes or decodes for the step panics: its state, its Done result, the
+// state of a child it inserts. Insert and its relatives return one, wrapped,
+// for a state whose MarshalJSON panics.
 type PanicError struct {
 	Value any    // what the step panicked with
 	Stack []byte // the goroutine's stack at the panic

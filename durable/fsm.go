@@ -58,7 +58,8 @@ type FSMConfig[S any] struct {
 	MaxAttempts int
 
 	// Backoff gives the delay after a failed attempt under the default
-	// error handling. Defaults to DefaultBackoff.
+	// error handling; if it panics, DefaultBackoff's delay is used.
+	// Defaults to DefaultBackoff.
 	Backoff func(attempt int) time.Duration
 
 	// StepTimeout bounds each run of a step. When it passes, the step's

@@ -3,7 +3,6 @@ package durable
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -202,7 +201,7 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		return nil, err
 	}
 	r.scope = scope
-	r.state, err = json.Marshal(args.state)
+	r.state, err = marshalJSON(args.state)
 	if err != nil {
 		return nil, fmt.Errorf("durable: encode state of FSM %q: %w", m.name, err)
 	}

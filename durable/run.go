@@ -44,7 +44,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 		undecoded bool
 		start     = time.Now()
 	)
-	if derr := json.Unmarshal(c.state, &step.State); derr != nil {
+	if derr := unmarshalJSON(c.state, &step.State); derr != nil {
 		err = fmt.Errorf("durable: state of instance %d does not decode as %T: %w", c.id, step.State, derr)
 		undecoded = true
 	} else if fn, ok := f.cfg.Steps[c.step]; !ok {
@@ -69,7 +69,7 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 	// The step failed: its changes are discarded and the error handling
 	// decides.
 	var fresh S
-	_ = json.Unmarshal(c.state, &fresh)
+	_ = unmarshalJSON(c.state, &fresh)
 	step.State = fresh
 	out = f.handle(ctx, step, c.state, err, limit)
 	r := f.encode(c, step, withError(out, err, duration))
@@ -133,19 +133,54 @@ func (f *FSM[S]) handle(ctx context.Context, step *Step[S], raw []byte, stepErr 
 			return out
 		}
 		var fresh S // the handler's changes are discarded too
-		_ = json.Unmarshal(raw, &fresh)
+		_ = unmarshalJSON(raw, &fresh)
 		step.State = fresh
 	}
 	return defaultHandling(step.Attempt, f.cfg.MaxAttempts, f.cfg.Backoff, stepErr)
 }
 
 // defaultHandling retries with backoff below maxAttempts, then stops with
-// the error's text.
+// the error's text. A backoff that panics gives DefaultBackoff's delay.
 func defaultHandling(attempt, maxAttempts int, backoff func(int) time.Duration, err error) Outcome {
 	if attempt < maxAttempts {
-		return Retry(max(backoff(attempt), 0))
+		return Retry(max(safeBackoff(backoff, attempt), 0))
 	}
 	return Stop(err.Error())
+}
+
+// safeBackoff is backoff(attempt), or DefaultBackoff(attempt) if backoff
+// panics: an FSM's function must not take down the worker that runs it.
+func safeBackoff(backoff func(int) time.Duration, attempt int) (d time.Duration) {
+	defer func() {
+		if recover() != nil {
+			d = DefaultBackoff(attempt)
+		}
+	}()
+	return backoff(attempt)
+}
+
+// marshalJSON and unmarshalJSON are json.Marshal and json.Unmarshal, with a
+// panic of a MarshalJSON or UnmarshalJSON method (encoding/json lets those
+// through) returned as a *PanicError: the engine encodes and decodes the
+// step's values on the worker that runs the step, and such a panic must
+// fail the step, not the process (and, the row being reaped and run again,
+// the process of every engine that picks it in turn).
+func marshalJSON(v any) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return json.Marshal(v)
+}
+
+func unmarshalJSON(data []byte, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return json.Unmarshal(data, v)
 }
 
 // encode encodes the state and result to commit; when either cannot be
@@ -154,7 +189,7 @@ func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
 	if (r.outcome.kind == KindStop || r.outcome.kind == KindCancel) && r.errText == "" {
 		r.errText = r.outcome.reason
 	}
-	state, err := json.Marshal(step.State)
+	state, err := marshalJSON(step.State)
 	if err != nil {
 		r.outcome, r.state = Stop(fmt.Sprintf("durable: state does not encode: %v", err)), c.state
 		r.errText = r.outcome.reason
@@ -162,7 +197,7 @@ func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
 	}
 	r.state = state
 	if r.outcome.kind == KindDone {
-		if r.result, err = json.Marshal(r.outcome.result); err != nil {
+		if r.result, err = marshalJSON(r.outcome.result); err != nil {
 			r.outcome = Stop(fmt.Sprintf("durable: result does not encode: %v", err))
 			r.errText, r.result = r.outcome.reason, nil
 		}

@@ -1,0 +1,115 @@
+package durable_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// touchy is a state whose JSON methods panic when Boom names them: "encode"
+// (MarshalJSON) or "decode" (UnmarshalJSON).
+type touchy struct {
+	Boom string `json:"boom,omitempty"`
+}
+
+func (s touchy) MarshalJSON() ([]byte, error) {
+	if s.Boom == "encode" {
+		panic("touchy: encode")
+	}
+	type plain touchy
+	return json.Marshal(plain(s))
+}
+
+func (s *touchy) UnmarshalJSON(b []byte) error {
+	type plain touchy
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.Boom == "decode" {
+		panic("touchy: decode")
+	}
+	*s = touchy(p)
+	return nil
+}
+
+// TestPanicsOfTheStatesJSONMethodsAreStepFailures checks that a panic in
+// the JSON methods of a step's values (its state, its Done result, the
+// state of a child) or in the FSM's Backoff fails the step, as a panic of
+// the step does, instead of taking down the engine's process (and, the row
+// being reaped and run again, every engine's in turn).
+func TestPanicsOfTheStatesJSONMethodsAreStepFailures(t *testing.T) {
+	t.Parallel()
+	var fsm *durable.FSM[touchy]
+	fsm = mustFSM(t, durable.FSMConfig[touchy]{
+		Name: "touchy", Initial: "ok", MaxAttempts: 1,
+		Steps: map[string]durable.StepFunc[touchy]{
+			"ok": func(context.Context, *durable.Step[touchy]) (durable.Outcome, error) {
+				return durable.Done(nil), nil
+			},
+			"state": func(_ context.Context, s *durable.Step[touchy]) (durable.Outcome, error) {
+				s.State.Boom = "encode"
+				return durable.Next("ok"), nil
+			},
+			"result": func(context.Context, *durable.Step[touchy]) (durable.Outcome, error) {
+				return durable.Done(touchy{Boom: "encode"}), nil
+			},
+			"child": func(context.Context, *durable.Step[touchy]) (durable.Outcome, error) {
+				return durable.Children("ok", durable.InsertParams{Args: fsm.With(touchy{Boom: "encode"})}), nil
+			},
+		},
+	})
+	var calls int
+	flaky := mustFSM(t, durable.FSMConfig[string]{
+		Name: "flaky", Initial: "once", MaxAttempts: 3,
+		Backoff: func(int) time.Duration { panic("backoff") },
+		Steps: map[string]durable.StepFunc[string]{
+			"once": func(context.Context, *durable.Step[string]) (durable.Outcome, error) {
+				if calls++; calls == 1 {
+					return durable.Outcome{}, errors.New("first attempt fails")
+				}
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	cfg := fast(fsm, flaky)
+	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 1}} // calls is unguarded
+	b := setup(t, cfg)
+	b.start(t)
+
+	for _, tc := range []struct {
+		step, state, reason string
+	}{
+		{"ok", "decode", "does not decode"},
+		{"state", "", "state does not encode"},
+		{"result", "", "result does not encode"},
+		{"child", "", "Children[0]"},
+	} {
+		id := b.insert(t, fsm.With(touchy{Boom: tc.state}), &durable.InsertOpts{Step: tc.step})
+		in := b.waitStatus(t, id, durable.StatusFailed)
+		if !strings.Contains(in.Error, tc.reason) || !strings.Contains(in.Error, "panicked") {
+			t.Errorf("step %s: error %q, want it to say %q and that a method panicked", tc.step, in.Error, tc.reason)
+		}
+		if in.Step != tc.step {
+			t.Errorf("step %s: failed at step %q", tc.step, in.Step)
+		}
+		want := `{}`
+		if tc.state != "" {
+			want = `{"boom": "` + tc.state + `"}`
+		}
+		if string(in.State) != want {
+			t.Errorf("step %s: state %s, want it unchanged: %s", tc.step, in.State, want)
+		}
+	}
+
+	id := b.insert(t, flaky.With(""), nil)
+	in := b.waitStatus(t, id, durable.StatusDone)
+	if in.Attempt != 2 {
+		t.Errorf("flaky: done at attempt %d, want 2 (retried after its Backoff panicked)", in.Attempt)
+	}
+}
