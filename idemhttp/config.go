@@ -89,7 +89,14 @@ type Config struct {
 	// Defaults to false: such requests pass through and nothing is recorded.
 	RequireKey bool
 	// KeyScope returns the scope of a request's key, so that callers cannot
-	// see or probe each other's records. Defaults to ScopeByAuthorization.
+	// see or probe each other's records. Defaults to ScopeByAuthorization,
+	// which scopes by the credential sent in the Authorization header:
+	// an API that authenticates otherwise (a session cookie, an API-key
+	// header, a client certificate) must set KeyScope to the caller's
+	// identity, or all its callers share one scope; and so should one
+	// whose clients' tokens change between a request and its retry (a
+	// refreshed OAuth access token), which would otherwise run the retry
+	// again.
 	// A scope idem.Key.WithScope rejects (over idem.MaxScopeLen bytes,
 	// control characters, invalid UTF-8) answers 500 (OutcomeInternal).
 	KeyScope func(*http.Request) string

@@ -22,6 +22,11 @@
 //     allowlisted headers and the body, plus "Idempotent-Replayed: true";
 //   - the store unreachable: 503 (or pass-through with Config.FailOpen).
 //
+// A caller's scope is what Config.KeyScope returns: by default a hash of
+// the Authorization header (ScopeByAuthorization). An API that
+// authenticates callers otherwise, by cookie or API-key header, sets its own
+// (see ExampleConfig_keyScope), or all its callers share one scope.
+//
 // Errors are RFC 9457 application/problem+json documents with a stable type
 // URI per condition (see the Problem… constants) and Cache-Control: no-store.
 //

@@ -13,6 +13,13 @@ import (
 // scoped by all of them, joined by newlines (which no header value holds),
 // whichever of them the API reads. Two callers using the same key never
 // see each other's records, and the credential itself is never stored.
+//
+// The scope is the credential, not the caller behind it: a retry sent
+// with another token (refreshed since the first attempt) is in another
+// scope and runs again, and requests authenticated by anything but the
+// Authorization header (cookies, an API-key header) share the empty scope.
+// Such APIs set Config.KeyScope to a function returning the authenticated
+// caller's id.
 func ScopeByAuthorization(r *http.Request) string {
 	lines := r.Header["Authorization"]
 	var sum [sha256.Size]byte
