@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
+	"github.com/idemgo/idem/store/memstore"
 	"github.com/idemgo/idem/tracker"
 )
 
@@ -48,4 +51,38 @@ func Example() {
 	// duplicate ack=true  err=<nil>
 	// duplicate ack=true  err=<nil>
 	// balance: 100
+}
+
+// Consumers in several processes share one idem.Store (Postgres, Redis,
+// SQLite; memory here): a message redelivered to another process is a
+// Duplicate there.
+func ExampleStoreLedger() {
+	store, _ := memstore.New(memstore.Config{}) // every process: the same database
+	ns := idem.MustNamespace("payments")
+	applied := 0
+	newConsumer := func() *consumer.Consumer[event] {
+		c, err := consumer.New(consumer.Config[event]{
+			Ledger: consumer.StoreLedger(store, ns, &consumer.StoreLedgerOpts{Retention: 7 * 24 * time.Hour}),
+			Key:    func(e event) (string, error) { return e.ID, nil },
+			Handle: func(ctx context.Context, e event) error { applied += e.Amount; return nil },
+		})
+		if err != nil {
+			panic(err)
+		}
+		return c
+	}
+	processA, processB := newConsumer(), newConsumer()
+
+	outcome, err := processA.Handle(context.Background(), event{ID: "evt-7", Amount: 100})
+	fmt.Println("A:", outcome, err)
+	outcome, err = processB.Handle(context.Background(), event{ID: "evt-7", Amount: 100}) // redelivered to B
+	fmt.Println("B:", outcome, err)
+	outcome, err = processB.Handle(context.Background(), event{ID: ""}) // a message without an id
+	fmt.Println("B:", outcome, errors.Is(err, idem.ErrInvalidKey))
+	fmt.Println("applied:", applied)
+	// Output:
+	// A: handled <nil>
+	// B: duplicate <nil>
+	// B: failed true
+	// applied: 100
 }
