@@ -78,3 +78,27 @@ func ExampleWindow_zero() {
 	fmt.Println(w.CheckAndRecord(k), w.CheckAndRecord(k), w.Cap())
 	// Output: true false 100000
 }
+
+// A receiver that restarts keeps its sessions' high-water marks elsewhere
+// (a database, a checkpoint) and restores them with Advance before taking
+// deliveries, so that the sender's replay of what was already applied is
+// dropped. The package keeps no list of sessions: the receiver records the
+// marks of the sessions it knows, with HighWater.
+func ExampleSeqTracker_Advance() {
+	session := [16]byte{7}
+	before := dedup.NewFilter(1000)
+	for seq := uint64(1); seq <= 3; seq++ {
+		before.Accept(session, seq, []byte("op"))
+	}
+	mark, _ := before.SeqTracker().HighWater(session) // saved at a checkpoint
+
+	after := dedup.NewFilter(1000) // the restarted receiver
+	after.SeqTracker().Advance(session, mark)
+	for seq := uint64(2); seq <= 4; seq++ { // the sender replays from 2
+		fmt.Println(seq, after.Accept(session, seq, []byte("op")))
+	}
+	// Output:
+	// 2 false
+	// 3 false
+	// 4 true
+}
