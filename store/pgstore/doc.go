@@ -41,6 +41,11 @@
 // run at every start of every process, and later versions of the schema
 // come as further idempotent migrations. There is no version table.
 //
+// Check the errors of New and Migrate: a Store comes only from New (the zero
+// Store, and the nil *Store New returns with an error, panic when used), and
+// until the schema exists every call fails with idem.ErrUnavailable
+// (relation "idempotency_record" does not exist).
+//
 // # Lease mode
 //
 // New(pool, cfg) returns a Store whose methods each run one autocommitted

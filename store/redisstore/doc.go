@@ -8,6 +8,9 @@
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	store, err := redisstore.New(client, redisstore.Config{})
 //
+// A Store comes only from New: the zero Store, and the nil *Store New
+// returns with an error, panic when used.
+//
 // # Data layout
 //
 // Each record is one Redis hash, at the key

@@ -23,6 +23,10 @@
 //	store, err := sqlitestore.New(db, sqlitestore.Config{})
 //	err = store.Migrate(ctx)
 //
+// Check both errors: a Store comes only from New (the zero Store, and the nil
+// *Store New returns with an error, panic when used), and until Migrate has
+// run every call fails with idem.ErrUnavailable ("no such table").
+//
 // The driver runs the pragmas on every connection it opens, busy_timeout
 // first. What each one is for:
 //
