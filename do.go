@@ -14,16 +14,19 @@ type DoOpts struct {
 	// Typed configure encoding and decoding.
 	Typed *TypedOpts
 	// HeartbeatEvery is how often the lease is extended while fn runs.
-	// Defaults to a third of the lease. Negative disables heartbeats.
+	// Defaults to a third of the lease. Negative disables heartbeats. Keep
+	// it well below the lease: a longer interval lets the lease lapse
+	// between heartbeats, and another Begin may then take the key over.
 	HeartbeatEvery time.Duration
 	// SettleTimeout bounds the Commit or Fail call after fn returns. That
 	// call runs even when ctx is cancelled, so that finished work is
-	// recorded. Defaults to 10 seconds.
+	// recorded. Zero or negative means the default, 10 seconds.
 	SettleTimeout time.Duration
 }
 
 // ErrLeaseLost is the cause of the cancellation of fn's context when Do's
-// heartbeat finds that the key was taken over (context.Cause reports it).
+// heartbeat finds that the key was taken over, or when no heartbeat has
+// succeeded for as long as the lease lasts (context.Cause reports it).
 var ErrLeaseLost = errors.New("idem: lease lost while running")
 
 // Do runs fn at most once per key and replays its result to every later
