@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,48 @@ func TestPanicsOfTheStatesJSONMethodsAreStepFailures(t *testing.T) {
 	in := b.waitStatus(t, id, durable.StatusDone)
 	if in.Attempt != 2 {
 		t.Errorf("flaky: done at attempt %d, want 2 (retried after its Backoff panicked)", in.Attempt)
+	}
+}
+
+// panickyStep is a step that panics, named so that its frame can be found
+// in a logged stack.
+func panickyStep(context.Context, *durable.Step[string]) (durable.Outcome, error) {
+	panic("panickyStep: boom")
+}
+
+// TestStepPanicsAreLoggedWithTheirStack checks that the engine logs a step
+// that panicked as an error, with the stack of the panic, and not only the
+// panic's value, which says nothing of where it happened.
+func TestStepPanicsAreLoggedWithTheirStack(t *testing.T) {
+	t.Parallel()
+	fsm := mustFSM(t, durable.FSMConfig[string]{
+		Name: "panicky", Initial: "boom", MaxAttempts: 1,
+		Steps: map[string]durable.StepFunc[string]{"boom": panickyStep},
+	})
+	cfg := fast(fsm)
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
+	b := setup(t, cfg)
+	b.start(t)
+	id := b.insert(t, fsm.With(""), nil)
+	b.waitStatus(t, id, durable.StatusFailed)
+	// The StepStop hook is called once the step's outcome is logged.
+	waitFor(t, "the StepStop event", func() bool { return len(b.events.stepEvents()) > 0 })
+
+	var rec map[string]any
+	for line := range strings.Lines(logs.String()) {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil && r["id"] == float64(id) {
+			rec = r
+		}
+	}
+	if rec == nil {
+		t.Fatalf("no error logged for the step that panicked; logs: %s", logs.String())
+	}
+	if stack, _ := rec["stack"].(string); !strings.Contains(stack, "panickyStep") {
+		t.Errorf("the panic's log record has no stack that names the step's function: %v", rec)
+	}
+	if e, _ := rec["error"].(string); !strings.Contains(e, "panickyStep: boom") {
+		t.Errorf("the panic's log record has no error naming its value: %v", rec)
 	}
 }

@@ -247,7 +247,13 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		cfg.Logger.Warn("durable: outcome not committed: the lease was lost",
 			append(attrs, slog.String("outcome", r.outcome.String()))...)
 	case r.err != nil:
-		cfg.Logger.Info("durable: step failed", append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))...)
+		attrs = append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))
+		if pe, ok := errors.AsType[*PanicError](r.err); ok {
+			// A panic is a bug: logged as an error, with where it happened.
+			cfg.Logger.Error("durable: step panicked", append(attrs, slog.String("stack", string(pe.Stack)))...)
+		} else {
+			cfg.Logger.Info("durable: step failed", attrs...)
+		}
 	}
 	if err == nil && !res.committed {
 		e.unlease(c) // the step of a cancelled row has ended: its slot is free

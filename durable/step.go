@@ -15,7 +15,8 @@ import (
 //
 // An error, or a panic, is handled by the FSM's error handling (see
 // FSMConfig.OnError); the changes the step made to step.State are then
-// discarded.
+// discarded. A panic (a *PanicError) is also logged, as an error, with
+// its stack (Config.Logger).
 //
 // ctx is cancelled when the engine stops hard (Stop's context ended before
 // the step returned) or when the engine learns, at a heartbeat, that it lost
