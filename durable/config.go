@@ -231,8 +231,8 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	c.RateLimits = rls
 	defs := make(map[fsmKey]Definition, len(c.FSMs))
 	for _, d := range c.FSMs {
-		if d == nil {
-			return nil, configErrorf("Config.FSMs", "holds a nil definition")
+		if d == nil || d.isNil() {
+			return nil, configErrorf("Config.FSMs", "holds a nil definition (NewFSM's result when it failed?)")
 		}
 		m := d.meta()
 		k := fsmKey{m.name, m.version}

@@ -55,6 +55,7 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"negative batch":    {durable.Config{GCBatch: -1}, "Config.GCBatch"},
 		"twice":             {durable.Config{FSMs: []durable.Definition{ctl, ctl}}, "Config.FSMs"},
 		"nil FSM":           {durable.Config{FSMs: []durable.Definition{nil}}, "Config.FSMs"},
+		"nil *FSM":          {durable.Config{FSMs: []durable.Definition{ctl, (*durable.FSM[int])(nil)}}, "Config.FSMs"},
 		"rate no limit":     {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {}}}, `Config.RateLimits["api"].Limit`},
 		"rate period":       {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {Limit: 1, Period: -time.Second}}}, `Config.RateLimits["api"].Period`},
 		"rate burst":        {durable.Config{RateLimits: map[string]durable.RateLimit{"api": {Limit: 1, Burst: -1}}}, `Config.RateLimits["api"].Burst`},

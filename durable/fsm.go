@@ -83,8 +83,11 @@ type FSM[S any] struct {
 }
 
 // Definition is an FSM of any state type, as Config.FSMs lists them.
-// *FSM[S] implements it; nothing else can.
+// *FSM[S] implements it; nothing else can. A nil *FSM[S] (what NewFSM
+// returns with its error) is no definition: NewClient refuses it in
+// Config.FSMs with a *ConfigError, and the inserts refuse its Args.
 type Definition interface {
+	isNil() bool
 	meta() fsmMeta
 	run(ctx context.Context, c *claimed, limit int) ranStep
 	stepTimeout() time.Duration
@@ -161,8 +164,11 @@ func (f *FSM[S]) Name() string { return f.cfg.Name }
 func (f *FSM[S]) Version() int { return f.cfg.Version }
 
 // With returns a new instance of f with state as its initial state, for
-// Client.Insert and its relatives.
+// Client.Insert and its relatives. The Args of a nil f are rejected by
+// the inserts with an error.
 func (f *FSM[S]) With(state S) Args { return Args{def: f, state: state} }
+
+func (f *FSM[S]) isNil() bool { return f == nil }
 
 func (f *FSM[S]) meta() fsmMeta {
 	return fsmMeta{

@@ -123,7 +123,7 @@ func queueOf(args Args, opts *InsertOpts) string {
 	if opts != nil && opts.Queue != "" {
 		return opts.Queue
 	}
-	if args.def == nil {
+	if args.def == nil || args.def.isNil() {
 		return ""
 	}
 	return args.def.meta().queue
@@ -134,6 +134,9 @@ func queueOf(args Args, opts *InsertOpts) string {
 func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 	if args.def == nil {
 		return nil, errors.New("durable: insert of the zero Args; make them with FSM.With")
+	}
+	if args.def.isNil() {
+		return nil, errors.New("durable: insert of the Args of a nil *FSM (NewFSM's result when it failed?)")
 	}
 	if opts == nil {
 		opts = &InsertOpts{}

@@ -114,6 +114,7 @@ func TestInsertRejectsBadOptions(t *testing.T) {
 		opts *durable.InsertOpts
 	}{
 		"zero args":    {args: durable.Args{}},
+		"nil FSM":      {args: (*durable.FSM[int])(nil).With(1)},
 		"unknown step": {args: ctl.With(ctlState{}), opts: &durable.InsertOpts{Step: "nope"}},
 		"priority":     {args: ctl.With(ctlState{}), opts: &durable.InsertOpts{Priority: 40000}},
 		"queue":        {args: ctl.With(ctlState{}), opts: &durable.InsertOpts{Queue: strings.Repeat("q", 200)}},
@@ -121,6 +122,15 @@ func TestInsertRejectsBadOptions(t *testing.T) {
 		if _, err := b.client.Insert(ctxT(t), tc.args, tc.opts); err == nil {
 			t.Errorf("%s: Insert succeeded", name)
 		}
+	}
+	// The nil *FSM that NewFSM returns with its error, kept by a caller
+	// who ignored the error, is refused by every insert.
+	var nilFSM *durable.FSM[int]
+	if _, err := b.client.InsertAll(ctxT(t), []durable.InsertParams{{Args: nilFSM.With(1)}}); err == nil {
+		t.Error("InsertAll of a nil FSM succeeded")
+	}
+	if _, _, err := b.client.InsertOrSignal(ctxT(t), nilFSM.With(1), &durable.InsertOpts{CorrelationKey: "k"}, "s", nil, ""); err == nil {
+		t.Error("InsertOrSignal of a nil FSM succeeded")
 	}
 	unencodable := mustFSM(t, durable.FSMConfig[any]{Name: "any", Initial: "a", Steps: map[string]durable.StepFunc[any]{
 		"a": func(context.Context, *durable.Step[any]) (durable.Outcome, error) { return durable.Done(nil), nil },
