@@ -91,7 +91,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // disabled, a run outliving its lease is not told, and only its settle call
 // fails so.
 //
-// Invalid arguments fail before anything runs: a nil s or fn with
+// Invalid arguments fail before anything runs: a nil s (or a nil pointer
+// of a store type, as a constructor returns with its error) or fn with
 // ErrInvalidArgument, a req that does not encode with ErrInvalidPayload,
 // an invalid key or options with the store's errors (ErrInvalidKey,
 // ErrInvalidOptions).
@@ -104,8 +105,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
 	var zero Res
 	switch {
-	case s == nil:
-		return zero, fmt.Errorf("%w: Do without a Store", ErrInvalidArgument)
+	case isNilStore(s):
+		return zero, fmt.Errorf("%w: Do without a Store (a nil %T: was its constructor's error ignored?)", ErrInvalidArgument, s)
 	case fn == nil:
 		return zero, fmt.Errorf("%w: Do without a function to run", ErrInvalidArgument)
 	}

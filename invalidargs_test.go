@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/store/memstore"
 )
 
 // noPanic runs f and fails t, instead of crashing, when f panics.
@@ -37,6 +38,12 @@ func TestInvalidArgumentsAreErrors(t *testing.T) {
 			t.Errorf("Do with a nil Store = %v, want ErrInvalidArgument", err)
 		}
 	})
+	var failed *memstore.Store // what a constructor returns with its error
+	noPanic(t, "Do with a nil *memstore.Store", func() {
+		if _, err := idem.Do(ctx, failed, k, "req", fn, nil); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("Do with a nil *memstore.Store = %v, want ErrInvalidArgument", err)
+		}
+	})
 	noPanic(t, "Do with a nil fn", func() {
 		if _, err := idem.Do[string, int](ctx, s, k, "req", nil, nil); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Errorf("Do with a nil fn = %v, want ErrInvalidArgument", err)
@@ -49,9 +56,10 @@ func TestInvalidArgumentsAreErrors(t *testing.T) {
 	var zero idem.Typed[string, int]
 	var nilTyped *idem.Typed[string, int]
 	for name, typed := range map[string]*idem.Typed[string, int]{
-		"NewTyped(nil)": idem.NewTyped[string, int](nil, nil),
-		"zero Typed":    &zero,
-		"nil *Typed":    nilTyped,
+		"NewTyped(nil)":                     idem.NewTyped[string, int](nil, nil),
+		"NewTyped of a nil *memstore.Store": idem.NewTyped[string, int](failed, nil),
+		"zero Typed":                        &zero,
+		"nil *Typed":                        nilTyped,
 	} {
 		noPanic(t, name, func() {
 			if _, err := typed.Begin(ctx, k, "req", nil); !errors.Is(err, idem.ErrInvalidArgument) {

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"reflect"
 	"time"
 )
 
@@ -194,4 +195,15 @@ type Record struct {
 type TxBound interface {
 	// TxBound reports whether the store is bound to a transaction.
 	TxBound() bool
+}
+
+// isNilStore reports whether s is nil, or a nil pointer of a store type,
+// such as a store constructor returns with its error: either would panic
+// in its first call.
+func isNilStore(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -61,9 +61,13 @@ type Typed[Req, Res any] struct {
 	limits    *CanonicalLimits
 }
 
-// NewTyped returns a typed view of s. A nil s gives a Typed whose calls fail
-// with ErrInvalidArgument.
+// NewTyped returns a typed view of s. A nil s, or a nil pointer of a store
+// type (as a constructor returns with its error), gives a Typed whose calls
+// fail with ErrInvalidArgument.
 func NewTyped[Req, Res any](s Store, opts *TypedOpts) *Typed[Req, Res] {
+	if isNilStore(s) {
+		s = nil
+	}
 	t := &Typed[Req, Res]{store: s, marshal: json.Marshal, unmarshal: json.Unmarshal}
 	if opts == nil {
 		return t
