@@ -124,6 +124,23 @@ func TestStoreLedgerInvalidNamespace(t *testing.T) {
 	}
 }
 
+// A StoreLedger on a nil pointer of a store type (a constructor's result
+// kept although it failed) is refused as a nil store is, instead of
+// panicking on the first message.
+func TestStoreLedgerNilPointerStore(t *testing.T) {
+	var failed *memstore.Store
+	l := consumer.StoreLedger(failed, "orders", nil)
+	_, err := consumer.New(consumer.Config[msg]{
+		Ledger: l,
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(context.Context, msg) error { return nil },
+	})
+	var ce *consumer.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Config.Ledger" {
+		t.Errorf("New = %v; want a *ConfigError on Config.Ledger", err)
+	}
+}
+
 // TestEmptyKeyFails: a message whose Key is empty (an event without an id)
 // fails without running the handler on every ledger, with an error
 // satisfying idem.ErrInvalidKey. On a tracker the empty key was claimed and

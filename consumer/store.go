@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ type StoreLedgerOpts struct {
 // key must be a valid idem key value (1–255 bytes of UTF-8 without control
 // characters); use an idem.Minter to derive one from a longer natural key.
 //
-// A nil s, an invalid ns (see idem.Namespace), or a negative Retention or
+// A nil s (or a nil pointer of a store type, as a constructor returns with
+// its error), an invalid ns (see idem.Namespace), or a negative Retention or
 // Lease, makes a ledger that New refuses with a *ConfigError, and whose Claim
 // returns that error.
 func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger {
@@ -39,6 +41,8 @@ func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger 
 	switch {
 	case s == nil:
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger without a store (a nil idem.Store)")
+	case reflect.ValueOf(s).Kind() == reflect.Pointer && reflect.ValueOf(s).IsNil():
+		l.err = configErrorf("Config.Ledger", "is a StoreLedger on a nil %T (was its constructor's error ignored?)", s)
 	case ns.Validate() != nil:
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger with an invalid namespace: %v", ns.Validate())
 	case opts == nil:
