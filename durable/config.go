@@ -119,7 +119,8 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// Hooks receive telemetry events. Defaults to none.
+	// Hooks receive telemetry events; one that panics is logged and
+	// recovered (see Hooks). Defaults to none.
 	Hooks Hooks
 }
 
@@ -207,6 +208,7 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Hooks.guard(c.Logger)
 	for name, q := range c.Queues {
 		if err := checkQueueName(name); err != nil {
 			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q]", name), "is not a valid queue: the name %v", err)

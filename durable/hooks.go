@@ -1,12 +1,18 @@
 package durable
 
-import "time"
+import (
+	"log/slog"
+	"runtime/debug"
+	"time"
+)
 
 // Hooks receive the engine's telemetry events, named after those of the
 // GenDurable design ([:gen_durable, :step, :stop] is StepStop, and so on).
 // Every field may be nil. Hooks are called synchronously on the engine's
 // goroutines: they must return quickly and must not call back into the
-// engine's Stop.
+// engine's Stop. A hook that panics is logged (Config.Logger, level
+// Error, with the hook's name, the panic's value and its stack) and the
+// engine goes on as if it had returned: the event is lost, nothing else.
 type Hooks struct {
 	// StepStop: a step finished and its outcome was committed, or fenced
 	// off ([:gen_durable, :step, :stop]).
@@ -144,4 +150,35 @@ type RateLimitUnknownEvent struct {
 	Step   string // and its step
 	// Count is how many of the key's rows are due, counted up to 1000.
 	Count int
+}
+
+// guard wraps each hook of h so that a panic in it is logged to log and
+// recovered, rather than crashing the engine's process from one of its
+// goroutines.
+func (h *Hooks) guard(log *slog.Logger) {
+	h.StepStop = guardHook(log, "StepStop", h.StepStop)
+	h.PickStop = guardHook(log, "PickStop", h.PickStop)
+	h.SchedulerSaturation = guardHook(log, "SchedulerSaturation", h.SchedulerSaturation)
+	h.SchedulerDrain = guardHook(log, "SchedulerDrain", h.SchedulerDrain)
+	h.ReaperReaped = guardHook(log, "ReaperReaped", h.ReaperReaped)
+	h.GCSwept = guardHook(log, "GCSwept", h.GCSwept)
+	h.ConcurrencyContended = guardHook(log, "ConcurrencyContended", h.ConcurrencyContended)
+	h.RateLimitThrottled = guardHook(log, "RateLimitThrottled", h.RateLimitThrottled)
+	h.RateLimitUnknown = guardHook(log, "RateLimitUnknown", h.RateLimitUnknown)
+}
+
+// guardHook returns fn recovering and logging its panics; nil stays nil,
+// so that the engine still skips building the events of absent hooks.
+func guardHook[E any](log *slog.Logger, name string, fn func(E)) func(E) {
+	if fn == nil {
+		return nil
+	}
+	return func(e E) {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("durable: hook panicked", slog.String("hook", name), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			}
+		}()
+		fn(e)
+	}
 }
