@@ -104,20 +104,23 @@ type QueueStats struct {
 	Counts map[Status]int `json:"counts"`
 	// OldestRunnable is how long the oldest instance that is runnable now
 	// (eligible_at in the past) has been waiting; zero when none waits.
+	// Both are measured by the database's clock, as the pickers measure
+	// them, not by the caller's.
 	OldestRunnable time.Duration `json:"oldest_runnable_ns"`
 }
 
 const statsSQL = `
 SELECT queue, status, count(*),
-       coalesce(extract(epoch FROM $1::timestamptz - min(eligible_at) FILTER (WHERE status = 'runnable' AND eligible_at <= $1)), 0)
+       coalesce(extract(epoch FROM now() - min(eligible_at) FILTER (WHERE status = 'runnable' AND eligible_at <= now())), 0)
 FROM durable_instance
 GROUP BY queue, status
 ORDER BY queue, status`
 
 // Stats counts the instances by queue and status, with the age of the
-// oldest runnable instance of each queue (idem durable stats).
+// oldest runnable instance of each queue (idem durable stats), by the
+// database's clock.
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
-	rows, err := c.pool.Query(ctx, statsSQL, time.Now())
+	rows, err := c.pool.Query(ctx, statsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("durable: Stats: %w", err)
 	}
