@@ -90,8 +90,9 @@
 // step's context is cancelled with cause ErrLeaseLost, whether the
 // heartbeats failed or hung; a claimed step whose lease lapsed before it
 // started does not start. A step that fails so cancelled is not charged
-// with the failure: its row, if the engine still holds it, is handed back
-// with its attempt unchanged (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
+// with the failure: its error handling is not called, and its row, if the
+// engine still holds it, is handed back with its attempt unchanged
+// (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
 // its leases until its running steps return, and commits their outcomes;
 // a step that fails once its context is so cancelled has its row handed
 // back, runnable with its attempt unchanged, rather than spending an

@@ -116,8 +116,9 @@ func (c *Client) Start(ctx context.Context) error {
 // returns when all of that is done. If ctx ends first, the running steps'
 // contexts are cancelled, Stop still waits for them to return and commit,
 // and it returns ctx's error. A step so cancelled that fails is not
-// charged with the failure: its row is handed back, runnable with its
-// attempt unchanged (StepStopEvent.HandedBack); one that succeeds anyway
+// charged with the failure: its error handling (FSMConfig.OnError) is not
+// called, and its row is handed back, runnable with its attempt unchanged
+// (StepStopEvent.HandedBack); one that succeeds anyway
 // is committed. Stop on a client that is not running returns
 // nil.
 func (c *Client) Stop(ctx context.Context) error {

@@ -208,6 +208,52 @@ func TestHardStopAtTheLastAttemptDoesNotFail(t *testing.T) {
 	}
 }
 
+// The error handler of a step handed back by a hard stop is not called:
+// its outcome would be thrown away, and its side effects (an alert, a
+// compensation) would happen for a failure that is the stop's, of a step
+// that runs again.
+func TestHardStopDoesNotCallTheErrorHandler(t *testing.T) {
+	t.Parallel()
+	started := make(chan int64, 1)
+	handled := make(chan error, 1)
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name:    "handled",
+		Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				started <- s.ID
+				<-ctx.Done()
+				return durable.Outcome{}, ctx.Err()
+			},
+		},
+		OnError: func(_ context.Context, _ *durable.Step[struct{}], err error) durable.Outcome {
+			handled <- err
+			return durable.Stop("handled")
+		},
+	})
+	b := setup(t, fast(fsm))
+	b.start(t)
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
+	}
+	ev := b.waitStepEvent(t, "the step's stop event", func(e durable.StepStopEvent) bool { return e.ID == id })
+	if !ev.HandedBack {
+		t.Fatalf("stop event %+v, want HandedBack", ev)
+	}
+	select {
+	case err := <-handled:
+		t.Errorf("OnError was called with %v for a step handed back", err)
+	default:
+	}
+	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 {
+		t.Fatalf("after a hard stop: status %s, attempt %d, want runnable at attempt 1", in.Status, in.Attempt)
+	}
+}
+
 func TestStartCancelledContextStopsEngine(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fast(ctlFSM(t)))

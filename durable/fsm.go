@@ -46,7 +46,11 @@ type FSMConfig[S any] struct {
 	// Steps are the step functions by name. Required: at least Initial.
 	Steps map[string]StepFunc[S]
 
-	// OnError decides the outcome of a step that failed. Defaults to nil:
+	// OnError decides the outcome of a step that failed. It is not called
+	// for a step that failed once the engine's hard stop or the lapse of
+	// its lease had cancelled its context: that failure is not the step's,
+	// and its row is handed back to run again (see Client.Stop). Defaults
+	// to nil:
 	// the default error handling, which retries with Backoff while the
 	// attempt is below MaxAttempts and then stops the instance with the
 	// error's text as the reason.
@@ -89,7 +93,7 @@ type FSM[S any] struct {
 type Definition interface {
 	isNil() bool
 	meta() fsmMeta
-	run(ctx context.Context, c *claimed, limit int) ranStep
+	run(ctx context.Context, c *claimed, limit int, interrupted func() string) ranStep
 	stepTimeout() time.Duration
 }
 

@@ -102,7 +102,7 @@ func TestHungHeartbeatCancelsTheStepWhenItsLeaseMayLapse(t *testing.T) {
 	}
 	started, gotCancel, done := make(chan time.Time, 1), make(chan cancelled, 1), make(chan struct{})
 	defer close(done)
-	var runs atomic.Int32
+	var runs, handled atomic.Int32
 	fsm := mustFSM(t, durable.FSMConfig[int]{
 		Name: "partitioned", Initial: "a",
 		Steps: map[string]durable.StepFunc[int]{
@@ -118,6 +118,10 @@ func TestHungHeartbeatCancelsTheStepWhenItsLeaseMayLapse(t *testing.T) {
 				}
 				return durable.Outcome{}, ctx.Err()
 			},
+		},
+		OnError: func(context.Context, *durable.Step[int], error) durable.Outcome {
+			handled.Add(1)
+			return durable.Retry(0)
 		},
 	})
 	// Beats well within the lease: one late by a second on a loaded
@@ -202,6 +206,9 @@ func TestHungHeartbeatCancelsTheStepWhenItsLeaseMayLapse(t *testing.T) {
 	}
 	if in := b.waitStatus(t, id, durable.StatusDone); in.Attempt != 1 {
 		t.Errorf("done at attempt %d, want 1: the lapse was charged to the step", in.Attempt)
+	}
+	if n := handled.Load(); n != 0 {
+		t.Errorf("OnError was called %d times for a step handed back", n)
 	}
 }
 

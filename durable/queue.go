@@ -206,6 +206,18 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		cancel(ErrLeaseLost)
 	}
 
+	// interrupted names what cancelled the step, if the engine's hard
+	// stop or the loss of its lease did (as the step saw it: not after
+	// its StepTimeout), so that a failure of the step is handed back.
+	interrupted := func() string {
+		switch {
+		case e.workCtx.Err() != nil:
+			return "the engine's stop"
+		case errors.Is(context.Cause(ctx), ErrLeaseLost):
+			return "the loss of its lease"
+		}
+		return ""
+	}
 	var r ranStep
 	if def, ok := e.c.defs[fsmKey{c.fsm, c.version}]; ok {
 		if t := def.stepTimeout(); t > 0 {
@@ -214,24 +226,19 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 			defer tcancel()
 			c.setOverdue(t)
 		}
-		r = def.run(ctx, c, cfg.MaxPayload)
+		r = def.run(ctx, c, cfg.MaxPayload, interrupted)
 		// The step has returned: the heartbeat extends its lease again
 		// while the commit waits, should it wait past StepTimeout.
 		c.setOverdue(0)
 	} else {
 		r = unknownFSM(c)
+		r.handBack = interrupted()
 	}
 	c.unwatch()
 	cancel(context.Canceled)
-	if r.err != nil {
-		switch {
-		case e.workCtx.Err() != nil:
-			e.handBack(c, r, "the engine's stop")
-			return
-		case errors.Is(context.Cause(ctx), ErrLeaseLost): // as the step saw it: not after its StepTimeout
-			e.handBack(c, r, "the loss of its lease")
-			return
-		}
+	if r.handBack != "" {
+		e.handBack(c, r, r.handBack)
+		return
 	}
 
 	cctx, ccancel := e.commitContext(c)

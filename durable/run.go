@@ -18,13 +18,19 @@ type ranStep struct {
 	errText  string // stored in the error column: Stop's reason, or the error a retry follows
 	err      error  // the step's error, when the outcome came from the error handling
 	duration time.Duration
+	// handBack, when not empty, names what interrupted the step, which
+	// failed: the stop or the lapse of its lease. Its row is handed back,
+	// with no outcome, and the error handling was not called.
+	handBack string
 }
 
 // run runs the step of c and decides its outcome. It never panics and
 // always returns an outcome that can be committed, whose state and result
 // take at most limit bytes of JSON (see Config.MaxPayload) unless the
-// state is the one c was claimed with.
-func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
+// state is the one c was claimed with, or, when the step failed and
+// interrupted (asked once, before the error handling) names a cause, the
+// step's error to hand its row back with.
+func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int, interrupted func() string) ranStep {
 	step := &Step[S]{
 		ID:             c.id,
 		FSM:            c.fsm,
@@ -66,8 +72,14 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int) ranStep {
 		}
 	}
 
-	// The step failed: its changes are discarded and the error handling
-	// decides.
+	// The step failed. If the engine's stop or the lapse of its lease
+	// interrupted it, its row is handed back without the error handling,
+	// whose outcome would be thrown away and whose side effects would be
+	// for a failure that is not the step's.
+	if why := interrupted(); why != "" {
+		return ranStep{err: err, duration: duration, handBack: why}
+	}
+	// Else its changes are discarded and the error handling decides.
 	var fresh S
 	_ = unmarshalJSON(c.state, &fresh)
 	step.State = fresh
