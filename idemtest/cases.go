@@ -49,6 +49,7 @@ func cases() []testCase {
 		{"Input/DurationsForGood", testDurationsForGood},
 		{"Input/CallerBuffersNotRetained", testBuffersNotRetained},
 		{"Do/RunsOnceAndReplays", testDo},
+		{"Model/RandomSequencesMatchReference", testModel},
 	}
 }
 

@@ -20,6 +20,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/idemgo/idem => ../..

@@ -15,6 +15,7 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/idemgo/idem => ../..
