@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -111,6 +112,11 @@ type Config struct {
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("idemgrpc: Config.Store is required")
+	}
+	if v := reflect.ValueOf(c.Store); v.Kind() == reflect.Pointer && v.IsNil() {
+		// A store constructor's result kept although it failed: every
+		// call would panic in the store.
+		return fmt.Errorf("idemgrpc: Config.Store is a nil %T (was its constructor's error ignored?)", c.Store)
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace

@@ -577,6 +577,7 @@ func TestConfigValidation(t *testing.T) {
 	s, _ := memstore.New(memstore.Config{})
 	for name, cfg := range map[string]idemgrpc.Config{
 		"no store":              {},
+		"nil *memstore.Store":   {Store: (*memstore.Store)(nil)},
 		"bad namespace":         {Store: s, Namespace: "Bad"},
 		"negative capture":      {Store: s, MaxCapture: -1},
 		"negative retention":    {Store: s, Retention: -1},
