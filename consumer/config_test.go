@@ -10,6 +10,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
 	"github.com/idemgo/idem/store/memstore"
+	"github.com/idemgo/idem/tracker"
 )
 
 // TestUnmadeConsumerFails: a Consumer declared without New (or a nil one)
@@ -171,5 +172,27 @@ func TestEmptyKeyFails(t *testing.T) {
 				t.Errorf("handler ran %d times for messages without a key", runs)
 			}
 		})
+	}
+}
+
+// A TrackerLedger on a nil *tracker.Tracker (tracker.NewChecked's result
+// kept although it failed) is refused by New with a *ConfigError, and its
+// Claim returns that error, instead of failing open for ever: a nil
+// Tracker can never be started, so every duplicate would run its handler.
+func TestTrackerLedgerNilTracker(t *testing.T) {
+	failed, _ := tracker.NewChecked(tracker.Config{TTL: -time.Second})
+	l := consumer.TrackerLedger(failed, "orders")
+	_, err := consumer.New(consumer.Config[msg]{
+		Ledger: l,
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(context.Context, msg) error { return nil },
+	})
+	var ce *consumer.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Config.Ledger" {
+		t.Errorf("New = %v; want a *ConfigError on Config.Ledger", err)
+	}
+	claim, _, err := l.Claim(context.Background(), "m")
+	if claim != nil || !errors.As(err, &ce) {
+		t.Errorf("Claim = %v, %v; want the *ConfigError", claim, err)
 	}
 }

@@ -109,6 +109,9 @@ func New[M any](cfg Config[M]) (*Consumer[M], error) {
 	if l, ok := cfg.Ledger.(*storeLedger); ok && l.err != nil {
 		return nil, l.err
 	}
+	if l, ok := cfg.Ledger.(*trackerLedger); ok && l.err != nil {
+		return nil, l.err
+	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = defaultSettleTimeout
 	}
@@ -116,8 +119,9 @@ func New[M any](cfg Config[M]) (*Consumer[M], error) {
 }
 
 // ConfigError reports a field of a Config, or of the options of a Ledger,
-// that New rejected. A StoreLedger's Claim returns it too, for a ledger
-// New would reject, and Handle on a Consumer not made by New.
+// that New rejected. A StoreLedger's or TrackerLedger's Claim returns it
+// too, for a ledger New would reject, and Handle on a Consumer not made by
+// New.
 type ConfigError struct {
 	// Field names the field at fault as a Go expression: "Config.Ledger",
 	// "StoreLedgerOpts.Lease".

@@ -21,16 +21,28 @@ import (
 // done. A handler that succeeds after the tracker was stopped is reported
 // the same way, since nothing marks its key done. Completed keys are
 // remembered for the TTL after completion.
+//
+// A nil t (as tracker.NewChecked returns with its error) makes a ledger that
+// New refuses with a *ConfigError, and whose Claim returns that error: a nil
+// Tracker can never be started, so it would let every duplicate through.
 func TrackerLedger(t *tracker.Tracker, scope string) Ledger {
-	return &trackerLedger{t: t, scope: scope}
+	l := &trackerLedger{t: t, scope: scope}
+	if t == nil {
+		l.err = configErrorf("Config.Ledger", "is a TrackerLedger without a tracker (a nil *tracker.Tracker)")
+	}
+	return l
 }
 
 type trackerLedger struct {
 	t     *tracker.Tracker
 	scope string
+	err   error // a *ConfigError for a nil tracker
 }
 
 func (l *trackerLedger) Claim(_ context.Context, key string) (Claim, State, error) {
+	if l.err != nil {
+		return nil, 0, l.err
+	}
 	tok, ok := l.t.Acquire(l.scope, key)
 	switch {
 	case ok:
