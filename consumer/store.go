@@ -28,6 +28,9 @@ type StoreLedgerOpts struct {
 // consumer process sharing the store sees every other's claims. A message
 // key must be a valid idem key value (1–255 bytes of UTF-8 without control
 // characters); use an idem.Minter to derive one from a longer natural key.
+// Give the consumers a namespace of their own: a message whose key has a
+// record written by another user of ns (idemhttp, idem.Do) fails, with an
+// error wrapping idem.ErrMismatch, and is never taken for a duplicate.
 //
 // A nil s (or a nil pointer of a store type, as a constructor returns with
 // its error), an invalid ns (see idem.Namespace), or a negative Retention or
@@ -87,8 +90,15 @@ func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, erro
 		return c, Claimed, nil
 	case idem.InFlight:
 		return nil, Busy, nil
-	default: // PriorResult; PriorError and Mismatch cannot come from this ledger's records
+	case idem.PriorResult:
 		return nil, Done, nil
+	default:
+		// Mismatch, or PriorError, which no consumer records: the key's
+		// record was written by something else sharing the namespace (an
+		// HTTP endpoint's idempotency keys, say). It says nothing of this
+		// message, which must not be acknowledged as handled.
+		return nil, 0, fmt.Errorf("consumer: message key %q is recorded in namespace %q by something other than a consumer (%v): %w",
+			truncate(key), l.ns, o.Kind, idem.ErrMismatch)
 	}
 }
 
