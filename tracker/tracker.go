@@ -3,6 +3,7 @@ package tracker
 import (
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,8 +139,11 @@ func (t *Tracker) lockRunning(k scopedKey) *shard {
 	return s
 }
 
+// shardOf returns the shard of k. The scope's hash is rotated before it is
+// mixed in, so that the two do not cancel out when the scope equals the
+// key (x ^ x*odd has its low bits, which pick the shard, mostly zero).
 func (t *Tracker) shardOf(k scopedKey) *shard {
-	h := maphash.String(t.seed, k.key) ^ maphash.String(t.seed, k.scope)*0x9e3779b97f4a7c15
+	h := maphash.String(t.seed, k.key) ^ bits.RotateLeft64(maphash.String(t.seed, k.scope), 32)
 	return &t.shards[h&t.mask]
 }
 

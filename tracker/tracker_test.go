@@ -3,6 +3,7 @@ package tracker
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,6 +488,27 @@ func TestDefaultShards(t *testing.T) {
 		cfg := Config{Shards: defaultShards(tc.procs)}
 		if err := cfg.withDefaults().validate(); err != nil {
 			t.Errorf("GOMAXPROCS %d: the default config is invalid: %v", tc.procs, err)
+		}
+	}
+}
+
+// Keys spread over every shard, whether or not their scope equals the
+// key: a hash of the two that cancels out when they are equal would leave
+// half the shards, or all but one, unused.
+func TestKeysSpreadOverEveryShard(t *testing.T) {
+	t.Parallel()
+	tr := New(Config{Shards: 64})
+	for name, k := range map[string]func(i int) scopedKey{
+		"scope equals key": func(i int) scopedKey { s := strconv.Itoa(i); return scopedKey{scope: s, key: s} },
+		"no scope":         func(i int) scopedKey { return scopedKey{key: strconv.Itoa(i)} },
+		"one scope":        func(i int) scopedKey { return scopedKey{scope: "tenant", key: strconv.Itoa(i)} },
+	} {
+		used := map[*shard]bool{}
+		for i := range 10_000 {
+			used[tr.shardOf(k(i))] = true
+		}
+		if len(used) != len(tr.shards) {
+			t.Errorf("%s: 10,000 keys used %d of %d shards", name, len(used), len(tr.shards))
 		}
 	}
 }
