@@ -196,3 +196,36 @@ func TestTrackerLedgerNilTracker(t *testing.T) {
 		t.Errorf("Claim = %v, %v; want the *ConfigError", claim, err)
 	}
 }
+
+// TestCancelledContextFails: Handle with a context already cancelled fails
+// (not acknowledged, so the message comes again) without claiming the key
+// or running the handler, on every ledger alike; a TrackerLedger, which
+// makes no call that could fail, ran the handler.
+func TestCancelledContextFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, mk := range ledgers(t) {
+		if name == "postgres" {
+			continue // the same StoreLedger as "store"
+		}
+		t.Run(name, func(t *testing.T) {
+			runs := 0
+			c, err := consumer.New(consumer.Config[msg]{
+				Ledger: mk(),
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error { runs++; return nil },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := c.Handle(ctx, msg{ID: "m-1"})
+			if o != consumer.Failed || o.Ack() || !errors.Is(err, context.Canceled) || runs != 0 {
+				t.Fatalf("Handle with a cancelled context = %s, %v, %d runs; want Failed with context.Canceled, none", o, err, runs)
+			}
+			// The key was not claimed: the redelivery runs.
+			if o, err := c.Handle(context.Background(), msg{ID: "m-1"}); o != consumer.Handled || err != nil || runs != 1 {
+				t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run", o, err, runs)
+			}
+		})
+	}
+}

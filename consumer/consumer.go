@@ -140,8 +140,9 @@ func configErrorf(field, format string, args ...any) error {
 
 // Handle runs the handler for msg unless its key was handled before or is
 // being handled right now. See the package documentation for the outcomes.
-// The error is the handler's (Failed), the ledger's (Failed, the handler did
-// not run), ErrInProgress (InProgress), or nil. Settling the key after the
+// The error is the handler's (Failed), the ledger's or ctx's when it is
+// already done (Failed, the handler did not run), ErrInProgress
+// (InProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
 // its error to the handler's (Failed), or returns Handled with it: the
 // message must still be acknowledged, though the key is not marked done.
@@ -157,6 +158,11 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		// Never claimed: on a ledger that took "" as a key, every message
 		// without one would be a Duplicate of the first.
 		return Failed, errEmptyKey
+	}
+	if err := ctx.Err(); err != nil {
+		// As a store's ledger would fail: a ledger that makes no call
+		// (a tracker) must not run the handler on a context already done.
+		return Failed, err
 	}
 	claim, state, err := c.cfg.Ledger.Claim(ctx, key)
 	if err != nil {
