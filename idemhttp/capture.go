@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -28,15 +29,17 @@ import (
 // The copy of the body is kept in a pooled buffer, returned by close; like
 // any ResponseWriter, a capture must not be used after the handler returned.
 type capture struct {
-	w           http.ResponseWriter
-	max         int
-	allow       []string        // the headers to record, canonical
-	allowSet    map[string]bool // allow as a set
-	status      int
-	header      []headerField
-	hdr         [4]headerField // storage of header
-	body        []byte         // the body so far, in buf
-	buf         *[]byte        // pooled, nil when nothing is kept
+	w      http.ResponseWriter
+	max    int
+	cfg    *Config // the headers recorded: its replay and replaySet; nil when not recording
+	status int
+	header []headerField
+	hdr    [4]headerField // storage of header
+	// outer are the recordable headers that were set before the handler
+	// ran, by middlewares outside this one (see outside).
+	outer       []outerField
+	body        []byte  // the body so far, in buf
+	buf         *[]byte // pooled, nil when nothing is kept
 	wroteHeader bool
 	recording   bool // the response is to be recorded (a protected request)
 	// abandoned says the response will not be recorded after all: its
@@ -56,9 +59,17 @@ type capture struct {
 }
 
 // init readies c to capture up to max body bytes of a response to w, and
-// the headers in allow (allowSet the same as a set).
-func (c *capture) init(w http.ResponseWriter, max int, allow []string, allowSet map[string]bool) {
-	c.w, c.max, c.allow, c.allowSet = w, max, allow, allowSet
+// the headers cfg replays (none when cfg is nil).
+func (c *capture) init(w http.ResponseWriter, max int, cfg *Config) {
+	c.w, c.max, c.cfg = w, max, cfg
+}
+
+// replayable appends to out the headers of h that c records.
+func (c *capture) replayable(out []headerField, h http.Header) []headerField {
+	if c.cfg == nil {
+		return out
+	}
+	return replayable(out, h, c.cfg.replay, c.cfg.replaySet)
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -73,7 +84,7 @@ func (c *capture) WriteHeader(code int) {
 	}
 	c.wroteHeader = true
 	c.status = code
-	c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
+	c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
 	c.declare()
 	c.w.WriteHeader(code)
 }
@@ -125,6 +136,46 @@ func keep[T []byte | string](c *capture, p T) {
 	c.body = append(c.body, p...)
 }
 
+// outerField is a header as it was before the handler ran: the values
+// slice in the header, and a copy of the values.
+type outerField struct {
+	name         string
+	values, copy []string
+}
+
+// outside notes the recordable headers already set before the handler
+// runs: those of middlewares outside this one, which run again for a
+// replay and set them again, or not, for that request (a compressor's
+// Content-Encoding, set only for a client that accepts it; a request id).
+// Those the handler leaves untouched are not recorded (see own).
+func (c *capture) outside() {
+	h := c.w.Header()
+	if len(h) == 0 {
+		return
+	}
+	for _, f := range c.replayable(nil, h) {
+		c.outer = append(c.outer, outerField{name: f.name, values: f.values, copy: slices.Clone(f.values)})
+	}
+}
+
+// own removes from fields, the recordable headers as the response is
+// sent, those the handler left untouched since outside: the same values
+// slice (not set again, not added to), holding the same values (not
+// changed in place).
+func (c *capture) own(fields []headerField) []headerField {
+	if len(c.outer) == 0 {
+		return fields
+	}
+	return slices.DeleteFunc(fields, func(f headerField) bool {
+		i := slices.IndexFunc(c.outer, func(o outerField) bool { return o.name == f.name })
+		if i < 0 {
+			return false
+		}
+		o := c.outer[i]
+		return len(o.values) == len(f.values) && &o.values[0] == &f.values[0] && slices.Equal(o.copy, f.values)
+	})
+}
+
 // Flush delivers what was written so far and, unless the handler writes a
 // whole body (see capture.whole), abandons the recording.
 func (c *capture) Flush() {
@@ -150,7 +201,7 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 func (c *capture) finish() {
 	if !c.wroteHeader {
 		c.status = http.StatusOK
-		c.header = replayable(c.hdr[:0], c.w.Header(), c.allow, c.allowSet)
+		c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
 		c.declare()
 	}
 }

@@ -32,8 +32,11 @@
 //
 // What is recorded: the status, the headers in Config.ReplayHeaders (never
 // Set-Cookie, authentication or hop-by-hop headers, whatever the
-// configuration says) and the body up to Config.MaxCapture. Not recorded, so
-// a retry runs again: statuses the profile does not store (IETF: all 5xx,
+// configuration says; nor those a middleware outside this one set before
+// the handler ran and the handler left untouched, such as a compressor's
+// Content-Encoding: that middleware runs again for the replay and sets
+// them, or not, for the retry) and the body up to Config.MaxCapture. Not
+// recorded, so a retry runs again: statuses the profile does not store (IETF: all 5xx,
 // 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
 // (the handler called Flush or Hijack), responses whose body is shorter or
 // longer than the Content-Length the handler set (the client got them cut

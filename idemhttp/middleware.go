@@ -321,8 +321,9 @@ func (x *exchange) since(start time.Time) time.Duration {
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
-	cw.init(x.w, x.m.cfg.MaxCapture, x.m.cfg.replay, x.m.cfg.replaySet)
+	cw.init(x.w, x.m.cfg.MaxCapture, &x.m.cfg)
 	cw.recording, cw.head = true, x.r.Method == http.MethodHead
+	cw.outside()
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
 	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
@@ -390,7 +391,7 @@ func (x *exchange) fail(o Outcome, p *Problem) {
 func (x *exchange) pass(next http.Handler) {
 	start := x.now()
 	cw := &x.cw
-	cw.init(x.w, 0, nil, nil)
+	cw.init(x.w, 0, nil)
 	defer func() {
 		x.ev.HandlerTime = x.since(start)
 		cw.finish()

@@ -928,3 +928,38 @@ func TestUnreadableBodyIs400(t *testing.T) {
 	}
 	wantRuns(t, b, 0)
 }
+
+// Headers a middleware outside this one set before the handler ran are
+// that middleware's, set again (or not) for each request, replays
+// included: they are recorded only when the handler changed them.
+func TestOuterHeadersRecordedOnlyWhenChanged(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.up.header = http.Header{"Vary": {"Accept"}, "Content-Language": {"en"}}
+	inner := b.h
+	b.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip") // as a compressor labels the response before the handler
+			w.Header().Set("X-Request-Id", "first")
+			w.Header().Set("Content-Language", "en")
+			w.Header().Set("Vary", "Accept-Encoding")
+		}
+		inner.ServeHTTP(w, r)
+	})
+	if w := b.do(t, "POST", "/x", `{}`, key("k"), header("Accept-Encoding", "gzip")); w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("first: %d %v", w.Code, w.Header())
+	}
+	retry := b.do(t, "POST", "/x", `{}`, key("k"))
+	if retry.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry not replayed: %d %v", retry.Code, retry.Header())
+	}
+	if ce, rid := retry.Header().Get("Content-Encoding"), retry.Header().Get("X-Request-Id"); ce != "" || rid != "" {
+		t.Errorf("replayed Content-Encoding %q, X-Request-Id %q, set outside for the first request only", ce, rid)
+	}
+	// Headers the handler set, even to the values they had, are its own.
+	if v := retry.Header().Values("Vary"); len(v) != 1 || v[0] != "Accept" {
+		t.Errorf("Vary = %q, want the handler's [Accept]", v)
+	}
+	if v := retry.Header().Values("Content-Language"); len(v) != 1 || v[0] != "en" {
+		t.Errorf("Content-Language = %q, want the handler's [en]", v)
+	}
+}
