@@ -64,16 +64,23 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 			return fresh(1, false), nil
 		}
 
-		rec, err := scanRecord(q.QueryRowContext(ctx, s.sql.read, args[:3]...), key)
+		stored, err := scanRow(q.QueryRowContext(ctx, s.sql.read, args[:3]...))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			continue // released or purged since the insert: insert again
 		case err != nil:
-			return idem.Outcome{}, readError(ctx, err)
+			return idem.Outcome{}, dbError(ctx, err)
 		}
 
+		// An expired record counts as absent whatever it holds, so it is
+		// decoded only when live: a row that does not decode blocks its
+		// key (ErrUnavailable) until it expires, not for good.
 		reserve, takeover := s.sql.replace, false
-		if timeOf(now).Before(rec.ExpiresAt) {
+		if now < stored.expires {
+			rec, err := stored.record(key)
+			if err != nil {
+				return idem.Outcome{}, readError(ctx, err)
+			}
 			o, t := idem.Decide(&rec, req.Fingerprint, timeOf(now))
 			if !t {
 				return o, nil

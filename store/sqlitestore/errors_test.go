@@ -111,3 +111,39 @@ func TestCorruptRecord(t *testing.T) {
 		t.Errorf("Get of a corrupt record: %v, want ErrUnavailable wrapping a corruption error", err)
 	}
 }
+
+// An expired record counts as absent whatever it holds, as in pgstore and
+// redisstore: a row that does not decode stops blocking its key once it has
+// expired, and Begin replaces it.
+func TestExpiredCorruptRecordIsReplaced(t *testing.T) {
+	t.Parallel()
+	for column, value := range map[string]string{"request_hash": "x'00'", "error_payload": "'not json'"} {
+		t.Run(column, func(t *testing.T) {
+			t.Parallel()
+			db, _ := newDB(t, 2)
+			clock := idemtest.NewClock()
+			s := newStore(t, db, clock.Now)
+			k := mustKey(t, idemtest.RandomNamespace(t), "k")
+			r := mustRequest(t, `{}`)
+			mustBegin(t, s, k, r, idem.Fresh)
+			if _, err := db.Exec(`UPDATE idempotency_record SET `+column+` = `+value+` WHERE namespace = ?`, string(k.Namespace())); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Begin(context.Background(), k, r, nil); !errors.Is(err, idem.ErrUnavailable) {
+				t.Fatalf("Begin on a live corrupt record: %v, want ErrUnavailable", err)
+			}
+			clock.Advance(idemtest.Retention)
+			if _, err := s.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+				t.Errorf("Get of an expired corrupt record: %v, want ErrNotFound", err)
+			}
+			o := mustBegin(t, s, k, r, idem.Fresh)
+			if o.Lease.Fence != 2 || o.TakenOver {
+				t.Errorf("Begin after expiry = %+v, want a fresh reservation with fence 2, not a takeover", o)
+			}
+			rec, err := s.Get(context.Background(), k)
+			if err != nil || rec.Status != idem.StatusInProgress || rec.Error != nil || rec.Fingerprint != r.Fingerprint {
+				t.Errorf("record after the replacement = %+v, %v; want a clean in-progress record", rec, err)
+			}
+		})
+	}
+}
