@@ -85,15 +85,8 @@ func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 	b.waitStatus(t, old, durable.StatusAwaitingSignal)
 
 	parentLooked, childLocked := newPausePoint(durable.LockParentByKeySQL), newPausePoint(durable.LockByKeySQL)
-	t.Cleanup(func() {
-		for _, p := range []*pausePoint{parentLooked, childLocked} {
-			select {
-			case <-p.resume:
-			default:
-				close(p.resume)
-			}
-		}
-	})
+	closeAtCleanup(t, parentLooked.resume)
+	closeAtCleanup(t, childLocked.resume)
 	tr := &pauseTracer{points: []*pausePoint{parentLooked, childLocked}}
 	canceller := newClient(t, testPool(t, b.url, func(pc *pgxpool.Config) { pc.ConnConfig.Tracer = tr }), nil, &recorder{})
 	byKey := make(chan error, 1)

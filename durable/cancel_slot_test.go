@@ -32,32 +32,38 @@ func stubbornFSM(t testing.TB, o *overlaps, entered chan<- int64, release <-chan
 	})
 }
 
+// cancelWhileRunning starts an engine on the stubborn FSM, with tune
+// changing its config, inserts two instances of concurrency key "k" and
+// cancels the first ("no longer wanted") while its step runs. Closing
+// release lets that step return.
+func cancelWhileRunning(t *testing.T, tune func(*durable.Config)) (b *testBundle, o *overlaps, release chan struct{}, first, next int64) {
+	t.Helper()
+	o = newOverlaps()
+	entered := make(chan int64, 1)
+	release = make(chan struct{})
+	fsm := stubbornFSM(t, o, entered, release)
+	cfg := fast(fsm)
+	cfg.HeartbeatInterval = 20 * time.Millisecond // the engine learns of the cancel at once
+	tune(cfg)
+	b = setup(t, cfg)
+	b.start(t)
+	closeAtCleanup(t, release)
+
+	first = b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	<-entered
+	next = b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	if err := b.client.Cancel(ctxT(t), durable.ByID(first), "no longer wanted"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	return b, o, release, first, next
+}
+
 // Cancelling an instance whose step runs does not free its concurrency
 // slot before the step ends: the next instance of the key waits for the
 // cancelled step to return, so the key's limit holds.
 func TestCancelKeepsTheConcurrencySlotUntilTheStepEnds(t *testing.T) {
 	t.Parallel()
-	o := newOverlaps()
-	entered, release := make(chan int64, 1), make(chan struct{})
-	fsm := stubbornFSM(t, o, entered, release)
-	cfg := fast(fsm)
-	cfg.HeartbeatInterval = 20 * time.Millisecond // the engine learns of the cancel at once
-	b := setup(t, cfg)
-	b.start(t)
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
-
-	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
-	<-entered
-	next := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
-	if err := b.client.Cancel(ctxT(t), durable.ByID(first), "no longer wanted"); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
+	b, o, release, first, next := cancelWhileRunning(t, func(*durable.Config) {})
 	// Many polls and heartbeats later, the cancelled step still runs, and
 	// the next instance of the key still waits.
 	time.Sleep(500 * time.Millisecond)
@@ -140,28 +146,9 @@ func TestCancelledStepThatHangsFreesTheSlotWhenItsLeaseExpires(t *testing.T) {
 // collected.
 func TestGCKeepsACancelledInstanceWhoseStepRuns(t *testing.T) {
 	t.Parallel()
-	o := newOverlaps()
-	entered, release := make(chan int64, 1), make(chan struct{})
-	fsm := stubbornFSM(t, o, entered, release)
-	cfg := fast(fsm)
-	cfg.HeartbeatInterval = 20 * time.Millisecond // the engine learns of the cancel at once
-	cfg.GCRetention, cfg.GCInterval = time.Millisecond, 10*time.Millisecond
-	b := setup(t, cfg)
-	b.start(t)
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
+	b, o, release, first, next := cancelWhileRunning(t, func(cfg *durable.Config) {
+		cfg.GCRetention, cfg.GCInterval = time.Millisecond, 10*time.Millisecond
 	})
-
-	first := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
-	<-entered
-	next := b.insert(t, fsm.With(ckState{Key: "k"}), &durable.InsertOpts{ConcurrencyKey: "k"})
-	if err := b.client.Cancel(ctxT(t), durable.ByID(first), "no longer wanted"); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
 	// Dozens of collections later, the cancelled step still runs, its row
 	// is still there, and the next instance of the key still waits.
 	time.Sleep(500 * time.Millisecond)

@@ -52,13 +52,7 @@ func TestChildEndWaitsForParentLockedByCallerKeepingItsLease(t *testing.T) {
 	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 50*time.Millisecond, 50*time.Millisecond
 	b := setup(t, cfg)
 	b.start(t)
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	closeAtCleanup(t, release)
 
 	pid := b.insert(t, parent.With(struct{}{}), nil)
 	cid := <-entered

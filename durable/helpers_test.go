@@ -156,6 +156,18 @@ func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
+// closeAtCleanup closes ch when the test ends, unless the test has: a
+// step held on it returns, so that the engine can stop.
+func closeAtCleanup(t *testing.T, ch chan struct{}) {
+	t.Cleanup(func() {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	})
+}
+
 // waitFor waits until cond holds, checking every few milliseconds, and
 // fails t after 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
