@@ -153,23 +153,15 @@ func TestEmptyKeyFails(t *testing.T) {
 			continue // the same StoreLedger as "store"
 		}
 		t.Run(name, func(t *testing.T) {
-			runs := 0
-			c, err := consumer.New(consumer.Config[msg]{
-				Ledger: mk(),
-				Key:    func(m msg) (string, error) { return m.ID, nil },
-				Handle: func(context.Context, msg) error { runs++; return nil },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, runs := countingConsumer(t, mk())
 			for i := range 2 {
 				o, err := c.Handle(context.Background(), msg{ID: ""})
 				if o != consumer.Failed || o.Ack() || !errors.Is(err, idem.ErrInvalidKey) {
 					t.Errorf("delivery %d: Handle = %s, %v; want Failed with idem.ErrInvalidKey", i+1, o, err)
 				}
 			}
-			if runs != 0 {
-				t.Errorf("handler ran %d times for messages without a key", runs)
+			if *runs != 0 {
+				t.Errorf("handler ran %d times for messages without a key", *runs)
 			}
 		})
 	}
@@ -209,23 +201,31 @@ func TestCancelledContextFails(t *testing.T) {
 			continue // the same StoreLedger as "store"
 		}
 		t.Run(name, func(t *testing.T) {
-			runs := 0
-			c, err := consumer.New(consumer.Config[msg]{
-				Ledger: mk(),
-				Key:    func(m msg) (string, error) { return m.ID, nil },
-				Handle: func(context.Context, msg) error { runs++; return nil },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, runs := countingConsumer(t, mk())
 			o, err := c.Handle(ctx, msg{ID: "m-1"})
-			if o != consumer.Failed || o.Ack() || !errors.Is(err, context.Canceled) || runs != 0 {
-				t.Fatalf("Handle with a cancelled context = %s, %v, %d runs; want Failed with context.Canceled, none", o, err, runs)
+			if o != consumer.Failed || o.Ack() || !errors.Is(err, context.Canceled) || *runs != 0 {
+				t.Fatalf("Handle with a cancelled context = %s, %v, %d runs; want Failed with context.Canceled, none", o, err, *runs)
 			}
 			// The key was not claimed: the redelivery runs.
-			if o, err := c.Handle(context.Background(), msg{ID: "m-1"}); o != consumer.Handled || err != nil || runs != 1 {
-				t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run", o, err, runs)
+			if o, err := c.Handle(context.Background(), msg{ID: "m-1"}); o != consumer.Handled || err != nil || *runs != 1 {
+				t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run", o, err, *runs)
 			}
 		})
 	}
+}
+
+// countingConsumer returns a Consumer on l whose handler counts its runs
+// in *runs.
+func countingConsumer(t *testing.T, l consumer.Ledger) (c *consumer.Consumer[msg], runs *int) {
+	t.Helper()
+	runs = new(int)
+	c, err := consumer.New(consumer.Config[msg]{
+		Ledger: l,
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(context.Context, msg) error { *runs++; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, runs
 }
