@@ -23,13 +23,21 @@
 // HTTPError(500) releases the key like any 5xx (see New).
 //
 // Register it with e.Use (after routing, so that unknown routes are answered
-// as the router answers them) before any middleware that reads the request
+// as the router answers them), after authentication, which Config.KeyScope
+// may rely on, and before any middleware that reads the request
 // body or compresses the response (Gzip: one inside the middleware would
 // have the compressed body recorded and replayed to clients that may not
 // accept that encoding). Bound protected bodies with idemhttp.Config.MaxBody
 // rather than echo's BodyLimit in front of the middleware: BodyLimit's error
 // on a chunked body reaches the middleware as an unreadable body (400),
 // where MaxBody answers 413.
+//
+// Key scope: Config.KeyScope is given the *http.Request, not the echo
+// context, so a caller that an authentication middleware keeps only with
+// c.Set is invisible to it. Have that middleware also put the caller in
+// the request's context (c.SetRequest(r.WithContext(…))) and read it
+// there; the default scope, a hash of the Authorization header, needs
+// nothing.
 //
 // This package is a module of its own, so that echo is a dependency only
 // of programs that use it.

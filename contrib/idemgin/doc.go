@@ -32,6 +32,13 @@
 // compressor inside it would have the compressed body recorded and
 // replayed to clients that may not accept that encoding.
 //
+// Key scope: Config.KeyScope is given the *http.Request, not the gin
+// context, so a caller that an authentication middleware keeps only with
+// c.Set is invisible to it. Have that middleware also put the caller in
+// the request's context (c.Request = c.Request.WithContext(…)) and read it
+// there; the default scope, a hash of the Authorization header, needs
+// nothing.
+//
 // This package is a module of its own, so that gin is a dependency only of
 // programs that use it.
 package idemgin
