@@ -609,6 +609,8 @@ func TestUpstreamMistakes(t *testing.T) {
 		{[]string{"--upstream", "localhost:9000"}, "did you mean --upstream http://localhost:9000?"},
 		{[]string{"--upstream", "http://" + self, "--listen", self}, "is the address the proxy listens on"},
 		{[]string{"--upstream", "http://localhost:" + port + "/api", "--listen", ":" + port}, "is the address the proxy listens on"},
+		{[]string{"--upstream", "http://:" + port, "--listen", self}, "is the address the proxy listens on"},
+		{[]string{"--upstream", "http://0.0.0.0:" + port, "--listen", self}, "is the address the proxy listens on"},
 	} {
 		args := append([]string{"proxy", "--store", "memory"}, tc.args...)
 		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {

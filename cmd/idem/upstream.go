@@ -26,6 +26,10 @@ func parseUpstream(s string) (*url.URL, error) {
 // on, addr: the proxy would forward each request to itself, again and
 // again. It knows the loopback and the listening address by IP, and names
 // by what they resolve to; a name that does not resolve is not the proxy.
+// An empty host (http://:8080) and an unspecified address
+// (http://0.0.0.0:8080) are dialled as the local system, over the
+// loopback; a proxy listening on every interface is also reached at each
+// address of this machine's interfaces.
 func upstreamIsSelf(up *url.URL, addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
@@ -38,12 +42,39 @@ func upstreamIsSelf(up *url.URL, addr net.Addr) bool {
 	if port != fmt.Sprint(tcp.Port) {
 		return false
 	}
-	ips := []net.IP{net.ParseIP(up.Hostname())}
-	if ips[0] == nil {
-		ips, _ = net.LookupIP(up.Hostname())
+	var ips []net.IP
+	switch host := up.Hostname(); {
+	case host == "":
+		ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	case net.ParseIP(host) != nil:
+		ips = []net.IP{net.ParseIP(host)}
+	default:
+		ips, _ = net.LookupIP(host)
 	}
 	for _, ip := range ips {
-		if ip.Equal(tcp.IP) || tcp.IP.IsUnspecified() && ip.IsLoopback() {
+		if ip.IsUnspecified() { // dialled as the loopback of its family
+			if ip.To4() != nil {
+				ip = net.IPv4(127, 0, 0, 1)
+			} else {
+				ip = net.IPv6loopback
+			}
+		}
+		if ip.Equal(tcp.IP) || tcp.IP.IsUnspecified() && (ip.IsLoopback() || isInterfaceAddr(ip)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isInterfaceAddr reports whether ip is an address of one of this
+// machine's network interfaces.
+func isInterfaceAddr(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
 			return true
 		}
 	}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"net"
+	"net/url"
+	"testing"
+)
+
+// TestUpstreamIsSelfLocalSystem: an --upstream whose host is empty
+// (http://:8080) or an unspecified address (http://0.0.0.0:8080,
+// http://[::]:8080) is dialled as the local system, as is, for a proxy
+// listening on every interface, an address of one of this machine's
+// interfaces: each names the proxy's own listener, and each request would
+// be forwarded to the proxy again and again.
+func TestUpstreamIsSelfLocalSystem(t *testing.T) {
+	loop4 := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	loop6 := &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}
+	every := &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}
+	other := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 77), Port: 8080} // no interface of the test machine has it
+	for _, tc := range []struct {
+		upstream string
+		addr     *net.TCPAddr
+		want     bool
+	}{
+		{"http://:8080", loop4, true},
+		{"http://:8080", loop6, true},
+		{"http://:8080", every, true},
+		{"http://0.0.0.0:8080", loop4, true},
+		{"http://0.0.0.0:8080", every, true},
+		{"http://[::]:8080", loop6, true},
+		{"http://[::]:8080", every, true},
+		{"http://:8081", loop4, false},
+		{"http://0.0.0.0:8081", every, false},
+		{"http://0.0.0.0:8080", other, false},
+		{"http://127.0.0.1:8080", loop4, true},
+		{"http://192.0.2.77:8080", loop4, false},
+	} {
+		up, err := url.Parse(tc.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := upstreamIsSelf(up, tc.addr); got != tc.want {
+			t.Errorf("upstreamIsSelf(%s, listening on %s) = %v, want %v", tc.upstream, tc.addr, got, tc.want)
+		}
+	}
+
+	// An address of one of this machine's interfaces other than the
+	// loopback reaches a proxy listening on every interface.
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		up := &url.URL{Scheme: "http", Host: net.JoinHostPort(ipn.IP.String(), "8080")}
+		if !upstreamIsSelf(up, every) {
+			t.Errorf("upstreamIsSelf(%s, listening on %s) = false: the address is this machine's", up, every)
+		}
+		if upstreamIsSelf(up, loop4) {
+			t.Errorf("upstreamIsSelf(%s, listening on %s) = true: the proxy listens on the loopback only", up, loop4)
+		}
+	}
+}
