@@ -1,9 +1,12 @@
 package main_test
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -144,4 +147,40 @@ func TestInspectDecodesRecordedResponses(t *testing.T) {
 			t.Errorf("an idem.Do record shown as %s; want its result as stored and no response", out)
 		}
 	})
+}
+
+// TestInspectAuthorizationAsTheProxyScopes: idem inspect --authorization
+// finds the record of a request that the proxy received with that
+// Authorization header, given the value as the client sent it: HTTP drops
+// the spaces and tabs around a header's value before the proxy computes
+// the scope, so idem inspect drops them too (curl -H 'Authorization:
+// Bearer tok ' sends the trailing space).
+func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
+	up := newCounting(t)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"amount":1}`
+	fmt.Fprintf(conn, "POST /charges HTTP/1.1\r\nHost: x\r\nIdempotency-Key: with-auth\r\nAuthorization: Bearer tok \t\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: status %d, want 201", res.StatusCode)
+	}
+	for _, auth := range []string{"Bearer tok \t", "Bearer tok", " Bearer tok"} {
+		r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "with-auth", "--authorization", auth)
+		var rec struct {
+			Key, Scope string
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec.Key != "with-auth" || rec.Scope == "" {
+			t.Errorf("idem inspect --authorization %q: exit %d, stdout %q, stderr %q; want the record of the request sent with it", auth, r.code, r.stdout, r.stderr)
+		}
+	}
 }

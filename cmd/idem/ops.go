@@ -207,7 +207,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	nsFlag := fs.String("namespace", "http", "namespace of the record")
 	keyFlag := fs.String("key", "", "the Idempotency-Key value (required)")
 	scope := fs.String("scope", "", "the key's scope as stored")
-	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does")
+	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does (spaces and tabs around it are dropped, as HTTP drops them)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), inspectHelp)
 		fs.PrintDefaults()
@@ -230,8 +230,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		if *scope != "" {
 			return usagef("give --scope or --authorization, not both")
 		}
+		// The proxy computes the scope from the value it received, which
+		// HTTP delivers without the spaces and tabs around it: the value
+		// as the client sent it must give the same scope.
 		r, _ := http.NewRequest(http.MethodPost, "/", nil)
-		r.Header.Set("Authorization", *auth)
+		r.Header.Set("Authorization", strings.Trim(*auth, " \t"))
 		*scope = idemhttp.ScopeByAuthorization(r)
 	}
 	if k, err = k.WithScope(*scope); err != nil {
