@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		crashChild() // never returns: the process kills itself
 	}
+	if os.Getenv(raceChildEnv) != "" {
+		raceChild() // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
