@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/internal/redistest"
 )
@@ -705,4 +707,37 @@ func hungServer(t *testing.T) (addr string, accepted <-chan struct{}) {
 		}
 	})
 	return ln.Addr().String(), first
+}
+
+// TestConnectErrorsAreOneLine: a store that cannot be connected to is
+// reported in one line, with exit code 1: a Postgres server that cannot be
+// reached at several addresses or with and without TLS (pgconn's error
+// lists each attempt on a line of its own), and a Redis server that wants
+// a password the DSN does not give, or gives wrong, which is said to
+// refuse the password, not to be unreachable.
+func TestConnectErrorsAreOneLine(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	if err := rc.ConfigSet(ctx, "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.Close()
+	wrong, _ := url.Parse(srv.URL())
+	wrong.User = url.UserPassword("", "secret")
+	for _, tc := range []struct {
+		name, store string
+		want, not   string
+	}{
+		{"postgres unreachable", "postgres://u:secret@127.0.0.1:1/db?connect_timeout=2", "unreachable", ""},
+		{"redis without a password", srv.URL(), "password", "unreachable"},
+		{"redis with a wrong password", wrong.String(), "password", "unreachable"},
+	} {
+		for _, args := range [][]string{{"purge"}, {"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}} {
+			r := runIdem(t, t.TempDir(), nil, append(args, "--store", tc.store)...)
+			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) || tc.not != "" && strings.Contains(r.stderr, tc.not) || strings.Contains(r.stderr, "secret") {
+				t.Errorf("%s: idem %s: exit %d, stderr %q; want 1 and one line saying %q, without %q or the password", tc.name, args[0], r.code, r.stderr, tc.want, tc.not)
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -242,7 +243,7 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 	case errors.Is(err, context.Canceled): // SIGINT or SIGTERM, not the server
 		return fmt.Errorf("interrupted while connecting to postgres at %s", at)
 	case !ok:
-		return fmt.Errorf("postgres at %s is unreachable: %w", at, err)
+		return fmt.Errorf("postgres at %s is unreachable: %w", at, oneLine{err})
 	case pe.Code == "3D000": // invalid_catalog_name
 		return fmt.Errorf("postgres at %s has no database %q: create it (createdb %s) or fix the database name in the DSN: %w", at, cfg.Database, shellWord(cfg.Database), pe)
 	case pe.Code == "28P01": // invalid_password
@@ -277,7 +278,7 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		if errors.Is(err, context.Canceled) { // SIGINT or SIGTERM, not the server
 			return nil, fmt.Errorf("interrupted while connecting to redis at %s", redact(dsn))
 		}
-		return nil, fmt.Errorf("redis at %s is unreachable: %w", redact(dsn), err)
+		return nil, redisConnectError(redact(dsn), err)
 	}
 	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
 	if err != nil {
@@ -285,4 +286,44 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		return nil, err
 	}
 	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
+}
+
+// redisConnectError explains err, the failure of a first command to the
+// Redis server at (a redacted DSN): a server that answered with an error
+// (NOAUTH: it wants a password the DSN does not give; WRONGPASS, or
+// "invalid password" from a Redis before 6: the DSN's is wrong) is told
+// apart from one that could not be reached.
+func redisConnectError(at string, err error) error {
+	re, ok := errors.AsType[redis.Error](err)
+	switch {
+	case !ok:
+		return fmt.Errorf("redis at %s is unreachable: %w", at, err)
+	case strings.HasPrefix(re.Error(), "NOAUTH"):
+		return fmt.Errorf("redis at %s wants a password: give it in the DSN (redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user): %w", at, err)
+	case strings.HasPrefix(re.Error(), "WRONGPASS"), strings.Contains(re.Error(), "invalid password"):
+		return fmt.Errorf("redis at %s: authentication failed: check the user and password in the DSN: %w", at, err)
+	default:
+		return fmt.Errorf("redis at %s refused the connection: %w", at, err)
+	}
+}
+
+// oneLine is an error shown on one line: pgconn's error for a connection
+// that failed at several addresses, or with and without TLS, puts each
+// attempt on a line of its own, and repeats the same one for each TLS
+// mode. Its lines are joined with "; ", each distinct line once.
+type oneLine struct{ error }
+
+func (e oneLine) Unwrap() error { return e.error }
+
+func (e oneLine) Error() string {
+	var lines []string
+	for line := range strings.SplitSeq(e.error.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 1 && strings.HasSuffix(lines[0], ":") { // pgconn's "failed to connect to …:"
+		return lines[0] + " " + strings.Join(lines[1:], "; ")
+	}
+	return strings.Join(lines, "; ")
 }
