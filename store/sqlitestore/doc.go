@@ -101,6 +101,16 @@
 // statements (bench/sqlitestore_test.go). A lone caller runs at once, as
 // without Batch.
 //
+// Several processes may share one file (two proxies, or a proxy and idem
+// purge): each key is still run once in total, with the settings above
+// (TestTwoProcessesRaceOnOneFile). But a process waiting for the write lock
+// another holds polls for it in SQLite's busy handler, which sleeps up to
+// 100 ms between attempts, while the holder, batched and busy, takes it
+// again as soon as it commits: under load one process then gets most
+// writes and a call in the other may wait seconds, up to the busy timeout
+// (then idem.ErrUnavailable). Run one writing process per file; for
+// several, use pgstore or redisstore.
+//
 // # Schema
 //
 // Migrate creates it; MigrationSQL prints it (Table defaults to
