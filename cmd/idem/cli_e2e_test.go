@@ -6,6 +6,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgo/idem/internal/pgtest"
@@ -738,6 +740,56 @@ func TestConnectErrorsAreOneLine(t *testing.T) {
 			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) || tc.not != "" && strings.Contains(r.stderr, tc.not) || strings.Contains(r.stderr, "secret") {
 				t.Errorf("%s: idem %s: exit %d, stderr %q; want 1 and one line saying %q, without %q or the password", tc.name, args[0], r.code, r.stderr, tc.want, tc.not)
 			}
+		}
+	}
+}
+
+// TestForeignTableOfTheSameName: on a database where another program has
+// a table named as the store's (idempotency_record), idem migrate, purge,
+// inspect and proxy fail with exit 1, in one line saying that the table is
+// not the store's, instead of calling the store unavailable over a missing
+// column; and they leave the table as it was.
+func TestForeignTableOfTheSameName(t *testing.T) {
+	sqlitePath := filepath.Join(t.TempDir(), "app.db")
+	pgURL := pgtest.URL(t)
+	for _, tc := range []struct {
+		store string
+		exec  func(q string) error
+	}{
+		{"sqlite:" + sqlitePath, func(q string) error {
+			db, err := sql.Open("sqlite", sqlitePath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			_, err = db.Exec(q)
+			return err
+		}},
+		{pgURL, func(q string) error {
+			conn, err := pgx.Connect(context.Background(), pgURL)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), q)
+			return err
+		}},
+	} {
+		if err := tc.exec(`CREATE TABLE idempotency_record (id integer PRIMARY KEY, name text)`); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"migrate"}, {"purge"}, {"inspect", "--key", "k"},
+			{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"},
+			{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--migrate=false"},
+		} {
+			r := runIdem(t, t.TempDir(), nil, append(args, "--store", tc.store)...)
+			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "table idempotency_record is not the idem store's") || strings.Contains(r.stderr, "unavailable") {
+				t.Errorf("idem %q: exit %d, stderr %q; want 1 and one line saying the table is not the store's", append(args, "--store", tc.store), r.code, r.stderr)
+			}
+		}
+		if err := tc.exec(`INSERT INTO idempotency_record (id, name) VALUES (1, 'kept')`); err != nil {
+			t.Errorf("%s: the table was changed: %v", tc.store, err)
 		}
 	}
 }

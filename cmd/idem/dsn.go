@@ -51,6 +51,7 @@ type openedStore struct {
 	idem.Store
 	kind    string
 	name    string                          // the store as messages show it: a redacted DSN, a SQLite file's absolute path
+	table   string                          // the SQL stores' table, as messages name it
 	migrate func(ctx context.Context) error // nil when the backend has no schema
 	ping    func(ctx context.Context) error
 	close   func()
@@ -196,7 +197,15 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 			return nil, err
 		}
 	}
-	return &openedStore{Store: s, kind: "sqlite", name: "sqlite:" + abs, migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+	return &openedStore{Store: s, kind: "sqlite", name: "sqlite:" + abs, table: tableName(o.table, sqlitestore.DefaultTable), migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+}
+
+// tableName is table, or def when table is empty.
+func tableName(table, def string) string {
+	if table == "" {
+		return def
+	}
+	return table
 }
 
 // sqliteHasTable checks that the database at path has the store's table
@@ -226,7 +235,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
 }
 
 // pgConnectError explains err, the failure of a first connection to the

@@ -30,12 +30,30 @@ func parseNamespace(s string) (idem.Namespace, error) {
 
 // noTable explains err, from a store call, when it says that the store's
 // table is not there (Postgres's undefined_table): idem migrate creates
-// it. Other errors are returned as they are.
+// it; or that the table of that name lacks a column of the store's
+// (Postgres's undefined_column, SQLite's "no such column"), which no
+// version of the store's schema does: the table is another program's,
+// which neither idem migrate nor any other command changes. Other errors
+// are returned as they are.
 func noTable(st *openedStore, err error) error {
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" { // undefined_table
+	pe, isPg := errors.AsType[*pgconn.PgError](err)
+	var column string
+	switch {
+	case isPg && pe.Code == "42P01": // undefined_table
 		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, shellWord(st.name))}
+	case isPg && pe.Code == "42703": // undefined_column
+		column = pe.Message
+	case !isPg && st.kind == "sqlite" && err != nil && strings.Contains(err.Error(), "no such column: "):
+		_, c, _ := strings.Cut(err.Error(), "no such column: ")
+		column = "no column " + strings.TrimSuffix(c, " (1)")
+	default:
+		return err
 	}
-	return err
+	where := "a database of its own"
+	if st.kind == "postgres" {
+		where += ", or a schema of its own (CREATE SCHEMA idem, then search_path=idem in the DSN)"
+	}
+	return fmt.Errorf("%s store %s: table %s is not the idem store's (%s): another program's table of the same name? give idem %s", st.kind, st.name, st.table, column, where)
 }
 
 // checkTable checks that the store's table is there, for a store that
@@ -80,7 +98,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return nil
 	}
 	if err := st.migrate(ctx); err != nil {
-		return err
+		return noTable(st, err)
 	}
 	fmt.Fprintf(stdout, "%s store: schema up to date\n", st.kind)
 	return nil

@@ -90,7 +90,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	switch {
 	case f.migrate && st.migrate != nil:
 		if err := st.migrate(ctx); err != nil {
-			return fmt.Errorf("migrate %s store: %w", st.kind, err)
+			return fmt.Errorf("migrate %s store: %w", st.kind, noTable(st, err))
 		}
 	case !f.migrate:
 		if err := checkTable(ctx, st, ns); err != nil {
