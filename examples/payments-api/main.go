@@ -8,6 +8,7 @@ package main
 import (
 	"flag"
 	"log"
+	"net"
 	"net/http"
 
 	"github.com/idemgo/idem/examples/internal/payments"
@@ -16,6 +17,12 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:9000", "address to serve on")
 	flag.Parse()
-	log.Printf("payments-api on http://%s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, payments.New()))
+	// Listen before saying where: the line is the sign that requests
+	// may be sent.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("payments-api on http://%s", ln.Addr())
+	log.Fatal(http.Serve(ln, payments.New()))
 }
