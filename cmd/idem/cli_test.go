@@ -77,6 +77,23 @@ func TestParseErrorsSayWhatIsAccepted(t *testing.T) {
 	}
 }
 
+// TestCommandLineOverridesABadVariable: the command line wins over the
+// environment, also over a variable whose value the flag cannot take:
+// an IDEM_TTL=10 left in the environment does not stop --ttl 90s.
+func TestCommandLineOverridesABadVariable(t *testing.T) {
+	var out bytes.Buffer
+	fs, _, d := testFlags(&out)
+	env := func(k string) (string, bool) {
+		if k == "IDEM_TTL" {
+			return "10", true
+		}
+		return "", false
+	}
+	if err := parse(fs, []string{"--ttl", "90s"}, env); err != nil || *d != 90*time.Second {
+		t.Fatalf("--ttl 90s with IDEM_TTL=10: %v, ttl %v; want nil, 1m30s", err, *d)
+	}
+}
+
 // TestParseKeepsFlags: the explaining wrappers change no value: a bare
 // boolean flag is still true, valid values are set, and the flags hold
 // the flag package's own values again afterwards.

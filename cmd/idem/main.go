@@ -195,18 +195,18 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 	fs.Usage = func() { restore(); usage() } // the flag package's help, from its own values
 	defer func() { fs.Usage = usage }()
 
-	var envErr error
+	// A variable's value the flag cannot take is an error only if the
+	// command line, which wins, does not set the flag: the first such one,
+	// in the flags' order, once the command line is parsed.
+	envErrs := map[string]error{}
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "IDEM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := getenv(name); ok && envErr == nil {
+		if v, ok := getenv(name); ok {
 			if err := f.Value.Set(v); err != nil {
-				envErr = usagef("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)
+				envErrs[f.Name] = usagef("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)
 			}
 		}
 	})
-	if envErr != nil {
-		return envErr
-	}
 	// The flag package prints an error and help alike, to one writer:
 	// catch them, and pass them on where each belongs.
 	out := fs.Output()
@@ -228,7 +228,14 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		fmt.Fprintf(out, "unexpected arguments: %q\n", fs.Args())
 		return errUsage
 	}
-	return nil
+	fs.Visit(func(f *flag.Flag) { delete(envErrs, f.Name) }) // set on the command line
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if envErr == nil {
+			envErr = envErrs[f.Name]
+		}
+	})
+	return envErr
 }
 
 // explained is a flag's value whose Set errors say what the flag
