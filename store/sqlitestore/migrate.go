@@ -17,9 +17,8 @@ import (
 var migrations embed.FS
 
 // MigrationSQL returns the SQL that Migrate runs for table ("" means
-// DefaultTable), for operators who manage the schema themselves and for
-// printing ("idem migrate --print"). It fails if table is not a valid
-// Config.Table.
+// DefaultTable), for operators who manage the schema themselves. It fails
+// if table is not a valid Config.Table.
 func MigrationSQL(table string) (string, error) {
 	if table == "" {
 		table = DefaultTable
