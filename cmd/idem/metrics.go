@@ -122,7 +122,10 @@ func (h *histogram) write(w io.Writer, name, help string) {
 		cum += h.counts[i].Load()
 		fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", name, b, cum)
 	}
-	total := h.total.Load()
+	// An observation counts in its bucket before the total: one made
+	// while the buckets were read may be in them and not yet in the
+	// total, which must not fall below them.
+	total := max(h.total.Load(), cum)
 	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n", name, total)
 	fmt.Fprintf(w, "%s_sum %g\n", name, time.Duration(h.sumNs.Load()).Seconds())
 	fmt.Fprintf(w, "%s_count %d\n", name, total)
