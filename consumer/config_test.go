@@ -58,11 +58,7 @@ func TestStoreLedgerBadArguments(t *testing.T) {
 					t.Errorf("%s: %v; want a *ConfigError %q", what, err, tc.text)
 				}
 			}
-			_, err := consumer.New(consumer.Config[msg]{
-				Ledger: tc.ledger,
-				Key:    func(m msg) (string, error) { return m.ID, nil },
-				Handle: func(context.Context, msg) error { return nil },
-			})
+			err := newWithLedger(tc.ledger)
 			check("New", err)
 			claim, _, err := tc.ledger.Claim(context.Background(), "m")
 			if claim != nil {
@@ -109,11 +105,7 @@ func TestStoreLedgerInvalidNamespace(t *testing.T) {
 	s, _ := memstore.New(memstore.Config{})
 	for _, ns := range []idem.Namespace{"", "Orders"} {
 		l := consumer.StoreLedger(s, ns, nil)
-		_, err := consumer.New(consumer.Config[msg]{
-			Ledger: l,
-			Key:    func(m msg) (string, error) { return m.ID, nil },
-			Handle: func(context.Context, msg) error { return nil },
-		})
+		err := newWithLedger(l)
 		var ce *consumer.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Config.Ledger" || !strings.Contains(ce.Problem, "invalid namespace") {
 			t.Errorf("namespace %q: New = %v; want a *ConfigError on Config.Ledger saying the namespace is invalid", ns, err)
@@ -131,11 +123,7 @@ func TestStoreLedgerInvalidNamespace(t *testing.T) {
 func TestStoreLedgerNilPointerStore(t *testing.T) {
 	var failed *memstore.Store
 	l := consumer.StoreLedger(failed, "orders", nil)
-	_, err := consumer.New(consumer.Config[msg]{
-		Ledger: l,
-		Key:    func(m msg) (string, error) { return m.ID, nil },
-		Handle: func(context.Context, msg) error { return nil },
-	})
+	err := newWithLedger(l)
 	var ce *consumer.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Config.Ledger" {
 		t.Errorf("New = %v; want a *ConfigError on Config.Ledger", err)
@@ -174,11 +162,7 @@ func TestEmptyKeyFails(t *testing.T) {
 func TestTrackerLedgerNilTracker(t *testing.T) {
 	failed, _ := tracker.NewChecked(tracker.Config{TTL: -time.Second})
 	l := consumer.TrackerLedger(failed, "orders")
-	_, err := consumer.New(consumer.Config[msg]{
-		Ledger: l,
-		Key:    func(m msg) (string, error) { return m.ID, nil },
-		Handle: func(context.Context, msg) error { return nil },
-	})
+	err := newWithLedger(l)
 	var ce *consumer.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "Config.Ledger" {
 		t.Errorf("New = %v; want a *ConfigError on Config.Ledger", err)
@@ -228,4 +212,14 @@ func countingConsumer(t *testing.T, l consumer.Ledger) (c *consumer.Consumer[msg
 		t.Fatal(err)
 	}
 	return c, runs
+}
+
+// newWithLedger returns the error of New for a Consumer on l.
+func newWithLedger(l consumer.Ledger) error {
+	_, err := consumer.New(consumer.Config[msg]{
+		Ledger: l,
+		Key:    func(m msg) (string, error) { return m.ID, nil },
+		Handle: func(context.Context, msg) error { return nil },
+	})
+	return err
 }
