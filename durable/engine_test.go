@@ -161,11 +161,7 @@ func TestStopCancelsStepsWhenItsContextEnds(t *testing.T) {
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
-	}
+	hardStop(t, b)
 	// The cancelled step returned an error: not its own failure, so the
 	// row is handed back without spending the attempt.
 	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 {
@@ -194,11 +190,7 @@ func TestHardStopAtTheLastAttemptDoesNotFail(t *testing.T) {
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
-	}
+	hardStop(t, b)
 	if in := b.get(t, id); in.Status != durable.StatusRunnable || in.Attempt != 1 {
 		t.Fatalf("after a hard stop at the last attempt: status %s, attempt %d, error %q; want runnable at attempt 1", in.Status, in.Attempt, in.Error)
 	}
@@ -235,11 +227,7 @@ func TestHardStopDoesNotCallTheErrorHandler(t *testing.T) {
 	b.start(t)
 	id := b.insert(t, fsm.With(struct{}{}), nil)
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
-	}
+	hardStop(t, b)
 	ev := b.waitStepEvent(t, "the step's stop event", func(e durable.StepStopEvent) bool { return e.ID == id })
 	if !ev.HandedBack {
 		t.Fatalf("stop event %+v, want HandedBack", ev)
@@ -356,4 +344,15 @@ func TestPollOnly(t *testing.T) {
 	b.waitStatus(t, id, durable.StatusAwaitingSignal)
 	b.signal(t, durable.ByID(id), "finish", nil, "")
 	b.waitStatus(t, id, durable.StatusDone)
+}
+
+// hardStop stops b's engine with a deadline its running steps outlast, so
+// that the engine cancels them, and checks that Stop says so.
+func hardStop(t *testing.T, b *testBundle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.client.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop: %v, want DeadlineExceeded", err)
+	}
 }
