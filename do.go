@@ -105,7 +105,7 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
 	var zero Res
 	switch {
-	case isNilStore(s):
+	case IsNilStore(s):
 		return zero, fmt.Errorf("%w: Do without a Store (a nil %T: was its constructor's error ignored?)", ErrInvalidArgument, s)
 	case fn == nil:
 		return zero, fmt.Errorf("%w: Do without a function to run", ErrInvalidArgument)

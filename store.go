@@ -197,10 +197,10 @@ type TxBound interface {
 	TxBound() bool
 }
 
-// isNilStore reports whether s is nil, or a nil pointer of a store type,
+// IsNilStore reports whether s is nil, or a nil pointer of a store type,
 // such as a store constructor returns with its error: either would panic
-// in its first call.
-func isNilStore(s Store) bool {
+// in its first call. Packages that take a Store refuse both with it.
+func IsNilStore(s Store) bool {
 	if s == nil {
 		return true
 	}

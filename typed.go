@@ -65,7 +65,7 @@ type Typed[Req, Res any] struct {
 // type (as a constructor returns with its error), gives a Typed whose calls
 // fail with ErrInvalidArgument.
 func NewTyped[Req, Res any](s Store, opts *TypedOpts) *Typed[Req, Res] {
-	if isNilStore(s) {
+	if IsNilStore(s) {
 		s = nil
 	}
 	t := &Typed[Req, Res]{store: s, marshal: json.Marshal, unmarshal: json.Unmarshal}

@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -44,7 +43,7 @@ func StoreLedger(s idem.Store, ns idem.Namespace, opts *StoreLedgerOpts) Ledger 
 	switch {
 	case s == nil:
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger without a store (a nil idem.Store)")
-	case reflect.ValueOf(s).Kind() == reflect.Pointer && reflect.ValueOf(s).IsNil():
+	case idem.IsNilStore(s):
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger on a nil %T (was its constructor's error ignored?)", s)
 	case ns.Validate() != nil:
 		l.err = configErrorf("Config.Ledger", "is a StoreLedger with an invalid namespace: %v", ns.Validate())

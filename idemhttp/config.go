@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
 
@@ -154,7 +153,7 @@ func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("idemhttp: Config.Store is required")
 	}
-	if v := reflect.ValueOf(c.Store); v.Kind() == reflect.Pointer && v.IsNil() {
+	if idem.IsNilStore(c.Store) {
 		// A store constructor's result kept although it failed: every
 		// request would panic in the store.
 		return fmt.Errorf("idemhttp: Config.Store is a nil %T (was its constructor's error ignored?)", c.Store)

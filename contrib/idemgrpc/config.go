@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -113,7 +112,7 @@ func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("idemgrpc: Config.Store is required")
 	}
-	if v := reflect.ValueOf(c.Store); v.Kind() == reflect.Pointer && v.IsNil() {
+	if idem.IsNilStore(c.Store) {
 		// A store constructor's result kept although it failed: every
 		// call would panic in the store.
 		return fmt.Errorf("idemgrpc: Config.Store is a nil %T (was its constructor's error ignored?)", c.Store)
