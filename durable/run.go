@@ -118,12 +118,16 @@ func (r *ranStep) check(limit int) error {
 
 // callStep calls fn, turning a panic into a *PanicError.
 func callStep[S any](ctx context.Context, fn StepFunc[S], step *Step[S]) (out Outcome, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = Outcome{}, &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
+	defer recoverPanic(&err)
 	return fn(ctx, step)
+}
+
+// recoverPanic, deferred, turns a panic of the function that deferred it
+// into a *PanicError in *err; its other results are left zero.
+func recoverPanic(err *error) {
+	if v := recover(); v != nil {
+		*err = &PanicError{Value: v, Stack: debug.Stack()}
+	}
 }
 
 // handle decides the outcome of a failed step: the FSM's error handler if
@@ -178,20 +182,12 @@ func safeBackoff(backoff func(int) time.Duration, attempt int) (d time.Duration)
 // fail the step, not the process (and, the row being reaped and run again,
 // the process of every engine that picks it in turn).
 func marshalJSON(v any) (b []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			b, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
-		}
-	}()
+	defer recoverPanic(&err)
 	return json.Marshal(v)
 }
 
 func unmarshalJSON(data []byte, v any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
-		}
-	}()
+	defer recoverPanic(&err)
 	return json.Unmarshal(data, v)
 }
 
