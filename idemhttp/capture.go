@@ -83,10 +83,17 @@ func (c *capture) WriteHeader(code int) {
 		return
 	}
 	c.wroteHeader = true
-	c.status = code
+	c.take(code)
+	c.w.WriteHeader(code)
+}
+
+// take takes in the response's header as it is sent with status: the
+// recordable fields the handler set (see own), and the Content-Length it
+// declared (see declare).
+func (c *capture) take(status int) {
+	c.status = status
 	c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
 	c.declare()
-	c.w.WriteHeader(code)
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -200,9 +207,7 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 // finish completes the capture after the handler returned.
 func (c *capture) finish() {
 	if !c.wroteHeader {
-		c.status = http.StatusOK
-		c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
-		c.declare()
+		c.take(http.StatusOK)
 	}
 }
 
