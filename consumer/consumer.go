@@ -106,11 +106,8 @@ func New[M any](cfg Config[M]) (*Consumer[M], error) {
 	case cfg.SettleTimeout < 0:
 		return nil, configErrorf("Config.SettleTimeout", "must not be negative, got %v", cfg.SettleTimeout)
 	}
-	if l, ok := cfg.Ledger.(*storeLedger); ok && l.err != nil {
-		return nil, l.err
-	}
-	if l, ok := cfg.Ledger.(*trackerLedger); ok && l.err != nil {
-		return nil, l.err
+	if l, ok := cfg.Ledger.(misconfigured); ok && l.configErr() != nil {
+		return nil, l.configErr()
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = defaultSettleTimeout
@@ -215,6 +212,13 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		return Handled, fmt.Errorf("consumer: handled, but marking the key done failed: %w", err)
 	}
 	return Handled, nil
+}
+
+// misconfigured is a ledger of this package's, made from arguments it
+// cannot work with: New refuses it with configErr.
+type misconfigured interface {
+	// configErr is the *ConfigError of the ledger's arguments, or nil.
+	configErr() error
 }
 
 // watchedClaim is a Claim that can tell its handler that it was lost

@@ -64,6 +64,8 @@ type storeLedger struct {
 	err   error // a *ConfigError for arguments StoreLedger cannot work with
 }
 
+func (l *storeLedger) configErr() error { return l.err }
+
 func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, error) {
 	if l.err != nil {
 		return nil, 0, l.err

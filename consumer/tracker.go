@@ -39,6 +39,8 @@ type trackerLedger struct {
 	err   error // a *ConfigError for a nil tracker
 }
 
+func (l *trackerLedger) configErr() error { return l.err }
+
 func (l *trackerLedger) Claim(_ context.Context, key string) (Claim, State, error) {
 	if l.err != nil {
 		return nil, 0, l.err
