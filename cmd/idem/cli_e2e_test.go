@@ -393,6 +393,7 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},
 		{proxy, []string{"IDEM_TTL=soon"}, "idem proxy: invalid value \"soon\" in IDEM_TTL"},
 		{[]string{"proxy", "--upstream", "ftp://x", "--store", "memory"}, nil, "idem proxy: --upstream \"ftp://x\" is not an absolute http or https URL"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/api?tenant=a", "--store", "memory"}, nil, "idem proxy: --upstream http://127.0.0.1:1/api?… has a query string"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "mongo://x"}, nil, "idem proxy: unknown store DSN"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:"}, nil, "idem proxy: sqlite DSN has no path"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://:secret/x@127.0.0.1:1"}, nil, "idem proxy: bad redis DSN"},

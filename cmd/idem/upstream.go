@@ -9,10 +9,19 @@ import (
 
 // parseUpstream parses --upstream: an absolute http or https URL. A value
 // without a scheme that reads as host:port (127.0.0.1:9000, localhost:9000)
-// is refused with the URL the user likely meant.
+// is refused with the URL the user likely meant. A URL with a query
+// string is refused too: the proxy would add the query to every request
+// it forwards, ahead of the client's own, which is seldom what was meant
+// (a request's URL pasted as the API's); the message leaves the query
+// out, as it may hold a token.
 func parseUpstream(s string) (*url.URL, error) {
 	up, err := url.Parse(s)
 	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
+		if up.RawQuery != "" {
+			base := *up
+			base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
+			return nil, usagef("--upstream %s?… has a query string, which the proxy would add to every request it forwards: give the API's URL without it", base.Redacted())
+		}
 		return up, nil
 	}
 	msg := fmt.Sprintf("--upstream %q is not an absolute http or https URL", redact(s))

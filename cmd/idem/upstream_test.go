@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -58,6 +59,28 @@ func TestUpstreamIsSelfLocalSystem(t *testing.T) {
 		}
 		if upstreamIsSelf(up, loop4) {
 			t.Errorf("upstreamIsSelf(%s, listening on %s) = true: the proxy listens on the loopback only", up, loop4)
+		}
+	}
+}
+
+// TestUpstreamWithQueryIsRefused: an --upstream with a query string is
+// refused, since the proxy would add the query to every request it
+// forwards; the message leaves out the query, which may hold a token. A
+// path prefix, and a bare '?', are taken.
+func TestUpstreamWithQueryIsRefused(t *testing.T) {
+	for _, s := range []string{"http://127.0.0.1:9000/api?tenant=a", "https://api.example/?api_key=s3cret#top"} {
+		_, err := parseUpstream(s)
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), "query string") {
+			t.Errorf("parseUpstream(%q) = %v; want a usage error about the query string", s, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "tenant") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("parseUpstream(%q): %q shows the query", s, err)
+		}
+	}
+	for _, s := range []string{"http://127.0.0.1:9000/api/v1", "http://127.0.0.1:9000/?"} {
+		if _, err := parseUpstream(s); err != nil {
+			t.Errorf("parseUpstream(%q) = %v; want it taken", s, err)
 		}
 	}
 }
