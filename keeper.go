@@ -68,14 +68,16 @@ type keeper struct {
 	timer   *time.Timer   // kept across uses of a pooled keeper
 	armed   bool          // timer is pending, or fired and its beat not yet run
 	armedAt time.Duration // the interval timer was armed with
+	armedOn time.Time     // when timer was armed, on the monotonic clock
 	lease   Lease
 	beating bool
 	stopped bool
 	// deadline is when the lease held may lapse, on this process's
 	// monotonic clock: a heartbeat's TTL after it was sent, for the last
 	// one that succeeded. Zero until the run's first beat, which works it
-	// out from the timer (see beat), so that a run shorter than a beat
-	// never reads the clock. Only a lease with a TTL has one.
+	// out from when its timer was armed (see beat), so that a run shorter
+	// than a beat reads the clock only to arm a timer, not for an armed
+	// one it inherits. Only a lease with a TTL has one.
 	deadline time.Time
 	// failing says the last heartbeat failed (other than with
 	// ErrStaleToken): once the deadline passes with no success since, the
@@ -111,7 +113,7 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 	default:
 		k.timer.Reset(every)
 	}
-	k.armed, k.armedAt = true, every
+	k.armed, k.armedAt, k.armedOn = true, every, time.Now()
 	return true
 }
 
@@ -126,14 +128,15 @@ func (k *keeper) beat() {
 	lease, every, failing := k.lease, k.every, k.failing
 	now := time.Now()
 	if lease.TTL > 0 && k.deadline.IsZero() {
-		// The run's first beat. Its timer was armed armedAt before now,
-		// or a little more when it fired late: by start, as the run began
-		// just after Begin granted the lease, or by an earlier run for a
-		// pooled timer, up to armedAt before this run began. The deadline
-		// is a TTL after that: about when the lease lapses, or earlier,
-		// which is the safe side (giving up sooner while the store is
-		// unreachable).
-		k.deadline = now.Add(lease.TTL - k.armedAt)
+		// The run's first beat. Its timer was armed at armedOn: by start,
+		// as the run began just after Begin granted the lease, or by an
+		// earlier run for a pooled timer, before this run began. The
+		// deadline is a TTL after that: about when the lease lapses, or
+		// earlier, which is the safe side (giving up sooner while the
+		// store is unreachable). It does not depend on when the timer
+		// fired: a beat that runs late, even after the lease lapsed, must
+		// not push the lapse back by its lateness.
+		k.deadline = k.armedOn.Add(lease.TTL)
 	}
 	deadline := k.deadline
 	k.mu.Unlock()
@@ -168,7 +171,7 @@ func (k *keeper) beat() {
 	}
 	if !lost && !k.stopped {
 		k.timer.Reset(next)
-		k.armed, k.armedAt = true, next
+		k.armed, k.armedAt, k.armedOn = true, next, time.Now()
 	} else {
 		k.armed = false
 	}

@@ -2,9 +2,11 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +191,52 @@ func waitBeats(t *testing.T, w *heartbeatWatch, key idem.Key, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d heartbeats in 10 s, want %d: its keeper stopped", key.Value(), w.beatsOf(key)-want+n, n)
 		}
+	}
+}
+
+// lateBeat is a context whose first Err call, which the keeper's first
+// beat makes before it reads the clock, returns only at until: a beat
+// whose timer fired that late.
+type lateBeat struct {
+	context.Context
+	until time.Time
+	once  sync.Once
+}
+
+func (c *lateBeat) Err() error {
+	c.once.Do(func() { time.Sleep(time.Until(c.until)) })
+	return c.Context.Err()
+}
+
+// unreachable is a store whose heartbeats fail, counting them.
+type unreachable struct {
+	idem.Store
+	beats atomic.Int32
+}
+
+func (s *unreachable) Heartbeat(context.Context, idem.Key, idem.Lease, time.Duration) (idem.Lease, error) {
+	s.beats.Add(1)
+	return idem.Lease{}, errors.New("store unreachable")
+}
+
+// A first beat that runs only after the lease has lapsed (its timer fired
+// late: a loaded machine, a paused process) finds the lease lapsed when
+// its heartbeat fails, and reports it lost then: the lapse is a TTL after
+// the keeping began, not a TTL after the late beat, which would let the
+// run go on for its lateness while another owner may have the key.
+func TestKeeperLateFirstBeatFindsTheLeaseLapsed(t *testing.T) {
+	const ttl, every = 200 * time.Millisecond, 50 * time.Millisecond
+	s := &unreachable{Store: newMem(t, nil)}
+	ctx := &lateBeat{Context: context.Background(), until: time.Now().Add(2 * ttl)}
+	lost := make(chan int32, 1)
+	stop := idem.KeepAlive(ctx, s, testKey(t, "late"), idem.Lease{Token: "t", TTL: ttl}, every, func() { lost <- s.beats.Load() })
+	defer stop()
+	select {
+	case n := <-lost:
+		if n != 1 {
+			t.Errorf("lease reported lost after %d failed heartbeats; want 1: the first beat, %v after the keeping began, is past a %v lease", n, 2*ttl, ttl)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("lease never reported lost while the store is unreachable")
 	}
 }
