@@ -22,15 +22,27 @@
 // an echo.HTTPError(404) is stored and replayed like any 404, and an
 // HTTPError(500) releases the key like any 5xx (see New).
 //
-// Register it with e.Use (after routing, so that unknown routes are answered
-// as the router answers them), after authentication, which Config.KeyScope
-// may rely on, and before any middleware that reads the request
-// body or compresses the response (Gzip: one inside the middleware would
-// have the compressed body recorded and replayed to clients that may not
-// accept that encoding). Bound protected bodies with idemhttp.Config.MaxBody
-// rather than echo's BodyLimit in front of the middleware: BodyLimit's error
-// on a chunked body reaches the middleware as an unreadable body (400),
-// where MaxBody answers 413.
+// Unknown routes: a request that matches no route is answered by the
+// router as usual, and that answer is not recorded (the key is released and
+// nothing is stored), so that a retry runs the route once it exists, as on
+// a newer version of the service sharing the store during a rolling deploy.
+// This holds for the router's 404 for a path no route matches, its 405 for
+// a path with routes for other methods only, and the 404 of a route
+// registered with RouteNotFound (such as the catch-all that a Group or Host
+// with middleware registers). A 404 that the handler of a matched route answers,
+// echo.ErrNotFound too, is about the resource and is recorded like any 404.
+// With Config.RequireKey, a request to an unknown route without a key is
+// still answered 400.
+//
+// Register it with e.Use or on a Group (with e.Pre it also works, but runs
+// before every e.Use middleware), after authentication, which
+// Config.KeyScope may rely on, and before any middleware that reads the
+// request body or compresses the response (Gzip: one inside the middleware
+// would have the compressed body recorded and replayed to clients that may
+// not accept that encoding). Bound protected bodies with
+// idemhttp.Config.MaxBody rather than echo's BodyLimit in front of the
+// middleware: BodyLimit's error on a chunked body reaches the middleware as
+// an unreadable body (400), where MaxBody answers 413.
 //
 // Key scope: Config.KeyScope is given the *http.Request, not the echo
 // context, so a caller that an authentication middleware keeps only with

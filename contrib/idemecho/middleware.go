@@ -30,6 +30,10 @@ import (
 // nothing when c.Response().Committed is set. A replay or an error response
 // of the middleware itself returns nil. For methods that are not protected
 // the handler's error is returned untouched.
+//
+// The router's answer to a request that matches no route (see unrouted) is
+// delivered but not recorded: the key is released, so that a retry with
+// the same key runs the route once it exists.
 func New(cfg idemhttp.Config) (echo.MiddlewareFunc, error) {
 	mw, err := idemhttp.New(cfg)
 	if err != nil {
@@ -53,8 +57,47 @@ func New(cfg idemhttp.Config) (echo.MiddlewareFunc, error) {
 				if herr = next(c); herr != nil {
 					c.Error(herr)
 				}
+				if unrouted(c, outerReq) {
+					idemhttp.Unrecorded(w)
+				}
 			})).ServeHTTP(outerRes, outerReq)
 			return herr
 		}
 	}, nil
+}
+
+// unrouted reports whether the response of c is the router's answer to r
+// matching no route: a 404 for a path that no route matches (c.Path() is
+// then empty) or only a RouteNotFound route does (as the catch-all that a
+// Group with middleware registers), or a 405 for a path with routes for
+// other methods only (the router then sets echo.ContextKeyHeaderAllow). It
+// is called after the handler ran, when the router has run also for a
+// middleware registered with e.Pre.
+func unrouted(c echo.Context, r *http.Request) bool {
+	switch c.Response().Status {
+	case http.StatusMethodNotAllowed:
+		return c.Get(echo.ContextKeyHeaderAllow) != nil
+	case http.StatusNotFound:
+		path := c.Path()
+		if path == "" {
+			return true
+		}
+		// A path that is both a route for r.Method and a RouteNotFound
+		// route matched the route: the router prefers it.
+		router, ok := c.Echo().Routers()[r.Host]
+		if !ok {
+			router = c.Echo().Router()
+		}
+		notFound := false
+		for _, route := range router.Routes() {
+			if route.Path == path {
+				if route.Method == r.Method {
+					return false
+				}
+				notFound = notFound || route.Method == echo.RouteNotFound
+			}
+		}
+		return notFound
+	}
+	return false
 }

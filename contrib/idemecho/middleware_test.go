@@ -611,3 +611,127 @@ func TestConfigError(t *testing.T) {
 		t.Errorf("New without a store = %v, want an error naming Config.Store", err)
 	}
 }
+
+// A request that matches no route is answered by the router, 404 or 405,
+// with the key released and nothing stored, however the middleware is
+// registered: once the route exists (a new version of the service behind a
+// shared store), the retry with the same key runs it. A 404 the handler of
+// a matched route returns, even echo.ErrNotFound itself, is recorded and
+// replayed.
+func TestUnknownRoutesNotRecorded(t *testing.T) {
+	const routerNotFound = `{"message":"Not Found"}` + "\n"
+	for _, tc := range []struct {
+		name      string
+		notFound  string // the body of the 404
+		otherVerb int    // the status of POST to a path with only a GET route
+		register  func(e *echo.Echo, mw echo.MiddlewareFunc) func(method, path string, h echo.HandlerFunc)
+	}{
+		{"Use", routerNotFound, 405, func(e *echo.Echo, mw echo.MiddlewareFunc) func(string, string, echo.HandlerFunc) {
+			e.Use(mw)
+			return func(m, p string, h echo.HandlerFunc) { e.Add(m, "/api"+p, h) }
+		}},
+		{"Pre", routerNotFound, 405, func(e *echo.Echo, mw echo.MiddlewareFunc) func(string, string, echo.HandlerFunc) {
+			e.Pre(mw)
+			return func(m, p string, h echo.HandlerFunc) { e.Add(m, "/api"+p, h) }
+		}},
+		{"Group", routerNotFound, 404, func(e *echo.Echo, mw echo.MiddlewareFunc) func(string, string, echo.HandlerFunc) {
+			g := e.Group("/api", mw) // registers a RouteNotFound catch-all for /api
+			return func(m, p string, h echo.HandlerFunc) { g.Add(m, p, h) }
+		}},
+		{"Host", routerNotFound, 404, func(e *echo.Echo, mw echo.MiddlewareFunc) func(string, string, echo.HandlerFunc) {
+			g := e.Host("example.com", mw) // the host of httptest requests; registers a RouteNotFound catch-all
+			return func(m, p string, h echo.HandlerFunc) { g.Add(m, "/api"+p, h) }
+		}},
+		{"RouteNotFound", `{"message":"no such route"}` + "\n", 404, func(e *echo.Echo, mw echo.MiddlewareFunc) func(string, string, echo.HandlerFunc) {
+			e.Use(mw)
+			e.RouteNotFound("/api/*", func(c echo.Context) error {
+				return c.JSON(http.StatusNotFound, map[string]string{"message": "no such route"})
+			})
+			return func(m, p string, h echo.HandlerFunc) { e.Add(m, "/api"+p, h) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := memstore.New(memstore.Config{})
+			events := make(chan idemhttp.Event, 100)
+			mw, err := idemecho.New(idemhttp.Config{Store: s, OnEvent: func(e idemhttp.Event) { events <- e }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := echo.New()
+			add := tc.register(e, mw)
+			add("GET", "/only-get", func(c echo.Context) error { return c.String(200, "got") })
+			customers := 0
+			add("POST", "/customers/:id", func(c echo.Context) error {
+				customers++
+				return echo.ErrNotFound // no such customer
+			})
+
+			lastEvent := func() idemhttp.Outcome {
+				t.Helper()
+				var last idemhttp.Outcome
+				for len(events) > 0 {
+					last = (<-events).Outcome
+				}
+				return last
+			}
+			for i := range 2 {
+				w := serve(e, "POST", "/api/nowhere", `{}`, key("k404"))
+				if w.Code != 404 || replayed(w) || w.Body.String() != tc.notFound {
+					t.Fatalf("POST /api/nowhere %d: %d %q replayed=%v, want the router's 404", i, w.Code, w.Body, replayed(w))
+				}
+				if o := lastEvent(); o != idemhttp.OutcomeReleased {
+					t.Errorf("POST /api/nowhere %d: event %q, want %q", i, o, idemhttp.OutcomeReleased)
+				}
+				w = serve(e, "POST", "/api/only-get", `{}`, key("k405"))
+				if w.Code != tc.otherVerb || replayed(w) {
+					t.Fatalf("POST /api/only-get %d: %d %q replayed=%v, want the router's %d", i, w.Code, w.Body, replayed(w), tc.otherVerb)
+				}
+				if tc.otherVerb == 405 && w.Header().Get("Allow") == "" {
+					t.Errorf("POST /api/only-get %d: 405 without Allow", i)
+				}
+				if o := lastEvent(); o != idemhttp.OutcomeReleased {
+					t.Errorf("POST /api/only-get %d: event %q, want %q", i, o, idemhttp.OutcomeReleased)
+				}
+			}
+
+			// The route appears: the retry runs it.
+			add("POST", "/nowhere", func(c echo.Context) error { return c.String(201, "created") })
+			if w := serve(e, "POST", "/api/nowhere", `{}`, key("k404")); w.Code != 201 || w.Body.String() != "created" || replayed(w) {
+				t.Fatalf("retry once the route exists: %d %q replayed=%v, want the handler's 201", w.Code, w.Body, replayed(w))
+			}
+
+			// A handler's own 404 is an answer about the resource: recorded.
+			first := serve(e, "POST", "/api/customers/7", `{}`, key("k-customer"))
+			retry := serve(e, "POST", "/api/customers/7", `{}`, key("k-customer"))
+			if first.Code != 404 || retry.Code != 404 || !replayed(retry) || customers != 1 {
+				t.Fatalf("handler's 404: first %d, retry %d replayed=%v, %d runs; want it recorded and replayed", first.Code, retry.Code, replayed(retry), customers)
+			}
+		})
+	}
+}
+
+// A route and a RouteNotFound route on one path: a request with the
+// route's method runs the route, so its 404 is the handler's, recorded;
+// one with another method gets the RouteNotFound route's, not recorded.
+func TestRouteAndRouteNotFoundOnOnePath(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemecho.New(idemhttp.Config{Store: s, Methods: []string{"POST", "PUT"}})
+	e := echo.New()
+	e.Use(mw)
+	runs := 0
+	e.POST("/files/*", func(c echo.Context) error {
+		runs++
+		return echo.ErrNotFound // no such file
+	})
+	e.RouteNotFound("/files/*", func(c echo.Context) error { return c.String(http.StatusNotFound, "no such route") })
+	first := serve(e, "POST", "/files/a", `{}`, key("post"))
+	retry := serve(e, "POST", "/files/a", `{}`, key("post"))
+	if first.Code != 404 || !replayed(retry) || runs != 1 {
+		t.Errorf("POST: first %d, retry %d replayed=%v after %d runs; want the handler's 404 recorded", first.Code, retry.Code, replayed(retry), runs)
+	}
+	for i := range 2 {
+		if w := serve(e, "PUT", "/files/a", `{}`, key("put")); w.Code != 404 || w.Body.String() != "no such route" || replayed(w) {
+			t.Errorf("PUT %d: %d %q replayed=%v, want the RouteNotFound route's 404, not recorded", i, w.Code, w.Body, replayed(w))
+		}
+	}
+}
