@@ -39,8 +39,12 @@
 // Config.KeyScope may rely on, and before any middleware that reads the
 // request body or compresses the response (Gzip: one inside the middleware
 // would have the compressed body recorded and replayed to clients that may
-// not accept that encoding). Bound protected bodies with
-// idemhttp.Config.MaxBody rather than echo's BodyLimit in front of the
+// not accept that encoding). A body read before the middleware (c.Bind in
+// a middleware in front of it) is gone when the middleware reads it: a
+// request that announced its Content-Length is answered 400
+// (body-unreadable) and not run, but a chunked one cannot be told from an
+// empty body, and is fingerprinted and run as one. Bound protected bodies
+// with idemhttp.Config.MaxBody rather than echo's BodyLimit in front of the
 // middleware: BodyLimit's error on a chunked body reaches the middleware as
 // an unreadable body (400), where MaxBody answers 413.
 //

@@ -710,6 +710,35 @@ func TestUnknownRoutesNotRecorded(t *testing.T) {
 	}
 }
 
+// A body a middleware in front of this one read (by binding it, say) is
+// gone by the time the middleware reads it: a body whose length was
+// announced is then answered 400 body-unreadable, and the handler does not
+// run, rather than the request being fingerprinted and run as an empty
+// body.
+func TestBodyReadBeforeTheMiddleware(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemecho.New(idemhttp.Config{Store: s})
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			var v map[string]any
+			if err := c.Bind(&v); err != nil {
+				return err
+			}
+			return next(c)
+		}
+	}, mw)
+	runs := 0
+	e.POST("/x", func(c echo.Context) error {
+		runs++
+		return c.NoContent(http.StatusCreated)
+	})
+	wantProblem(t, serve(e, "POST", "/x", `{"amount":100}`, key("k")), http.StatusBadRequest, idemhttp.ProblemBodyUnreadable)
+	if runs != 0 {
+		t.Errorf("the handler ran %d times", runs)
+	}
+}
+
 // A route and a RouteNotFound route on one path: a request with the
 // route's method runs the route, so its 404 is the handler's, recorded;
 // one with another method gets the RouteNotFound route's, not recorded.

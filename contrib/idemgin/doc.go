@@ -30,7 +30,12 @@
 // (logging, recovery, authentication, which KeyScope may rely on) and
 // before those that read the request body or compress the response; a
 // compressor inside it would have the compressed body recorded and
-// replayed to clients that may not accept that encoding.
+// replayed to clients that may not accept that encoding. A body read
+// before the middleware (c.ShouldBindJSON in a middleware in front of it)
+// is gone when the middleware reads it: a request that announced its
+// Content-Length is answered 400 (body-unreadable) and not run, but a
+// chunked one cannot be told from an empty body, and is fingerprinted and
+// run as one.
 //
 // Key scope: Config.KeyScope is given the *http.Request, not the gin
 // context, so a caller that an authentication middleware keeps only with

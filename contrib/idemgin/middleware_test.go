@@ -746,3 +746,29 @@ func TestOuterHeadersNotRecorded(t *testing.T) {
 		t.Errorf("retry without gzip replayed Content-Encoding %q, X-Request-Id %q set outside the middleware for the first request", ce, rid)
 	}
 }
+
+// A body a middleware in front of this one read (by binding it, say) is
+// gone by the time the middleware reads it: a body whose length was
+// announced is then answered 400 body-unreadable, and the handler does not
+// run, rather than the request being fingerprinted and run as an empty
+// body.
+func TestBodyReadBeforeTheMiddleware(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	e := gin.New()
+	e.Use(func(c *gin.Context) {
+		var v map[string]any
+		if err := c.ShouldBindJSON(&v); err != nil {
+			c.AbortWithStatus(http.StatusBadRequest)
+		}
+	}, mw)
+	runs := 0
+	e.POST("/x", func(c *gin.Context) {
+		runs++
+		c.Status(http.StatusCreated)
+	})
+	wantProblem(t, serve(e, "POST", "/x", `{"amount":100}`, key("k")), http.StatusBadRequest, idemhttp.ProblemBodyUnreadable)
+	if runs != 0 {
+		t.Errorf("the handler ran %d times", runs)
+	}
+}
