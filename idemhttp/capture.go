@@ -56,6 +56,11 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
+	// hijacked says the handler took the connection over (Hijack).
+	hijacked bool
+	// upgrade says the handler passes on a protocol upgrade (101) that it
+	// writes on the connection it takes over: the proxy sets it.
+	upgrade bool
 }
 
 // init readies c to capture up to max body bytes of a response to w, and
@@ -198,11 +203,34 @@ func (c *capture) Flush() {
 // Hijack hands the connection to the handler and abandons the recording.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c.abandoned = true
-	return http.NewResponseController(c.w).Hijack()
+	conn, brw, err := http.NewResponseController(c.w).Hijack()
+	if err == nil {
+		c.hijacked = true
+	}
+	return conn, brw, err
 }
 
 // Unwrap gives http.ResponseController access to the underlying writer.
 func (c *capture) Unwrap() http.ResponseWriter { return c.w }
+
+// sent is the status the client was sent, as Event.Status documents it:
+// the status written; else, for a connection the handler took over, 101
+// for an upgrade (see upgrade) or 0, no response through c; else 500 when
+// the handler panicked (what a recovering middleware outside answers), or
+// 200 when it returned (what net/http sends).
+func (c *capture) sent(panicked bool) int {
+	switch {
+	case c.wroteHeader:
+		return c.status
+	case c.hijacked && c.upgrade:
+		return http.StatusSwitchingProtocols
+	case c.hijacked:
+		return 0
+	case panicked:
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
+}
 
 // finish completes the capture after the handler returned.
 func (c *capture) finish() {

@@ -42,7 +42,23 @@ type Event struct {
 	Request *http.Request
 	// Outcome says what happened; see the Outcome constants.
 	Outcome Outcome
-	// Status is the status code sent to the client.
+	// Status is the status code of the response sent to the client:
+	//
+	//   - the status of the middleware's own answer: a problem, or a
+	//     replayed response;
+	//   - the status the handler wrote, 200 when it wrote none, even when
+	//     it panicked after writing it: the client then got that status,
+	//     its response cut off or finished by a recovering middleware
+	//     outside this one (net/http ignores the 500 it tries to write), or
+	//     no response at all when nothing recovers the panic before
+	//     net/http sent the header;
+	//   - 500 when the handler panicked before writing a status: what a
+	//     recovering middleware outside this one answers (net/http itself
+	//     closes the connection without answering);
+	//   - for a connection the handler took over (Hijack), the status it
+	//     wrote before, if any; else 101 for a protocol upgrade NewProxy
+	//     passes on, or 0, meaning no HTTP response went through the
+	//     middleware (the handler answered, if at all, on the connection).
 	Status int
 	// StoreTime is the time spent in store calls.
 	StoreTime time.Duration

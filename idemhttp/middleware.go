@@ -325,7 +325,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	cw.recording, cw.head = true, x.r.Method == http.MethodHead
 	cw.outside()
 	// What a panic in the handler leaves: the key released.
-	x.ev.Outcome, x.ev.Status = OutcomeReleased, http.StatusInternalServerError
+	x.ev.Outcome = OutcomeReleased
 	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
 	defer func() { // also when the handler panicked
 		x.ev.StoreTime += o.SettleTime
@@ -339,13 +339,14 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		defer func() {
 			if !served {
 				x.ev.HandlerTime = x.since(start)
+				x.ev.Status = cw.sent(true)
 			}
 		}()
 		next.ServeHTTP(cw, x.r.WithContext(ctx))
 		served = true
 		x.ev.HandlerTime = x.since(start)
 		cw.finish()
-		x.ev.Status = cw.status
+		x.ev.Status = cw.sent(false)
 		if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
 			return nil, false
 		}
@@ -392,13 +393,14 @@ func (x *exchange) pass(next http.Handler) {
 	start := x.now()
 	cw := &x.cw
 	cw.init(x.w, 0, nil)
-	defer func() {
+	returned := false
+	defer func() { // also when the handler panicked
 		x.ev.HandlerTime = x.since(start)
-		cw.finish()
 		cw.close()
-		x.ev.Status = cw.status
+		x.ev.Status = cw.sent(!returned)
 	}()
 	next.ServeHTTP(cw, x.r)
+	returned = true
 }
 
 // buffer returns x's encoding buffer, emptied.

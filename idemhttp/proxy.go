@@ -122,6 +122,9 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		BufferPool: copyBuffers{},
 		ModifyResponse: func(res *http.Response) error {
 			call := callOf(res.Request.Context())
+			if res.StatusCode == http.StatusSwitchingProtocols && call.capture != nil {
+				call.capture.upgrade = true // written on the hijacked connection
+			}
 			if call.recording != nil {
 				if err := bufferResponse(res, call.recording); err != nil {
 					return err
@@ -156,8 +159,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		call := &upstreamCall{cancel: cancel}
-		if c, ok := w.(*capture); ok && c.recording {
-			call.recording = c
+		if c, ok := w.(*capture); ok {
+			call.capture = c
+			if c.recording {
+				call.recording = c
+			}
 		}
 		call.timer = time.AfterFunc(cfg.Timeout, call.expire)
 		defer call.timer.Stop()
@@ -169,8 +175,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 // upstreamCall is the state of one request's call to the upstream, in its
 // context under upstreamCallKey{}.
 type upstreamCall struct {
-	// recording is the capture of a response the middleware records: set
-	// for a protected request.
+	// capture is the middleware's writer: set for a request with a
+	// protected method.
+	capture *capture
+	// recording is capture when the middleware records the response: for
+	// a protected request with a key.
 	recording *capture
 	// timer cancels the call when the upstream has not answered within
 	// ProxyConfig.Timeout; stopped once it has.

@@ -1,0 +1,118 @@
+package idemhttp_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// hijackable is a recorder whose connection can be taken over: one end of
+// a pipe whose other end is closed.
+type hijackable struct{ *httptest.ResponseRecorder }
+
+func (hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, peer := net.Pipe()
+	_ = peer.Close()
+	return c, bufio.NewReadWriter(bufio.NewReader(c), bufio.NewWriter(c)), nil
+}
+
+// Event.Status is the status the client was sent: the one the handler
+// wrote even when it panicked after; 500 for a panic before any; for a
+// connection the handler took over, the status written before, or else 0.
+// The same for a protected request and for one that passes through.
+func TestEventStatusIsWhatTheClientGot(t *testing.T) {
+	hijack := func(w http.ResponseWriter) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		_ = c.Close()
+	}
+	for _, c := range []struct {
+		name    string
+		handler func(w http.ResponseWriter)
+		status  int
+	}{
+		{"returned without writing", func(w http.ResponseWriter) {}, 200},
+		{"wrote 201", func(w http.ResponseWriter) { w.WriteHeader(http.StatusCreated) }, 201},
+		{"panicked after writing 201", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"half":`))
+			panic("boom")
+		}, 201},
+		{"panicked after writing a body", func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte(`{"half":`))
+			panic("boom")
+		}, 200},
+		{"panicked before writing", func(w http.ResponseWriter) { panic("boom") }, 500},
+		{"hijacked", hijack, 0},
+		{"hijacked then panicked", func(w http.ResponseWriter) { hijack(w); panic("boom") }, 0},
+		{"wrote 202 then hijacked", func(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted); hijack(w) }, 202},
+	} {
+		for _, protected := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/protected=%v", c.name, protected), func(t *testing.T) {
+				s, _ := memstore.New(memstore.Config{})
+				events := make(chan idemhttp.Event, 1)
+				h := idemhttp.Middleware(idemhttp.Config{Store: s, OnEvent: func(e idemhttp.Event) { events <- e }})(
+					http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.handler(w) }))
+				r := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
+				if protected {
+					r.Header.Set("Idempotency-Key", "k1")
+				}
+				func() {
+					defer func() { _ = recover() }()
+					h.ServeHTTP(hijackable{httptest.NewRecorder()}, r)
+				}()
+				e := <-events
+				if e.Status != c.status {
+					t.Errorf("Event.Status = %d (outcome %s), want %d", e.Status, e.Outcome, c.status)
+				}
+			})
+		}
+	}
+}
+
+// A protocol upgrade through the proxy, for a protected request, is
+// reported as the 101 the client got.
+func TestProxyUpgradeEventStatus(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+	}))
+	defer up.Close()
+	events := make(chan idemhttp.Event, 1)
+	p := serveProxy(t, up.URL, idemhttp.ProxyConfig{Middleware: idemhttp.Config{OnEvent: func(e idemhttp.Event) { events <- e }}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: up-1\r\nContent-Length: 0\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the proxy: %v, %v", res, err)
+	}
+	_ = c.Close() // the exchange ends when both sides have closed
+	select {
+	case e := <-events:
+		if e.Status != http.StatusSwitchingProtocols || e.Outcome != idemhttp.OutcomeReleased {
+			t.Errorf("event: status %d, outcome %s; want 101, released", e.Status, e.Outcome)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the upgraded request")
+	}
+}
