@@ -384,6 +384,9 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 	}{
 		{append(proxy, "--ttl", "0s"), nil, "idem proxy: --ttl must be positive"},
 		{append(proxy, "--lease", "-1s"), nil, "idem proxy: --lease must be positive"},
+		{append(proxy, "--ttl", "10s"), nil, "idem proxy: --ttl 10s is shorter than --lease 30s"},
+		{append(proxy, "--ttl", "1m", "--lease", "2m"), nil, "idem proxy: --ttl 1m0s is shorter than --lease 2m0s"},
+		{proxy, []string{"IDEM_TTL=5s"}, "idem proxy: --ttl 5s is shorter than --lease 30s"},
 		{append(proxy, "--timeout", "0s"), nil, "idem proxy: --timeout must be positive"},
 		{append(proxy, "--store-timeout", "0s"), nil, "idem proxy: --store-timeout must be positive"},
 		{append(proxy, "--max-body", "-1"), nil, "idem proxy: --max-body must be positive"},

@@ -38,7 +38,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
 	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
-	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed (at least as long as --lease: a record outlives its lease)")
+	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed; at least --lease (a record outlives its lease, so a shorter --ttl is refused)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
@@ -76,6 +76,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		if !c.ok {
 			return usagef("%s", c.msg)
 		}
+	}
+	// A record lives at least as long as its lease (see idem.Store): a
+	// shorter --ttl would not be the time responses are kept.
+	if f.ttl < f.lease {
+		return usagef("--ttl %s is shorter than --lease %s: a record lives at least as long as its lease, so responses would be kept for %s; give --ttl %s or more, or a shorter --lease", f.ttl, f.lease, f.lease, f.lease)
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
