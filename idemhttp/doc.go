@@ -42,6 +42,13 @@
 // longer than the Content-Length the handler set (the client got them cut
 // off), and handler panics (the key is released and the panic goes on).
 //
+// A handler that takes the connection over (Hijack; a protocol upgrade
+// through NewProxy) holds its key, its lease extended, until it returns,
+// however long the connection lasts: a retry meanwhile gets 409. Since
+// http.Server.Shutdown does not wait for such connections, one still open
+// when the process exits leaves its key reserved until its lease ends
+// (Config.Lease).
+//
 // Requests with the same key are compared by method, target and body, a
 // JSON body by its RFC 8785 canonical form: member order and whitespace do
 // not count, and numbers compare as IEEE-754 doubles, so two integers

@@ -116,3 +116,44 @@ func TestProxyUpgradeEventStatus(t *testing.T) {
 		t.Fatal("no event for the upgraded request")
 	}
 }
+
+// A handler that took its connection over holds its key until it returns:
+// a retry meanwhile gets 409; after, it runs again (nothing is recorded).
+func TestHijackedRequestHoldsItsKeyUntilItReturns(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	hijacked, release := make(chan struct{}), make(chan struct{})
+	runs := 0
+	h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		if runs > 1 {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		close(hijacked)
+		<-release
+	}))
+	serve := func() int {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "hj")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(hijackable{w}, r)
+		return w.Code
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); serve() }()
+	<-hijacked
+	if code := serve(); code != http.StatusConflict {
+		t.Errorf("retry while the hijacked handler runs: %d, want 409", code)
+	}
+	close(release)
+	<-done
+	if code := serve(); code != http.StatusCreated || runs != 2 {
+		t.Errorf("retry after the hijacked handler returned: %d after %d runs, want 201 from a second run", code, runs)
+	}
+}
