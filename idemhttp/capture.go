@@ -200,12 +200,14 @@ func (c *capture) Flush() {
 	_ = http.NewResponseController(c.w).Flush()
 }
 
-// Hijack hands the connection to the handler and abandons the recording.
+// Hijack hands the connection to the handler and abandons the recording;
+// a hijack that fails (HTTP/2, say) takes nothing over and abandons
+// nothing, so that a handler falling back to a plain response has it
+// recorded.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c.abandoned = true
 	conn, brw, err := http.NewResponseController(c.w).Hijack()
 	if err == nil {
-		c.hijacked = true
+		c.abandoned, c.hijacked = true, true
 	}
 	return conn, brw, err
 }

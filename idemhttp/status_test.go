@@ -157,3 +157,33 @@ func TestHijackedRequestHoldsItsKeyUntilItReturns(t *testing.T) {
 		t.Errorf("retry after the hijacked handler returned: %d after %d runs, want 201 from a second run", code, runs)
 	}
 }
+
+// A hijack that fails (HTTP/2, or a writer that cannot) takes nothing
+// over: the handler's fallback response is recorded and replayed as any.
+func TestFailedHijackStillRecords(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	runs := 0
+	h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		if _, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			t.Error("Hijack succeeded on a writer that cannot hijack")
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"fallback":true}`))
+	}))
+	for i := range 2 {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "hj-fail")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated || w.Body.String() != `{"fallback":true}` {
+			t.Fatalf("request %d: %d %q", i+1, w.Code, w.Body)
+		}
+		if got, want := w.Header().Get(idemhttp.ReplayedHeader), map[int]string{0: "", 1: "true"}[i]; got != want {
+			t.Errorf("request %d: %s = %q, want %q", i+1, idemhttp.ReplayedHeader, got, want)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("handler ran %d times, want 1", runs)
+	}
+}
