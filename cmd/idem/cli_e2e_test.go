@@ -797,3 +797,66 @@ func TestForeignTableOfTheSameName(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyAndIDVariablesArePerCommand: --key and --id are read from
+// variables naming the command. An IDEM_KEY or IDEM_ID, or another
+// command's variable, picks nothing for idem durable cancel (it is
+// refused for want of a target, before any connection, with a warning
+// naming its own variable) nor for idem inspect; the command's own
+// variable does pick the target.
+func TestKeyAndIDVariablesArePerCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := "sqlite:" + filepath.Join(dir, "idem.db")
+	if r := runIdem(t, dir, nil, "migrate", "--store", store); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cancel := []string{"durable", "cancel", "--db", "postgres://127.0.0.1:1/db"}
+	inspect := []string{"inspect", "--store", store}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		code int
+		want []string
+	}{
+		{cancel, []string{"IDEM_KEY=order:1"}, 2, []string{"idem durable: --id or --key is required", "IDEM_KEY is ignored: idem durable cancel reads --key from IDEM_DURABLE_CANCEL_KEY"}},
+		{cancel, []string{"IDEM_ID=1"}, 2, []string{"idem durable: --id or --key is required", "IDEM_ID is ignored: idem durable cancel reads --id from IDEM_DURABLE_CANCEL_ID"}},
+		{cancel, []string{"IDEM_INSPECT_KEY=order:1", "IDEM_DURABLE_INSPECT_ID=1", "IDEM_DURABLE_LIST_KEY=order:1"}, 2, []string{"idem durable: --id or --key is required"}},
+		{cancel, []string{"IDEM_DURABLE_CANCEL_KEY=order:1"}, 1, []string{"unreachable"}},
+		{cancel, []string{"IDEM_DURABLE_CANCEL_ID=1"}, 1, []string{"unreachable"}},
+		{inspect, []string{"IDEM_KEY=k"}, 2, []string{"idem inspect: --key is required", "IDEM_KEY is ignored: idem inspect reads --key from IDEM_INSPECT_KEY"}},
+		{inspect, []string{"IDEM_DURABLE_LIST_KEY=k"}, 2, []string{"idem inspect: --key is required"}},
+		{inspect, []string{"IDEM_INSPECT_KEY=k"}, 1, []string{`no live record for key "k"`}},
+	} {
+		r := runIdem(t, dir, tc.env, tc.args...)
+		ok := r.code == tc.code
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(r.stderr, w)
+		}
+		if warned := strings.Contains(r.stderr, "warning"); warned != (len(tc.want) > 1) {
+			ok = false
+		}
+		if !ok {
+			t.Errorf("idem %q with %q: exit %d, stderr %q; want %d and %q", tc.args, tc.env, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// TestUnreadVariablesAreWarnedAbout: an IDEM_* variable that no command
+// reads is named, with the command, in a warning on stderr, and the
+// command runs as without it; a variable of another command's flag is
+// no mistake and is not warned about.
+func TestUnreadVariablesAreWarnedAbout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := "sqlite:" + filepath.Join(dir, "idem.db")
+	r := runIdem(t, dir, []string{"IDEM_STROE=memory", "IDEM_UPSTREAM=http://127.0.0.1:1", "IDEM_DB=postgres://127.0.0.1:1/db"}, "migrate", "--store", store)
+	want := "idem migrate: warning: IDEM_STROE is ignored: no idem command has a flag of that name\n"
+	if r.code != 0 || r.stderr != want || !strings.Contains(r.stdout, "schema up to date") {
+		t.Errorf("idem migrate with IDEM_STROE: exit %d, stdout %q, stderr %q; want 0, the migration, and stderr %q", r.code, r.stdout, r.stderr, want)
+	}
+	r = runIdem(t, dir, []string{"IDEM_UPSTRAEM=http://127.0.0.1:1"}, "proxy", "--store", "memory")
+	if r.code != 2 || !strings.Contains(r.stderr, "idem proxy: warning: IDEM_UPSTRAEM is ignored") || !strings.Contains(r.stderr, "--upstream is required") {
+		t.Errorf("idem proxy with IDEM_UPSTRAEM: exit %d, stderr %q; want 2, a warning naming IDEM_UPSTRAEM and --upstream is required", r.code, r.stderr)
+	}
+}

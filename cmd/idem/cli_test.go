@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -198,5 +201,102 @@ func TestVersionLine(t *testing.T) {
 				t.Errorf("versionLine = %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestCommandFlags: commandFlags, from which the variables any command
+// reads are known, lists every command and subcommand with the variables
+// it reads; and a flag several commands have is either one that means the
+// same in each (one variable) or a perCommand one (a variable naming the
+// command), so that no variable is taken up by a command it was not meant
+// for.
+func TestCommandFlags(t *testing.T) {
+	paths := map[string]bool{}
+	for _, c := range commands() {
+		if c.name != "durable" {
+			paths[c.name] = true
+		}
+	}
+	for _, sub := range durableSubs() {
+		paths["durable "+sub.name] = true
+	}
+	for p := range commandFlags {
+		if !paths[p] {
+			t.Errorf("commandFlags has %q, which is no command", p)
+		}
+	}
+	commandsOf := map[string][]string{} // flag name → the commands that have it
+	for p := range paths {
+		flags, ok := commandFlags[p]
+		if !ok {
+			t.Errorf("commandFlags lacks %q", p)
+			continue
+		}
+		var read []string
+		getenv := func(name string) (string, bool) { read = append(read, name); return "", false }
+		if code := run(context.Background(), append(strings.Fields(p), "-h"), io.Discard, io.Discard, getenv, nil); code != 0 {
+			t.Errorf("idem %s -h: exit %d", p, code)
+		}
+		var want []string
+		for _, f := range flags {
+			want = append(want, envName(p, f))
+			commandsOf[f] = append(commandsOf[f], p)
+		}
+		slices.Sort(read)
+		slices.Sort(want)
+		if !slices.Equal(read, want) {
+			t.Errorf("idem %s reads %q; commandFlags gives %q", p, read, want)
+		}
+	}
+	same := map[string]bool{"store": true, "namespace": true, "db": true} // the same thing in every command
+	for f, cs := range commandsOf {
+		if len(cs) > 1 && !same[f] && !perCommand[f] {
+			t.Errorf("--%s, a flag of %q, is neither one variable for all nor per command", f, cs)
+		}
+	}
+	for name, want := range map[[2]string]string{
+		{"proxy", "upstream"}: "IDEM_UPSTREAM", {"proxy", "require-key"}: "IDEM_REQUIRE_KEY", {"inspect", "store"}: "IDEM_STORE",
+		{"durable list", "db"}: "IDEM_DB", {"inspect", "key"}: "IDEM_INSPECT_KEY", {"durable list", "key"}: "IDEM_DURABLE_LIST_KEY",
+		{"durable cancel", "id"}: "IDEM_DURABLE_CANCEL_ID",
+	} {
+		if got := envName(name[0], name[1]); got != want {
+			t.Errorf("envName(%q, %q) = %s, want %s", name[0], name[1], got, want)
+		}
+	}
+}
+
+// TestWarnUnread: each IDEM_* variable that no command reads is named in
+// one warning line with the command; a variable of another command's
+// flag, a variable of no IDEM_ prefix and Kubernetes's service variables
+// are not. IDEM_KEY and IDEM_ID are told apart from typos: the warning
+// names the variable the command reads instead, or those of the commands
+// that have the flag.
+func TestWarnUnread(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		environ []string
+		want    []string // one a line
+	}{
+		{"proxy", []string{"IDEM_UPSTRAEM=http://x", "IDEM_UPSTREAM=http://y", "HOME=/root"},
+			[]string{"idem proxy: warning: IDEM_UPSTRAEM is ignored: no idem command has a flag of that name"}},
+		{"migrate", []string{"IDEM_UPSTREAM=http://y", "IDEM_DB=postgres://x", "IDEM_INSPECT_KEY=k", "IDEM_TTL=1h", "IDEM_STORE=memory"}, nil},
+		{"proxy", []string{"IDEM_SERVICE_HOST=10.0.0.1", "IDEM_SERVICE_PORT=80", "IDEM_SERVICE_PORT_HTTP=80", "IDEM_PORT=tcp://10.0.0.1:80",
+			"IDEM_PORT_80_TCP=tcp://10.0.0.1:80", "IDEM_PORT_80_TCP_ADDR=10.0.0.1", "IDEM_PROXY_SERVICE_HOST=10.0.0.2"}, nil},
+		{"inspect", []string{"IDEM_KEY=k"}, []string{"idem inspect: warning: IDEM_KEY is ignored: idem inspect reads --key from IDEM_INSPECT_KEY"}},
+		{"durable cancel", []string{"IDEM_ID=7"}, []string{"idem durable cancel: warning: IDEM_ID is ignored: idem durable cancel reads --id from IDEM_DURABLE_CANCEL_ID"}},
+		{"durable list", []string{"IDEM_ID=7"},
+			[]string{"idem durable list: warning: IDEM_ID is ignored: --id is read from a variable naming the command: IDEM_DURABLE_CANCEL_ID, IDEM_DURABLE_INSPECT_ID, IDEM_DURABLE_RETRY_ID, IDEM_DURABLE_SIGNAL_ID"}},
+		{"purge", []string{"IDEM_Z=1", "IDEM_A=1", "IDEM_A=2"},
+			[]string{"idem purge: warning: IDEM_A is ignored: no idem command has a flag of that name", "idem purge: warning: IDEM_Z is ignored: no idem command has a flag of that name"}},
+	} {
+		var out bytes.Buffer
+		warnUnread(&out, tc.command, tc.environ)
+		var got []string
+		if out.Len() > 0 {
+			got = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("idem %s with %q warns:\n%s\nwant:\n%s", tc.command, tc.environ, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
 	}
 }

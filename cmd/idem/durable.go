@@ -67,7 +67,11 @@ func durableUsage(w io.Writer) {
 	for _, sub := range durableSubs() {
 		fmt.Fprintf(w, "  %-8s %s\n", sub.name, sub.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'idem durable <subcommand> -h' for its flags. --db may also come from IDEM_DB.")
+	fmt.Fprintln(w, `
+Run 'idem durable <subcommand> -h' for its flags. Flags may also come from
+IDEM_* variables: --db from IDEM_DB, --key and --id from variables naming
+the subcommand (IDEM_DURABLE_LIST_KEY, IDEM_DURABLE_CANCEL_ID…), the others
+from IDEM_ and the flag's name (IDEM_STATUS).`)
 }
 
 // durableCall is one run of a subcommand: its flags, which hold --db, and
@@ -115,7 +119,7 @@ func durableList(ctx context.Context, d *durableCall) error {
 	status := d.fs.String("status", "", "only instances in this status")
 	d.fs.StringVar(&o.Queue, "queue", "", "only instances of this queue")
 	d.fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
-	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key")
+	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key (variable "+envName(commandOf(d.fs), "key")+")")
 	d.fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id (paging)")
 	d.fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, fmt.Sprintf("most instances listed, at most %d (0: %d)", durable.MaxListLimit, durable.DefaultListLimit))
 	if err := d.parse(); err != nil {
@@ -158,7 +162,8 @@ func statusNames() string {
 
 // target reads --id or --key.
 func target(fs *flag.FlagSet) (id *int64, key *string) {
-	return fs.Int64("id", 0, "the instance id"), fs.String("key", "", "the correlation key of a live instance")
+	return fs.Int64("id", 0, "the instance id (variable "+envName(commandOf(fs), "id")+")"),
+		fs.String("key", "", "the correlation key of a live instance (variable "+envName(commandOf(fs), "key")+")")
 }
 
 func durableInspect(ctx context.Context, d *durableCall) error {
@@ -257,8 +262,8 @@ func durableCancel(ctx context.Context, d *durableCall) error {
 // names the one failed instance carrying the key, which under the default
 // scope no longer occupies it; several such instances need --id.
 func durableRetry(ctx context.Context, d *durableCall) error {
-	id := d.fs.Int64("id", 0, "the instance id")
-	key := d.fs.String("key", "", "the correlation key of the one failed instance carrying it")
+	id := d.fs.Int64("id", 0, "the instance id (variable "+envName(commandOf(d.fs), "id")+")")
+	key := d.fs.String("key", "", "the correlation key of the one failed instance carrying it (variable "+envName(commandOf(d.fs), "key")+")")
 	at := d.fs.String("at", "", "when to run the step again, RFC 3339 (default: now)")
 	if err := d.parse(); err != nil {
 		return err

@@ -864,6 +864,23 @@ func TestDurableCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"correlation_key": "order:7"`) {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
+	// --key is read per command: a key exported for idem inspect, or
+	// IDEM_KEY, does not filter the list; IDEM_DURABLE_LIST_KEY does.
+	list := func(env ...string) string {
+		cmd := exec.Command(idemBin, "durable", "list", "--db", url)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("list with %q: %v\n%s", env, err, out)
+		}
+		return string(out)
+	}
+	if out := list("IDEM_KEY=order:none", "IDEM_INSPECT_KEY=order:none", "IDEM_DURABLE_INSPECT_KEY=order:none"); !strings.Contains(out, `"correlation_key": "order:7"`) {
+		t.Fatalf("list with another command's key variable: %s", out)
+	}
+	if out := list("IDEM_DURABLE_LIST_KEY=order:none"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list with IDEM_DURABLE_LIST_KEY=order:none: %s, want []", out)
+	}
 	out, err = run("signal", "--db", url, "--key", "order:7", "--name", "paid", "--payload", `{"amount":5}`, "--dedup", "evt-1")
 	if err != nil || !strings.Contains(out, `"signalled": true`) {
 		t.Fatalf("signal: %v\n%s", err, out)

@@ -12,8 +12,15 @@
 // "redis-cluster://host:port?addr=host2:port2…" for a Redis Cluster.
 //
 // Every flag can also be set with an environment variable: IDEM_ and the
-// flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…).
-// A flag on the command line wins over the environment.
+// flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…),
+// except --key and --id, which pick what a command reads or changes and
+// mean different things in different commands: their variables name the
+// command too (IDEM_INSPECT_KEY, IDEM_DURABLE_LIST_KEY,
+// IDEM_DURABLE_CANCEL_ID…). A flag on the command line wins over the
+// environment. An IDEM_* variable that no command reads (a typo such as
+// IDEM_UPSTRAEM, or IDEM_KEY) is named in a warning on stderr and
+// otherwise ignored; one of another command's flags is ignored silently,
+// as one environment may serve several commands.
 //
 // SIGINT or SIGTERM stops a command gracefully (idem proxy lets in-flight
 // requests finish, up to --shutdown-timeout); a second one stops it at
@@ -29,8 +36,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,7 +52,7 @@ func main() {
 		<-ctx.Done()
 		stop() // the signals' default action again: a second one ends the process
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
 
 // env looks up an environment variable.
@@ -71,10 +80,12 @@ func isHelp(arg string) bool {
 	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
 }
 
-// run runs the command args name. Help asked for goes to stdout, with exit
+// run runs the command args name, its flags also read from getenv; the
+// IDEM_* variables of environ ("NAME=value") that no command reads are
+// warned about first (warnUnread). Help asked for goes to stdout, with exit
 // code 0; usage printed because of a mistake goes to stderr, with exit
 // code 2.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env, environ []string) int {
 	switch {
 	case len(args) == 0:
 		usage(stderr)
@@ -89,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
+			warnUnread(stderr, commandPath(args), environ)
 			err := c.run(ctx, args[1:], stdout, stderr, getenv)
 			switch {
 			case err == nil:
@@ -116,7 +128,119 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'idem <command> -h' for its flags. Flags may also come from IDEM_* environment variables.")
+	fmt.Fprintln(w, `
+Run 'idem <command> -h' for its flags. Flags may also come from IDEM_*
+environment variables: IDEM_ and the flag's name (IDEM_UPSTREAM for
+--upstream, IDEM_REQUIRE_KEY for --require-key), except --key and --id,
+whose variables name the command too (IDEM_INSPECT_KEY,
+IDEM_DURABLE_LIST_KEY, IDEM_DURABLE_CANCEL_ID). The command line wins. An
+IDEM_* variable that no command reads is named in a warning on stderr.`)
+}
+
+// perCommand are the flags whose variables name the command: flags that
+// several commands have and that pick what a command reads or changes,
+// --key (idem inspect's Idempotency-Key, idem durable's correlation key)
+// and --id (idem durable's instance id). With one IDEM_KEY for all, a key
+// exported for idem inspect would filter idem durable list, or pick what
+// idem durable cancel cancels. The other flags several commands have,
+// --store, --namespace and --db, mean the same in each and keep one
+// variable.
+var perCommand = map[string]bool{"key": true, "id": true}
+
+// envName is the variable of the flag name of command ("proxy", "durable
+// list"): IDEM_UPSTREAM, or for a perCommand flag IDEM_DURABLE_LIST_KEY.
+func envName(command, name string) string {
+	if perCommand[name] {
+		name = command + " " + name
+	}
+	return "IDEM_" + strings.ToUpper(strings.NewReplacer("-", "_", " ", "_").Replace(name))
+}
+
+// commandOf is the command of fs, from its name: "durable list" for "idem
+// durable list".
+func commandOf(fs *flag.FlagSet) string { return strings.TrimPrefix(fs.Name(), "idem ") }
+
+// commandFlags are the flags of each command and subcommand, from which
+// the variables any command reads are known (TestCommandFlags checks
+// them against the commands' flag sets).
+var commandFlags = map[string][]string{
+	"proxy": {"listen", "upstream", "store", "admin", "namespace", "require-key", "fail-open", "migrate", "stripe", "batch-store-calls",
+		"ttl", "lease", "timeout", "store-timeout", "purge-interval", "shutdown-timeout", "max-body", "max-capture"},
+	"migrate":         {"store"},
+	"purge":           {"store", "namespace"},
+	"inspect":         {"store", "namespace", "key", "scope", "authorization"},
+	"version":         nil,
+	"durable list":    {"db", "status", "queue", "fsm", "key", "after", "limit"},
+	"durable inspect": {"db", "id", "key"},
+	"durable signal":  {"db", "id", "key", "name", "payload", "dedup"},
+	"durable cancel":  {"db", "id", "key", "reason"},
+	"durable retry":   {"db", "id", "key", "at"},
+	"durable stats":   {"db"},
+	"durable buckets": {"db"},
+	"durable migrate": {"db"},
+}
+
+// commandPath is the command args run: "proxy", or "durable list" for a
+// subcommand of idem durable.
+func commandPath(args []string) string {
+	if len(args) > 1 {
+		if _, ok := commandFlags[args[0]+" "+args[1]]; ok {
+			return args[0] + " " + args[1]
+		}
+	}
+	return args[0]
+}
+
+// serviceLink matches the variables Kubernetes puts in every container
+// for a Service named idem or idem-… (IDEM_SERVICE_HOST, IDEM_PORT,
+// IDEM_PORT_8080_TCP_ADDR, IDEM_PROXY_SERVICE_PORT…): no command reads
+// them, and they are no mistake to warn about.
+var serviceLink = regexp.MustCompile(`^IDEM_(\w+_)?(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)$`)
+
+// warnUnread writes to w a warning naming command for each IDEM_* variable
+// of environ that no command reads: a typo (IDEM_UPSTRAEM), or IDEM_KEY
+// or IDEM_ID, which are read per command (the warning names the variable
+// command reads, or those of the commands that have the flag). It warns
+// and does not fail: other programs may use the prefix too. A variable
+// of a flag of another command is no mistake (IDEM_STORE, IDEM_UPSTREAM
+// and IDEM_DB may be exported together for all the commands), nor are
+// Kubernetes's service variables (serviceLink).
+func warnUnread(w io.Writer, command string, environ []string) {
+	read := map[string]bool{}
+	for c, flags := range commandFlags {
+		for _, f := range flags {
+			read[envName(c, f)] = true
+		}
+	}
+	var unread []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "IDEM_") && !read[name] && !serviceLink.MatchString(name) {
+			unread = append(unread, name)
+		}
+	}
+	slices.Sort(unread)
+	for _, name := range slices.Compact(unread) {
+		msg := "no idem command has a flag of that name"
+		for f := range perCommand {
+			if name != "IDEM_"+strings.ToUpper(f) { // IDEM_KEY, IDEM_ID
+				continue
+			}
+			if slices.Contains(commandFlags[command], f) {
+				msg = fmt.Sprintf("idem %s reads --%s from %s", command, f, envName(command, f))
+				break
+			}
+			var names []string
+			for c, flags := range commandFlags {
+				if slices.Contains(flags, f) {
+					names = append(names, envName(c, f))
+				}
+			}
+			slices.Sort(names)
+			msg = fmt.Sprintf("--%s is read from a variable naming the command: %s", f, strings.Join(names, ", "))
+		}
+		fmt.Fprintf(w, "idem %s: warning: %s is ignored: %s\n", command, name, msg)
+	}
 }
 
 // versionSummary is what idem version does, for idem --help and idem
@@ -178,8 +302,9 @@ func isUsage(err error) bool {
 	return ok
 }
 
-// parse parses args into fs after applying IDEM_* environment variables;
-// the command line wins. A value a flag cannot take is reported with what
+// parse parses args into fs after applying IDEM_* environment variables
+// (envName names them; fs's name is "idem " and the command); the command
+// line wins. A value a flag cannot take is reported with what
 // the flag accepts. Errors, and help asked for with -h or --help, are
 // printed to fs.Output(); parseWithHelp prints help elsewhere.
 func parse(fs *flag.FlagSet, args []string, getenv env) error {
@@ -200,7 +325,7 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 	// in the flags' order, once the command line is parsed.
 	envErrs := map[string]error{}
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "IDEM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(commandOf(fs), f.Name)
 		if v, ok := getenv(name); ok {
 			if err := f.Value.Set(v); err != nil {
 				envErrs[f.Name] = usagef("invalid value %q in %s (for --%s): %v", v, name, f.Name, err)

@@ -223,7 +223,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs.SetOutput(stderr)
 	dsn := fs.String("store", DefaultDSN, "store DSN")
 	nsFlag := fs.String("namespace", "http", "namespace of the record")
-	keyFlag := fs.String("key", "", "the Idempotency-Key value (required)")
+	keyFlag := fs.String("key", "", "the Idempotency-Key value (required; variable "+envName(commandOf(fs), "key")+")")
 	scope := fs.String("scope", "", "the key's scope as stored")
 	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does (spaces and tabs around it are dropped, as HTTP drops them)")
 	fs.Usage = func() {
