@@ -3,28 +3,17 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 
 	"github.com/idemgo/idem"
 )
 
-// maxBeginAttempts bounds Begin's rounds. A round is repeated only when
-// another caller changed the record between Begin's statements (settled,
-// released, took it over), so each repetition means someone else made
-// progress; running out takes sustained contention on one key.
-const maxBeginAttempts = 16
-
-// begin is Store.Begin on q. It decides in at most three statements, each
-// atomic on its own, and writes in at most one of them (always the last):
-//
-//  1. insert: a key without a record gets one, and the answer is Fresh.
-//  2. read: the record is decided by idem.Decide, exactly as memstore does.
-//     Replays, Mismatch and InFlight are answered from this read and write
-//     nothing.
-//  3. replace (the record has expired) or takeover (in progress, same
-//     request, lease lapsed): a conditional UPDATE that re-checks, in the
-//     statement, the condition the read saw. If it no longer holds, or the
-//     read found no record, the record changed in between: start again.
+// begin is Store.Begin on q. On the *sql.DB (lease mode) it runs in a
+// transaction of its own, committed before it returns; on a *sql.Tx (the
+// caller's in transactional mode, a batch's with Config.Batch) it runs in
+// that transaction, taking the write lock first if the transaction does
+// not hold it yet. Invalid arguments are rejected before any I/O.
 func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
 		return idem.Outcome{}, err
@@ -32,6 +21,66 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, err
 	}
+	if db, ok := q.(*sql.DB); ok {
+		return s.beginOwnTx(ctx, db, key, req, opts)
+	}
+	if _, err := q.ExecContext(ctx, s.sql.lock); err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+	return s.beginLocked(ctx, q, key, req, opts)
+}
+
+// beginOwnTx runs beginLocked in a transaction of its own on one of db's
+// connections. It sends BEGIN IMMEDIATE itself, which takes the write lock
+// whatever the DSN's _txlock says, rather than use db.BeginTx, which would
+// need the lock statement too and costs a goroutine per call. The
+// transaction is rolled back unless it committed (on a panic too), and a
+// connection whose ROLLBACK fails is discarded, not returned to the pool in
+// a transaction. (ROLLBACK also fails when SQLite already ended the
+// transaction, as it does when a statement in it is interrupted.)
+func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return idem.Outcome{}, dbError(ctx, err) // no transaction was started
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	o, err := s.beginLocked(ctx, conn, key, req, opts)
+	if err != nil {
+		return idem.Outcome{}, err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+	committed = true
+	return o, nil
+}
+
+// beginLocked decides Begin in q, a transaction that holds SQLite's write
+// lock until it ends. Only now is the clock read: a Begin that waited for
+// the lock (behind another connection's transaction, up to busy_timeout)
+// or for a connection of the pool grants a full lease from the time it
+// holds the lock, and judges the record it finds at that time. Then, with
+// no other writer able to change the record in between:
+//
+//  1. insert: a key without a record gets one, and the answer is Fresh.
+//  2. read: the record is decided by idem.Decide, exactly as memstore does.
+//     Replays, Mismatch and InFlight are answered from this read and write
+//     nothing.
+//  3. replace (the record has expired) or takeover (in progress, same
+//     request, lease lapsed): an UPDATE conditioned on what the read saw.
+func (s *Store) beginLocked(ctx context.Context, q querier, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
 	payload := req.RecordedPayload()
 	clock := s.cfg.Now()
@@ -51,53 +100,50 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 		}
 	}
 
-	for range maxBeginAttempts {
-		res, err := q.ExecContext(ctx, s.sql.insert, args...)
-		if err != nil {
-			return idem.Outcome{}, dbError(ctx, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return idem.Outcome{}, dbError(ctx, err)
-		}
-		if n == 1 {
-			return fresh(1, false), nil
-		}
-
-		stored, err := scanRow(q.QueryRowContext(ctx, s.sql.read, args[:3]...))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			continue // released or purged since the insert: insert again
-		case err != nil:
-			return idem.Outcome{}, dbError(ctx, err)
-		}
-
-		// An expired record counts as absent whatever it holds, so it is
-		// decoded only when live: a row that does not decode blocks its
-		// key (ErrUnavailable) until it expires, not for good.
-		reserve, takeover := s.sql.replace, false
-		if now < stored.expires {
-			rec, err := stored.record(key)
-			if err != nil {
-				return idem.Outcome{}, readError(ctx, err)
-			}
-			o, t := idem.Decide(&rec, req.Fingerprint, timeOf(now))
-			if !t {
-				return o, nil
-			}
-			reserve, takeover = s.sql.takeover, true
-		}
-		var fence int64
-		err = q.QueryRowContext(ctx, reserve, args...).Scan(&fence)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			continue // the record changed since the read: decide again
-		case err != nil:
-			return idem.Outcome{}, dbError(ctx, err)
-		}
-		return fresh(fence, takeover), nil
+	res, err := q.ExecContext(ctx, s.sql.insert, args...)
+	if err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
 	}
-	return idem.Outcome{}, idem.Unavailable(errContended)
+	n, err := res.RowsAffected()
+	if err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+	if n == 1 {
+		return fresh(1, false), nil
+	}
+
+	stored, err := scanRow(q.QueryRowContext(ctx, s.sql.read, args[:3]...))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return idem.Outcome{}, idem.Unavailable(errChanged)
+	case err != nil:
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+
+	// An expired record counts as absent whatever it holds, so it is
+	// decoded only when live: a row that does not decode blocks its key
+	// (ErrUnavailable) until it expires, not for good.
+	reserve, takeover := s.sql.replace, false
+	if now < stored.expires {
+		rec, err := stored.record(key)
+		if err != nil {
+			return idem.Outcome{}, readError(ctx, err)
+		}
+		o, t := idem.Decide(&rec, req.Fingerprint, timeOf(now))
+		if !t {
+			return o, nil
+		}
+		reserve, takeover = s.sql.takeover, true
+	}
+	var fence int64
+	err = q.QueryRowContext(ctx, reserve, args...).Scan(&fence)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return idem.Outcome{}, idem.Unavailable(errChanged)
+	case err != nil:
+		return idem.Outcome{}, dbError(ctx, err)
+	}
+	return fresh(fence, takeover), nil
 }
 
 // readError maps an error of scanRecord: corruption is an unavailable

@@ -40,8 +40,8 @@
 //     errors.Is(err, idem.ErrUnavailable).
 //   - journal_mode(WAL): readers and the writer do not block each other, so
 //     Get, the reads of Begin and the caller's own reads proceed while a
-//     write is under way (Begin's first statement is an INSERT, though,
-//     which waits for the write lock); a commit appends to the -wal file
+//     write is under way (Begin, though, waits for the write lock, and
+//     holds it until it returns); a commit appends to the -wal file
 //     next to the database. WAL is a property of the file and persists. It
 //     needs a local file system (not NFS or SMB).
 //   - synchronous(FULL): every commit is on disk before it returns. We chose
@@ -58,7 +58,8 @@
 //     under busy_timeout. A deferred transaction (the default) that reads
 //     before its first write, Begin's included, fails at that write with
 //     SQLITE_BUSY, without waiting, if another connection wrote in between.
-//     Lease mode opens no transactions and does not depend on it.
+//     Lease mode does not depend on it: the one transaction it opens, for
+//     Begin, it starts with BEGIN IMMEDIATE itself.
 //
 // Use a file. ":memory:" gives every pooled connection a database of its own.
 // With github.com/mattn/go-sqlite3 (driver "sqlite3") the same settings are
@@ -146,19 +147,23 @@
 // # Atomicity
 //
 // Every state change is one SQL statement whose WHERE clause re-checks the
-// state it changes, so no interleaving of callers, connections or processes
-// can break it:
+// state it changes, or a transaction holding the write lock, so no
+// interleaving of callers, connections or processes can break it:
 //
-//   - Begin first inserts the record (INSERT … ON CONFLICT DO NOTHING): of
-//     any number of concurrent Begins of a new key exactly one inserts and
-//     gets Fresh. The others read the record and decide with idem.Decide
-//     (replay, Mismatch, InFlight) without writing anything; the INSERT that
-//     found the record still took the write lock for its duration, so every
-//     Begin, a replay too, waits for a writer that holds it. An expired
-//     record, or an in-progress one of the same request whose lease lapsed,
-//     is re-reserved by an UPDATE … WHERE <that condition> … RETURNING
-//     fence; if the record changed between the read and the UPDATE, Begin
-//     decides again. Begin writes at most once, in its last statement.
+//   - Begin runs in one transaction (its own in lease mode, the caller's in
+//     transactional mode, its batch's with Config.Batch) whose first
+//     statement takes the write lock, held until the transaction ends, so
+//     every Begin, a replay too, waits for a writer that holds it. Only then
+//     does Begin read Config.Now: a Begin that waited for the lock grants a
+//     full lease and retention from the time it holds it, and judges the
+//     record it finds at that time. It inserts the record (INSERT … ON
+//     CONFLICT DO NOTHING): of any number of concurrent Begins of a new key
+//     exactly one inserts and gets Fresh. The others read the record and
+//     decide with idem.Decide (replay, Mismatch, InFlight) without writing
+//     anything. An expired record, or an in-progress one of the same
+//     request whose lease lapsed, is re-reserved by an UPDATE … WHERE <that
+//     condition> … RETURNING fence. No other writer can change the record
+//     between these statements, so Begin decides once.
 //   - Commit, FailPermanent, FailTransient and Heartbeat are one UPDATE or
 //     DELETE each, conditioned on the lease (in progress, same token and
 //     fence, not expired); when nothing matches they return

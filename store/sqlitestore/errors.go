@@ -8,9 +8,10 @@ import (
 	"github.com/idemgo/idem"
 )
 
-// errContended is the cause of the ErrUnavailable that Begin returns when
-// the record kept changing under it for maxBeginAttempts rounds.
-var errContended = errors.New("sqlitestore: record changed concurrently on every attempt")
+// errChanged is the cause of the ErrUnavailable that Begin returns if the
+// record changed between its statements, which the write lock it holds
+// rules out: the database is not behaving as SQLite does.
+var errChanged = errors.New("sqlitestore: record changed while Begin held the write lock")
 
 // dbError maps a failure reported by database/sql or the driver to the
 // errors of the idem.Store contract:

@@ -6,6 +6,10 @@ import "strings"
 // Each one is a single statement, atomic on its own. Parameters are numbered
 // (?NNN) so that one argument list serves several statements.
 type queries struct {
+	// lock takes SQLite's write lock for the transaction it runs in, and
+	// changes nothing: a write statement takes the lock when it starts,
+	// whatever it matches. No arguments.
+	lock string
 	// insert creates the record of a new key (Begin's first step): args
 	// are those of reserveArgs. It changes nothing when the key has a
 	// record.
@@ -46,6 +50,8 @@ const byKey = `namespace = ?1 AND scope = ?2 AND key_value = ?3`
 const owned = byKey + ` AND status = 'in_progress' AND owner_token = ?4 AND fence = ?5 AND expires_at > ?6`
 
 var queryTemplates = queries{
+	lock: `UPDATE "{{table}}" SET fence = fence WHERE 0`,
+
 	insert: `INSERT INTO "{{table}}" (namespace, scope, key_value, request_hash, request_payload,
 	status, owner_token, fence, created_at, expires_at, lease_expires_at)
 VALUES (?1, ?2, ?3, ?4, ?5, 'in_progress', ?6, 1, ?7, ?8, ?9)
@@ -83,6 +89,7 @@ WHERE ` + owned,
 func (q queries) forTable(table string) queries {
 	f := func(s string) string { return strings.ReplaceAll(s, "{{table}}", table) }
 	return queries{
+		lock:          f(q.lock),
 		insert:        f(q.insert),
 		replace:       f(q.replace),
 		takeover:      f(q.takeover),

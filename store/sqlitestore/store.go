@@ -10,8 +10,9 @@ import (
 )
 
 // Store is the SQLite idem.Store in lease mode: every call runs on the
-// *sql.DB in its own statement and is visible to every connection and
-// process as soon as it returns. WithTx gives the transactional mode.
+// *sql.DB in its own statement (Begin in its own transaction) and is
+// visible to every connection and process as soon as it returns. WithTx
+// gives the transactional mode.
 //
 // A Store is safe for concurrent use. It never closes the *sql.DB.
 type Store struct {
@@ -55,9 +56,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // idem.Store is valid until tx ends.
 //
 // SQLite admits one write transaction at a time: from the first Begin in tx
-// on (its first statement is an INSERT, which takes the lock even when the
-// key exists), or from BeginTx with _txlock=immediate, tx holds the
-// database's write lock until it ends. Another transaction's Begin, of any
+// on (its first statement takes the lock, whatever the key holds), or from
+// BeginTx with _txlock=immediate, tx holds the database's write lock until
+// it ends. Another transaction's Begin, of any
 // key, waits for that lock (up to busy_timeout, never past its ctx), then
 // answers from what tx left behind: Fresh if tx rolled back, PriorResult or
 // PriorError if tx committed a settled record, InFlight if tx committed an
