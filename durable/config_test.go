@@ -34,6 +34,11 @@ func TestInvalidDefinitionsNameTheField(t *testing.T) {
 	} {
 		f, err := durable.NewFSM(tc.cfg)
 		checkConfigError(t, name, f, err, tc.field)
+		// The nil *FSM that comes with the error answers zero values, as
+		// the rest of the API takes it without panicking.
+		if f == nil && (f.Name() != "" || f.Version() != 0) {
+			t.Errorf("%s: nil *FSM has name %q, version %d", name, f.Name(), f.Version())
+		}
 	}
 }
 

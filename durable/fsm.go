@@ -161,11 +161,23 @@ func NewFSM[S any](cfg FSMConfig[S]) (*FSM[S], error) {
 	return &FSM[S]{cfg: cfg}, nil
 }
 
-// Name returns the FSM's name.
-func (f *FSM[S]) Name() string { return f.cfg.Name }
+// Name returns the FSM's name, or "" for a nil *FSM (what NewFSM returns
+// with its error), as the rest of the API takes a nil *FSM without
+// panicking.
+func (f *FSM[S]) Name() string {
+	if f == nil {
+		return ""
+	}
+	return f.cfg.Name
+}
 
-// Version returns the FSM's version.
-func (f *FSM[S]) Version() int { return f.cfg.Version }
+// Version returns the FSM's version, or 0 for a nil *FSM.
+func (f *FSM[S]) Version() int {
+	if f == nil {
+		return 0
+	}
+	return f.cfg.Version
+}
 
 // With returns a new instance of f with state as its initial state, for
 // Client.Insert and its relatives. The Args of a nil f are rejected by
