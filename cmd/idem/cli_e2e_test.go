@@ -36,8 +36,20 @@ type result struct {
 	code           int
 }
 
+// testEnv is the test's environment without its IDEM_* variables, which
+// would set flags or be warned about, and with env added.
+func testEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "IDEM_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
 // runIdem runs the idem binary with args in dir, with env added to the
-// environment, and returns what it printed and its exit code.
+// environment (testEnv), and returns what it printed and its exit code.
 func runIdem(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
 	return runIdemAs(t, idemBin, nil, dir, env, args...)
@@ -52,7 +64,7 @@ func runIdemAs(t *testing.T, bin string, cred *syscall.Credential, dir string, e
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = testEnv(env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -263,7 +263,9 @@ func TestReplayOnSQLite(t *testing.T) {
 		t.Errorf("mismatch: %+v", r)
 	}
 	// idem inspect shows the record.
-	out, err := exec.Command(idemBin, "inspect", "--store", dsn, "--key", "k1").CombinedOutput()
+	inspect := exec.Command(idemBin, "inspect", "--store", dsn, "--key", "k1")
+	inspect.Env = testEnv()
+	out, err := inspect.CombinedOutput()
 	if err != nil {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
@@ -669,7 +671,7 @@ func TestStartupErrors(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, idemBin, tc.args...)
 			cmd.Dir = t.TempDir()
-			cmd.Env = append(os.Environ(), tc.env...)
+			cmd.Env = testEnv(tc.env...)
 			out, err := cmd.CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tc.want) {
 				t.Fatalf("exit %v, output %q; want a failure mentioning %q", err, out, tc.want)
@@ -687,7 +689,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, idemBin, "proxy")
-	cmd.Env = append(os.Environ(), "IDEM_UPSTREAM="+up.srv.URL, "IDEM_LISTEN="+listen, "IDEM_STORE=memory", "IDEM_REQUIRE_KEY=true")
+	cmd.Env = testEnv("IDEM_UPSTREAM="+up.srv.URL, "IDEM_LISTEN="+listen, "IDEM_STORE=memory", "IDEM_REQUIRE_KEY=true")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -868,7 +870,7 @@ func TestDurableCommands(t *testing.T) {
 	// IDEM_KEY, does not filter the list; IDEM_DURABLE_LIST_KEY does.
 	list := func(env ...string) string {
 		cmd := exec.Command(idemBin, "durable", "list", "--db", url)
-		cmd.Env = append(os.Environ(), env...)
+		cmd.Env = testEnv(env...)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("list with %q: %v\n%s", env, err, out)
