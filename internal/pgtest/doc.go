@@ -25,7 +25,7 @@
 //
 // When no server can be had, because TEST_DATABASE_URL is unset and the
 // PostgreSQL binaries are not installed, the test is skipped with a message
-// that says so; but when CI=true or IDEM_REQUIRE_SERVERS=1 it fails instead.
+// that says so; but when CI=true or TEST_REQUIRE_SERVERS=1 it fails instead.
 // The binaries are looked up on PATH, then in the highest-versioned
 // /usr/lib/postgresql/*/bin. PostgreSQL refuses to run as root, so when the
 // test process is root the server runs as the "postgres" OS user.

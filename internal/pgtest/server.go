@@ -42,7 +42,7 @@ const (
 // Start starts a private server for tb, removed when tb ends. It is
 // started by this package even when TEST_DATABASE_URL is set, so tb may stop,
 // kill and restart it. When the binaries are missing, tb is skipped, or
-// fails under CI=true or IDEM_REQUIRE_SERVERS=1.
+// fails under CI=true or TEST_REQUIRE_SERVERS=1.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := Launch()

@@ -19,7 +19,7 @@ import (
 // NOTIFY channels and roles, are shared with the other tests.
 //
 // When no server can be had, tb is skipped, or fails under CI=true or
-// IDEM_REQUIRE_SERVERS=1.
+// TEST_REQUIRE_SERVERS=1.
 func URL(tb testing.TB) string {
 	tb.Helper()
 	base, err := sharedURL()

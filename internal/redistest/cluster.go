@@ -24,7 +24,7 @@ const clusterTimeout = 60 * time.Second
 
 // StartCluster starts a private cluster of masters nodes (at least 3) for
 // tb, removed when tb ends. When redis-server or redis-cli is missing, tb
-// is skipped, or fails under CI=true or IDEM_REQUIRE_SERVERS=1.
+// is skipped, or fails under CI=true or TEST_REQUIRE_SERVERS=1.
 func StartCluster(tb testing.TB, masters int) *Cluster {
 	tb.Helper()
 	c, err := LaunchCluster(masters)

@@ -23,7 +23,7 @@
 //
 // When no server can be had, because TEST_REDIS_URL is unset and
 // redis-server is not installed, the test is skipped with a message that
-// says so; but when CI=true or IDEM_REQUIRE_SERVERS=1 it fails instead.
+// says so; but when CI=true or TEST_REQUIRE_SERVERS=1 it fails instead.
 // redis-server and redis-cli are looked up on PATH, then in /usr/bin and
 // /usr/local/bin.
 //

@@ -23,7 +23,7 @@ var shared struct {
 // key prefix: see Prefix.
 //
 // When no server can be had, tb is skipped, or fails under CI=true or
-// IDEM_REQUIRE_SERVERS=1.
+// TEST_REQUIRE_SERVERS=1.
 func URL(tb testing.TB) string {
 	tb.Helper()
 	url, err := sharedURL()

@@ -7,9 +7,9 @@ import (
 )
 
 // Required reports whether a missing server fails a test rather than skips
-// it: under CI=true or IDEM_REQUIRE_SERVERS=1.
+// it: under CI=true or TEST_REQUIRE_SERVERS=1.
 func Required() bool {
-	return os.Getenv("CI") == "true" || os.Getenv("IDEM_REQUIRE_SERVERS") == "1"
+	return os.Getenv("CI") == "true" || os.Getenv("TEST_REQUIRE_SERVERS") == "1"
 }
 
 // GiveUp ends tb for err: a skip when err only says that no server can be
@@ -21,7 +21,7 @@ func GiveUp(tb testing.TB, err, unavailable error, hint string) {
 	case !errors.Is(err, unavailable):
 		tb.Fatal(err)
 	case Required():
-		tb.Fatalf("%v; servers are required here (CI=true or IDEM_REQUIRE_SERVERS=1): %s", err, hint)
+		tb.Fatalf("%v; servers are required here (CI=true or TEST_REQUIRE_SERVERS=1): %s", err, hint)
 	default:
 		tb.Skipf("%v (%s)", err, hint)
 	}

@@ -35,11 +35,11 @@ func TestGiveUp(t *testing.T) {
 		{err: broken, fail: true},
 	} {
 		t.Setenv("CI", c.ci)
-		t.Setenv("IDEM_REQUIRE_SERVERS", c.require)
+		t.Setenv("TEST_REQUIRE_SERVERS", c.require)
 		var o outcome
 		GiveUp(&o, c.err, unavailable, "install one")
 		if !o.is(c.skip, c.fail) {
-			t.Errorf("CI=%q IDEM_REQUIRE_SERVERS=%q err=%v: %v, want skipped=%v failed=%v", c.ci, c.require, c.err, &o, c.skip, c.fail)
+			t.Errorf("CI=%q TEST_REQUIRE_SERVERS=%q err=%v: %v, want skipped=%v failed=%v", c.ci, c.require, c.err, &o, c.skip, c.fail)
 		}
 	}
 }

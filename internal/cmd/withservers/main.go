@@ -8,7 +8,7 @@
 // It starts a throwaway PostgreSQL server (internal/pgtest) and a throwaway
 // Redis server (internal/redistest), each on a free loopback port in a
 // temporary directory, and runs the command with TEST_DATABASE_URL and
-// TEST_REDIS_URL naming them and IDEM_REQUIRE_SERVERS=1, so that tests that
+// TEST_REDIS_URL naming them and TEST_REQUIRE_SERVERS=1, so that tests that
 // need a server fail rather than skip. A variable that is already set is
 // kept, and its server is not started. When the command ends, or withservers
 // gets SIGINT, SIGTERM or SIGHUP (which it passes on to the command), the
@@ -70,7 +70,7 @@ func run(args []string) int {
 		servers = append(servers, srv)
 		setenv("TEST_REDIS_URL", srv.URL())
 	}
-	setenv("IDEM_REQUIRE_SERVERS", "1")
+	setenv("TEST_REQUIRE_SERVERS", "1")
 	fmt.Fprintf(os.Stderr, "withservers: TEST_DATABASE_URL=%s TEST_REDIS_URL=%s\n", os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_REDIS_URL"))
 
 	cmd := exec.Command(args[1], args[2:]...)
