@@ -19,7 +19,8 @@ import (
 // ProxyConfig configures NewProxy.
 type ProxyConfig struct {
 	// Upstream is the API requests are forwarded to: scheme, host and an
-	// optional base path. Required.
+	// optional base path. Required. It has no user info (user:password@):
+	// requests are forwarded with the client's own Authorization.
 	Upstream *url.URL
 	// Middleware configures the Idempotency-Key handling in front of the
 	// upstream. Its Store is required.
@@ -69,7 +70,10 @@ type ProxyConfig struct {
 // ReverseProxy forwards them, streamed responses included.
 func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
-		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %v", cfg.Upstream)
+		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %s", redacted(cfg.Upstream))
+	}
+	if cfg.Upstream.User != nil {
+		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream %s has user info, which a proxied request does not carry: set the upstream's credentials in a header (Middleware outside, or Transport)", cfg.Upstream.Redacted())
 	}
 	if cfg.Timeout < 0 {
 		return nil, errors.New("idemhttp: ProxyConfig.Timeout must not be negative")
@@ -261,3 +265,11 @@ var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); retu
 
 func (copyBuffers) Get() []byte  { return *copyBufferPool.Get().(*[]byte) }
 func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
+
+// redacted is u as a string with its password hidden; "<nil>" for nil.
+func redacted(u *url.URL) string {
+	if u == nil {
+		return "<nil>"
+	}
+	return u.Redacted()
+}

@@ -152,4 +152,15 @@ func TestNewProxyValidation(t *testing.T) {
 			t.Errorf("upstream %q accepted", u)
 		}
 	}
+	// Credentials in the URL would not be sent (the transport ignores
+	// them): refused, and not shown in the error.
+	parsed, _ := url.Parse("https://svc:s3cret@api.example/v1")
+	_, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: parsed, Middleware: idemhttp.Config{Store: s}})
+	if err == nil || !strings.Contains(err.Error(), "user") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("upstream with credentials: %v; want an error about the user info that hides the password", err)
+	}
+	parsed, _ = url.Parse("ftp://svc:s3cret@api.example/")
+	if _, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: parsed, Middleware: idemhttp.Config{Store: s}}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("bad upstream with credentials: %v; want an error that hides the password", err)
+	}
 }

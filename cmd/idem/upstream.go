@@ -13,7 +13,9 @@ import (
 // string is refused too: the proxy would add the query to every request
 // it forwards, ahead of the client's own, which is seldom what was meant
 // (a request's URL pasted as the API's); the message leaves the query
-// out, as it may hold a token.
+// out, as it may hold a token. So is a URL with user info
+// (user:password@): a forwarded request carries its client's
+// Authorization, not those credentials.
 func parseUpstream(s string) (*url.URL, error) {
 	up, err := url.Parse(s)
 	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
@@ -21,6 +23,9 @@ func parseUpstream(s string) (*url.URL, error) {
 			base := *up
 			base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
 			return nil, usagef("--upstream %s?… has a query string, which the proxy would add to every request it forwards: give the API's URL without it", base.Redacted())
+		}
+		if up.User != nil {
+			return nil, usagef("--upstream %s has user info, which the proxy would not send: a forwarded request carries its client's Authorization header", up.Redacted())
 		}
 		return up, nil
 	}

@@ -78,6 +78,12 @@ func TestUpstreamWithQueryIsRefused(t *testing.T) {
 			t.Errorf("parseUpstream(%q): %q shows the query", s, err)
 		}
 	}
+	for _, s := range []string{"http://svc:s3cret@127.0.0.1:9000/", "https://svc@api.example"} {
+		_, err := parseUpstream(s)
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), "Authorization") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("parseUpstream(%q) = %v; want a usage error about the credentials that hides the password", s, err)
+		}
+	}
 	for _, s := range []string{"http://127.0.0.1:9000/api/v1", "http://127.0.0.1:9000/?"} {
 		if _, err := parseUpstream(s); err != nil {
 			t.Errorf("parseUpstream(%q) = %v; want it taken", s, err)
