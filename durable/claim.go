@@ -327,8 +327,30 @@ type claimResult struct {
 // concurrency limits lim and the rate limits rl: with claimSQL if
 // withRates, else with claimFreeSQL, which leaves every row that names a
 // bucket.
+//
+// The statement may have leased rows, and committed, when reading its
+// result fails (the connection drops, ctx ends, a row does not decode).
+// Nobody would run those rows, or extend their leases, until the leases
+// expired and the reaper took them back, counting a reap. So on an error
+// claimRated hands back (release) the rows it read, and returns none. A
+// row it could not decode stays leased until its lease expires (handed
+// back, it would be claimed again at once; reaped too often, it fails with
+// ErrReapedTooOften), and so do rows it never read: which ones the
+// statement leased is unknown.
 func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string, ttl time.Duration,
-	lim keyLimits, rl rateLimits, withRates bool) (claimResult, error) {
+	lim keyLimits, rl rateLimits, withRates bool) (res claimResult, err error) {
+	defer func() {
+		if err != nil && len(res.rows) > 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+			defer cancel()
+			if _, rerr := release(rctx, db, owner, res.rows); rerr != nil {
+				err = fmt.Errorf("%w; handing back the %d rows it leased failed, their leases will expire: %w", err, len(res.rows), rerr)
+			}
+		}
+		if err != nil {
+			res = claimResult{}
+		}
+	}()
 	args := []any{queue, n, owner, ttl.Microseconds(), lim.prefixes, lim.limits}
 	if withRates {
 		rows, err := db.Query(ctx, claimSQL, append(args, rl.names, rl.rates, rl.bursts)...)
@@ -346,18 +368,19 @@ func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string,
 	if err != nil {
 		return claimResult{}, err
 	}
-	res, err := scanClaim(rows, queue)
-	if err != nil {
-		return claimResult{}, err
+	if res, err = scanClaim(rows, queue); err != nil {
+		return res, err
 	}
 	if err := br.QueryRow().Scan(&res.rated); err != nil {
-		return claimResult{}, err
+		return res, err
 	}
 	return res, br.Close()
 }
 
-// scanClaim reads, and closes, the result of claimSQL or claimFreeSQL.
-func scanClaim(rows pgx.Rows, queue string) (res claimResult, _ error) {
+// scanClaim reads, and closes, the result of claimSQL or claimFreeSQL. On
+// an error it returns the rows it read along with it; a row whose inbox
+// does not decode is left out, and the rows after it are read.
+func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -371,7 +394,7 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, _ error) {
 		)
 		if err := rows.Scan(&kind, &c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
 			&c.claims, &c.awaiting, &npicked, &inbox, &w.key, &w.known, &due, &w.headCost, &w.tokens); err != nil {
-			return claimResult{}, err
+			return res, err
 		}
 		res.picked = int(npicked)
 		if kind == 1 {
@@ -381,12 +404,18 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, _ error) {
 			continue
 		}
 		c.version, c.attempt, c.rateKey = int(version), int(attempt), w.key
-		if err := json.Unmarshal(inbox, &c.inbox); err != nil {
-			return claimResult{}, fmt.Errorf("inbox of instance %d: %w", c.id, err)
+		if uerr := json.Unmarshal(inbox, &c.inbox); uerr != nil {
+			if err == nil {
+				err = fmt.Errorf("inbox of instance %d: %w", c.id, uerr)
+			}
+			continue
 		}
 		res.rows = append(res.rows, c)
 	}
-	return res, rows.Err()
+	if rerr := rows.Err(); err == nil {
+		err = rerr
+	}
+	return res, err
 }
 
 // releaseSQL hands claimed rows that never ran back: runnable again, with
