@@ -136,6 +136,11 @@ func TestDurableHelp(t *testing.T) {
 				t.Errorf("idem durable %s %s: exit %d, stdout %q, stderr %q; want 0 and its flags on stdout, %s among them", sub, h, r.code, r.stdout, r.stderr, own)
 			}
 		}
+		// idem help durable <sub> is idem durable <sub> --help.
+		r := runIdem(t, t.TempDir(), nil, "help", "durable", sub)
+		if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "idem durable "+sub) || !strings.Contains(r.stdout, own) {
+			t.Errorf("idem help durable %s: exit %d, stdout %q, stderr %q; want 0 and its flags on stdout, %s among them", sub, r.code, r.stdout, r.stderr, own)
+		}
 	}
 	for _, h := range []string{"-h", "--help", "help"} {
 		r := runDurable(t, 30*time.Second, h)

@@ -93,8 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 	case isHelp(args[0]) && len(args) == 1:
 		usage(stdout)
 		return 0
-	case args[0] == "help": // idem help proxy
-		args = []string{args[1], "--help"}
+	case args[0] == "help": // idem help proxy, idem help durable list
+		args = append(slices.Clone(args[1:]), "--help")
 	case args[0] == "--version" || args[0] == "-version":
 		args = append([]string{"version"}, args[1:]...)
 	}
