@@ -151,3 +151,81 @@ func TestLRUClusteredKeysMatchReference(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSeqTrackerMatchesModel runs random sequences of SeqTracker calls
+// against a plain map of marks, comparing every answer. Bulk applies and
+// forgets over a pool of sessions larger than Forget's rebuild floor make
+// the map grow past it and be rebuilt, which must keep every mark.
+func TestSeqTrackerMatchesModel(t *testing.T) {
+	t.Parallel()
+	const pool = 3 * seqShrinkFloor
+	session := func(i int) (s [16]byte) {
+		binary.LittleEndian.PutUint64(s[8:], uint64(i))
+		return s
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		var s SeqTracker // the zero value, as NewSeqTracker's
+		ref := map[[16]byte]uint64{}
+		genSession := rapid.Custom(func(t *rapid.T) [16]byte { return session(rapid.IntRange(0, pool-1).Draw(t, "session")) })
+		genSeq := rapid.Custom(func(t *rapid.T) uint64 {
+			return rapid.SampledFrom([]uint64{0, 1, 2, 3, 1 << 32, ^uint64(0) - 1, ^uint64(0)}).Draw(t, "seq")
+		})
+		shouldApply := func(id [16]byte, seq uint64) bool {
+			if hwm, ok := ref[id]; ok && seq <= hwm {
+				return false
+			}
+			ref[id] = seq
+			return true
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"ShouldApply": func(rt *rapid.T) {
+				id, seq := genSession.Draw(rt, "id"), genSeq.Draw(rt, "seq")
+				if got, want := s.ShouldApply(id, seq), shouldApply(id, seq); got != want {
+					rt.Fatalf("ShouldApply(%x, %d) = %v, model says %v", id, seq, got, want)
+				}
+			},
+			"ApplyMany": func(rt *rapid.T) {
+				from := rapid.IntRange(0, pool-1).Draw(rt, "from")
+				seq := genSeq.Draw(rt, "seq")
+				for i := from; i < pool; i++ {
+					if got, want := s.ShouldApply(session(i), seq), shouldApply(session(i), seq); got != want {
+						rt.Fatalf("ShouldApply(session %d, %d) = %v, model says %v", i, seq, got, want)
+					}
+				}
+			},
+			"Advance": func(rt *rapid.T) {
+				id, seq := genSession.Draw(rt, "id"), genSeq.Draw(rt, "seq")
+				s.Advance(id, seq)
+				if hwm, ok := ref[id]; !ok || seq > hwm {
+					ref[id] = seq
+				}
+			},
+			"Forget": func(rt *rapid.T) {
+				id := genSession.Draw(rt, "id")
+				s.Forget(id)
+				delete(ref, id)
+			},
+			"ForgetMany": func(rt *rapid.T) {
+				from := rapid.IntRange(0, pool-1).Draw(rt, "from")
+				to := rapid.IntRange(from, pool).Draw(rt, "to")
+				for i := from; i < to; i++ {
+					s.Forget(session(i))
+					delete(ref, session(i))
+				}
+			},
+			"HighWater": func(rt *rapid.T) {
+				id := genSession.Draw(rt, "id")
+				got, gotOK := s.HighWater(id)
+				want, wantOK := ref[id]
+				if got != want || gotOK != wantOK {
+					rt.Fatalf("HighWater(%x) = %d, %v; model says %d, %v", id, got, gotOK, want, wantOK)
+				}
+			},
+			"": func(rt *rapid.T) {
+				if got, want := s.Len(), len(ref); got != want {
+					rt.Fatalf("Len = %d, model holds %d", got, want)
+				}
+			},
+		})
+	})
+}

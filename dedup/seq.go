@@ -18,11 +18,22 @@ import "sync"
 // first use.
 //
 // A SeqTracker is safe for concurrent use. It holds one 24-byte entry per
-// session it has seen (plus the map's overhead) until Forget is called.
+// session it has seen (plus the map's overhead) until Forget is called; a
+// Go map keeps the memory of the most entries it ever held, so Forget moves
+// the remaining marks to a fresh map once forgetting has left fewer than a
+// quarter of that peak (when the peak was 256 sessions or more): after a
+// burst of sessions is forgotten, the memory follows the live sessions back
+// down.
 type SeqTracker struct {
 	mu  sync.Mutex
 	hwm map[[16]byte]uint64 // nil until a zero SeqTracker records a mark
+	// peak is the most marks hwm has held since it was made.
+	peak int
 }
+
+// seqShrinkFloor is the peak number of sessions below which Forget never
+// rebuilds the map: a map that small takes a few KiB at most.
+const seqShrinkFloor = 256
 
 // NewSeqTracker returns a SeqTracker that knows no session.
 func NewSeqTracker() *SeqTracker {
@@ -60,6 +71,7 @@ func (s *SeqTracker) set(session [16]byte, seq uint64) {
 		s.hwm = make(map[[16]byte]uint64)
 	}
 	s.hwm[session] = seq
+	s.peak = max(s.peak, len(s.hwm))
 }
 
 // HighWater returns the session's high-water mark, and false if the session
@@ -74,10 +86,24 @@ func (s *SeqTracker) HighWater(session [16]byte) (uint64, bool) {
 // Forget drops the session's high-water mark, so that its memory is freed.
 // Call it only for a session that will send nothing more: afterwards any of
 // its seqnos applies again.
+//
+// When forgetting leaves the marks under a quarter of the most the
+// SeqTracker has held (256 or more), Forget copies the remaining ones to a
+// fresh map and lets the old one go. The copy is of fewer entries than the
+// Forgets that led to it deleted, so a Forget costs O(1) amortised.
 func (s *SeqTracker) Forget(session [16]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.hwm, session)
+	if s.peak < seqShrinkFloor || len(s.hwm) >= s.peak/4 {
+		return
+	}
+	fresh := make(map[[16]byte]uint64, len(s.hwm))
+	for k, v := range s.hwm {
+		fresh[k] = v
+	}
+	s.hwm = fresh
+	s.peak = len(fresh)
 }
 
 // Len returns how many sessions have a high-water mark.

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,5 +118,41 @@ func TestZeroSeqTrackerIsUsable(t *testing.T) {
 	s2.Advance(b, 7)
 	if hwm, ok := s2.HighWater(b); !ok || hwm != 7 || s2.ShouldApply(b, 7) {
 		t.Errorf("Advance on a zero SeqTracker: HighWater = %d, %v; want 7, true", hwm, ok)
+	}
+}
+
+// TestSeqTrackerForgetReturnsMemory checks Forget's promise that a
+// forgotten session's memory is freed: once a burst of sessions has been
+// forgotten, the heap is back near where it was before the burst (a Go map
+// never shrinks, so Forget must replace it), and the marks of the sessions
+// still known are kept.
+func TestSeqTrackerForgetReturnsMemory(t *testing.T) {
+	const burst = 200_000
+	session := func(i int) (s [16]byte) {
+		binary.LittleEndian.PutUint64(s[:], uint64(i))
+		return s
+	}
+	s := NewSeqTracker()
+	s.ShouldApply(session(burst), 41) // kept throughout
+	base := heapInUse()
+	for i := range burst {
+		s.ShouldApply(session(i), uint64(i))
+	}
+	peak := heapInUse()
+	for i := range burst {
+		s.Forget(session(i))
+	}
+	after := heapInUse()
+	t.Logf("heap above the start: %d KiB with the burst, %d KiB after Forget", (peak-base)>>10, (after-base)>>10)
+	if after > base+(peak-base)/8 {
+		t.Errorf("after forgetting every session of the burst the tracker still holds %d KiB of the %d KiB it took", (after-base)>>10, (peak-base)>>10)
+	}
+	if hwm, ok := s.HighWater(session(burst)); !ok || hwm != 41 || s.Len() != 1 {
+		t.Errorf("the session not forgotten: HighWater = %d, %v, Len = %d; want 41, true, 1", hwm, ok, s.Len())
+	}
+	for i := range 3 {
+		if !s.ShouldApply(session(i), 0) {
+			t.Errorf("forgotten session %d does not start afresh", i)
+		}
 	}
 }
