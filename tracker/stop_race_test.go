@@ -14,7 +14,9 @@ func TestStopRacingWritersLeavesNothing(t *testing.T) {
 	writes := map[string]func(tr *Tracker, k string) (more bool){
 		"Acquire": func(tr *Tracker, k string) bool { tok, _ := tr.Acquire("s", k); return !tok.IsZero() },
 		"ReserveOwned": func(tr *Tracker, k string) bool {
-			return tr.ReserveOwned("s", k, Token{n: 1}) && tr.started()
+			// A token of tr that owns none of these keys, so every call
+			// takes a free key (one of another Tracker would change nothing).
+			return tr.ReserveOwned("s", k, Token{tracker: tr.id, n: 1}) && tr.started()
 		},
 		"CompleteOwned": func(tr *Tracker, k string) bool { return tr.CompleteOwned("s", k, Token{}) },
 		"Complete":      func(tr *Tracker, k string) bool { tr.Complete("s", k); return tr.started() },
