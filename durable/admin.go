@@ -149,8 +149,9 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	return out, nil
 }
 
-// lookupByKeySQL finds the live instances Signal(ByKey(key)) would reach
-// (lockByKeySQL without the lock).
+// lookupByKeySQL finds, without locking them, up to two of the live
+// instances that carry key $1, in their scope or with an empty scope:
+// those Signal(ByKey(key)) and Cancel(ByKey(key)) address (lockByKey).
 const lookupByKeySQL = `
 SELECT id FROM durable_instance
 WHERE id IN (SELECT id FROM durable_instance WHERE correlation_guard = $1

@@ -17,7 +17,7 @@ import (
 var ErrTerminal = errors.New("durable: instance has ended")
 
 // cancelSQL ends a live instance as cancelled, with the reason as its
-// error. Its row lock is already held (lockByIDSQL or lockByKeySQL). The
+// error. Its row lock is already held (lockByIDSQL or lockHolderSQL). The
 // status makes the fence of the step it may be running match no row: that
 // step's commit changes nothing. An executing row keeps its lease (see
 // keepLeaseSQL).
@@ -144,10 +144,11 @@ func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[s
 // before its children: the instance's parent, the instance, then its
 // descendants level by level, by ascending id within a level. A commit that
 // ends a child locks its parent first too, so cancelling a tree while its
-// leaves end does not deadlock. Addressed by key, it looks the instance up
-// again, its locks given back, if the key changed hands between the
-// look-up of the parent and that of the instance; it cancels the instance
-// that occupies the key once it holds the locks in that order.
+// leaves end does not deadlock. Addressed by key, it looks up the instances
+// that carry the key before it locks any, as Signal does: it answers
+// ErrAmbiguousTarget without waiting for their locks or their parents'; if
+// the instance found ends before Cancel holds its lock, Cancel gives back
+// the locks it took and looks the key up again.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
 	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return cancel(ctx, tx, target, reason)
@@ -195,21 +196,18 @@ const parentToLockSQL = `SELECT parent_id FROM durable_instance WHERE id = $1 AN
 
 // lockTarget takes, for Cancel, the row locks of the live instance target
 // addresses and of its parent, the parent's first, and returns the
-// instance's id. By key, the parent is looked up before the instance, and
-// the key may change hands in between: the instance then found may be a
-// child whose parent is not locked, and taking the parent's lock after the
-// child's could deadlock with a transaction that holds the parent and
-// waits for the child (a Cancel of the parent, the end of the child). The
-// look-ups are then undone, their locks with them (a savepoint), and made
-// again.
+// instance's id. By key, the instance is looked up without locks first
+// (lockByKey), then its parent locked, then the instance, if it still
+// carries the key: else the look-up and the parent's lock are undone (a
+// savepoint) and made again.
 func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
 	if target.key == "" {
-		if _, err := lockParent(ctx, tx, target); err != nil {
+		if _, err := lockParent(ctx, tx, target.id); err != nil {
 			return 0, fmt.Errorf("durable: Cancel: %w", err)
 		}
 		return lockLive(ctx, tx, target, "Cancel")
 	}
-	for range 3 {
+	for range keyTries {
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("durable: Cancel: %w", err)
@@ -229,19 +227,23 @@ func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
 		}
 		return id, nil
 	}
-	return 0, fmt.Errorf("durable: Cancel: correlation key %q changed hands three times; try again", target.key)
+	return 0, fmt.Errorf("durable: Cancel: correlation key %q changed hands %d times; try again", target.key, keyTries)
 }
 
-// lockKeyInOrder is one try of lockTarget by key: it reports whether the
-// parent of the instance it locked, if it has one to lock, was locked
-// before it.
+// lockKeyInOrder is one try of lockTarget by key: it reports whether it
+// locked the instance that carries the key, after the parent it has to
+// lock, if any. It returns ErrNoTarget or ErrAmbiguousTarget, before
+// taking any lock, when no live instance or several carry the key.
 func lockKeyInOrder(ctx context.Context, tx pgx.Tx, target Target) (id int64, inOrder bool, err error) {
-	parents, err := lockParent(ctx, tx, target)
+	if id, err = lookupKey(ctx, tx, target, "Cancel"); err != nil {
+		return 0, false, err
+	}
+	parents, err := lockParent(ctx, tx, id)
 	if err != nil {
 		return 0, false, fmt.Errorf("durable: Cancel: %w", err)
 	}
-	if id, err = lockLive(ctx, tx, target, "Cancel"); err != nil {
-		return 0, false, err
+	if _, ok, err := lockHolder(ctx, tx, id, target.key, "Cancel"); err != nil || !ok {
+		return 0, false, err // ended since the look-up: look again
 	}
 	var parent int64
 	switch err := tx.QueryRow(ctx, parentToLockSQL, id).Scan(&parent); {
@@ -256,42 +258,21 @@ func lockKeyInOrder(ctx context.Context, tx pgx.Tx, target Target) (id int64, in
 // lockLive takes the row lock of the live instance target addresses and
 // returns its id. op names the caller in errors.
 func lockLive(ctx context.Context, tx pgx.Tx, target Target, op string) (int64, error) {
-	if target.key == "" && target.id <= 0 {
+	if target.key != "" {
+		h, err := lockByKey(ctx, tx, target, op)
+		return h.id, err
+	}
+	if target.id <= 0 {
 		return 0, fmt.Errorf("durable: %s of the zero Target: %w", op, ErrNoTarget)
 	}
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if target.key != "" {
-		rows, err = tx.Query(ctx, lockByKeySQL, target.key)
-	} else {
-		rows, err = tx.Query(ctx, lockByIDSQL, target.id)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("durable: %s: %w", op, err)
-	}
-	type found struct {
-		id     int64
-		status Status
-	}
-	targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
-		var f found
-		var awaiting []string
-		var queue string
-		err := r.Scan(&f.id, &f.status, &awaiting, &queue)
-		return f, err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("durable: %s: %w", op, err)
-	}
+	h, ok, err := lockByID(ctx, tx, target.id, op)
 	switch {
-	case len(targets) == 0:
+	case err != nil:
+		return 0, err
+	case !ok:
 		return 0, fmt.Errorf("%w: %s", ErrNoTarget, target)
-	case len(targets) > 1:
-		return 0, fmt.Errorf("%w: %s", ErrAmbiguousTarget, target)
-	case targets[0].status.Terminal():
-		return 0, fmt.Errorf("%w: %s is %s", ErrTerminal, target, targets[0].status)
+	case h.status.Terminal():
+		return 0, fmt.Errorf("%w: %s is %s", ErrTerminal, target, h.status)
 	}
-	return targets[0].id, nil
+	return h.id, nil
 }

@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +14,10 @@ import (
 
 // pausePoint holds the first statement whose SQL is sql, once it has
 // returned, until resume is closed; reached receives its backend's pid.
+// With skip n, it holds the (n+1)th instead.
 type pausePoint struct {
 	sql     string
+	skip    atomic.Int32
 	reached chan uint32
 	resume  chan struct{}
 }
@@ -35,7 +38,7 @@ func (tr *pauseTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pg
 func (tr *pauseTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	sql, _ := ctx.Value(tracedSQL{}).(string)
 	for _, p := range tr.points {
-		if sql != p.sql || data.Err != nil {
+		if sql != p.sql || data.Err != nil || p.skip.Add(-1) >= 0 {
 			continue
 		}
 		select {
@@ -48,12 +51,12 @@ func (tr *pauseTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data p
 
 // Cancel by key locks the parent of the instance occupying the key before
 // the instance, as every transaction that locks both does. The key may
-// change hands between the look-up of the parent and the look-up of the
-// instance: a root instance held it, none of whose parent was locked, and
-// a child took it since. Cancel must not then hold the child while it
-// waits for the parent, which a concurrent Cancel of the parent holds
-// while it waits for the child: PostgreSQL would fail one of the two with
-// a deadlock.
+// change hands between the look-up of the instance and its lock: a root
+// instance held it, none of whose parent was locked, and a child took it
+// since. Cancel must then look the key up again and lock the child's
+// parent before the child: holding the child while it waits for the
+// parent, which a concurrent Cancel of the parent holds while it waits for
+// the child, PostgreSQL would fail one of the two with a deadlock.
 func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 	t.Parallel()
 	const key = "order:7"
@@ -84,18 +87,20 @@ func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 	old := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: key})
 	b.waitStatus(t, old, durable.StatusAwaitingSignal)
 
-	parentLooked, childLocked := newPausePoint(durable.LockParentByKeySQL), newPausePoint(durable.LockByKeySQL)
-	closeAtCleanup(t, parentLooked.resume)
+	// The first lock is that of the instance first found, which has
+	// ended by then; the second, the child's.
+	keyLooked, childLocked := newPausePoint(durable.LookupByKeySQL), newPausePoint(durable.LockHolderSQL)
+	childLocked.skip.Store(1)
+	closeAtCleanup(t, keyLooked.resume)
 	closeAtCleanup(t, childLocked.resume)
-	tr := &pauseTracer{points: []*pausePoint{parentLooked, childLocked}}
+	tr := &pauseTracer{points: []*pausePoint{keyLooked, childLocked}}
 	canceller := newClient(t, testPool(t, b.url, func(pc *pgxpool.Config) { pc.ConnConfig.Tracer = tr }), nil, &recorder{})
 	byKey := make(chan error, 1)
 	go func() { byKey <- canceller.Cancel(context.Background(), durable.ByKey(key), "by key") }()
 
-	// Cancel by key has locked the parent of the key's instance: it has
-	// none. The key changes hands: its instance ends, and a child of pid
-	// takes it.
-	<-parentLooked.reached
+	// Cancel by key has found the key's instance. The key changes hands:
+	// that instance ends, and a child of pid takes it.
+	<-keyLooked.reached
 	if err := b.client.Cancel(ctxT(t), durable.ByID(old), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +112,9 @@ func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 	}
 	b.waitStatus(t, cid, durable.StatusAwaitingSignal)
 
-	// Cancel by key finds the child; meanwhile the parent is cancelled,
-	// which takes the parent's lock, then waits for the child's.
-	close(parentLooked.resume)
+	// Cancel by key finds the child and locks it, its parent first;
+	// meanwhile the parent is cancelled, which waits for their locks.
+	close(keyLooked.resume)
 	var byKeyPID uint32
 	select {
 	case byKeyPID = <-childLocked.reached:
@@ -118,7 +123,7 @@ func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 	}
 	byID := make(chan error, 1)
 	go func() { byID <- b.client.Cancel(context.Background(), durable.ByID(pid), "by id") }()
-	waitFor(t, "the parent's Cancel to wait for the child's lock", func() bool {
+	waitFor(t, "the parent's Cancel to wait for the locks Cancel by key holds", func() bool {
 		return b.count(t, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", byKeyPID) > 0
 	})
 	close(childLocked.resume)

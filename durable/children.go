@@ -109,23 +109,12 @@ WITH child AS (
 )
 SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || queue) FROM parent WHERE status = 'runnable'`
 
-// lockParentByIDSQL and lockParentByKeySQL take, for Cancel, the lock of
-// the parent of the instance a target addresses, before the instance's.
-const (
-	lockParentByIDSQL = `
+// lockParentByIDSQL takes, for Cancel, the lock of the parent of instance
+// $1, before the instance's.
+const lockParentByIDSQL = `
 SELECT id FROM durable_instance
 WHERE id IN (SELECT parent_id FROM durable_instance WHERE id = $1 AND releases_parent)
 FOR NO KEY UPDATE`
-	lockParentByKeySQL = `
-SELECT id FROM durable_instance
-WHERE id IN (SELECT parent_id FROM durable_instance
-             WHERE releases_parent
-               AND id IN (SELECT id FROM durable_instance WHERE correlation_guard = $1
-                          UNION ALL
-                          SELECT id FROM durable_instance
-                          WHERE correlation_key = $1 AND cardinality(correlation_scope) = 0))
-FOR NO KEY UPDATE`
-)
 
 // liveSQL is true for a row that has not ended; liveCSQL, for the rows of
 // alias c.
@@ -266,22 +255,13 @@ func (c *Client) ChildrenOf(ctx context.Context, parent int64) ([]Child, error) 
 	return out, nil
 }
 
-// lockParent takes the lock of the parent of the instance target
-// addresses, if it is a child not yet counted, and returns the ids of the
-// rows it locked.
-func lockParent(ctx context.Context, tx pgx.Tx, target Target) ([]int64, error) {
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	switch {
-	case target.key != "":
-		rows, err = tx.Query(ctx, lockParentByKeySQL, target.key)
-	case target.id > 0:
-		rows, err = tx.Query(ctx, lockParentByIDSQL, target.id)
-	default:
+// lockParent takes the lock of the parent of instance id, if it is a
+// child not yet counted, and returns the ids of the rows it locked.
+func lockParent(ctx context.Context, tx pgx.Tx, id int64) ([]int64, error) {
+	if id <= 0 {
 		return nil, nil
 	}
+	rows, err := tx.Query(ctx, lockParentByIDSQL, id)
 	if err != nil {
 		return nil, err
 	}

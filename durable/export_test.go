@@ -8,9 +8,10 @@ const HeartbeatSQL = heartbeatSQL
 // queues two migrations behind it.
 const MigrateLockID = migrateLockID
 
-// LockParentByKeySQL and LockByKeySQL are Cancel's look-ups of a key, for
-// the test that makes the key change hands between them.
+// LookupByKeySQL and LockHolderSQL are the look-up of a key and the lock
+// of the instance found, for the test that makes the key change hands
+// between them.
 const (
-	LockParentByKeySQL = lockParentByKeySQL
-	LockByKeySQL       = lockByKeySQL
+	LookupByKeySQL = lookupByKeySQL
+	LockHolderSQL  = lockHolderSQL
 )

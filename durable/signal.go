@@ -34,23 +34,105 @@ func (t Target) String() string {
 	return fmt.Sprintf("id %d", t.id)
 }
 
-// lockByIDSQL and lockByKeySQL find the target and take its row lock, the
-// lock a step's commit takes too. Locking before the signal is stored is
-// what rules out a lost wake-up: an Await commit that parks the instance
-// either took the lock first, and then this reads its parked row and wakes
-// it, or takes it after, and then its wake-up check sees this signal.
+// lockByIDSQL and lockHolderSQL take the row lock of the target, the lock
+// a step's commit takes too. Locking before the signal is stored is what
+// rules out a lost wake-up: an Await commit that parks the instance either
+// took the lock first, and then this reads its parked row and wakes it, or
+// takes it after, and then its wake-up check sees this signal.
 const lockByIDSQL = `
 SELECT id, status, awaiting, queue FROM durable_instance WHERE id = $1 FOR NO KEY UPDATE`
 
-const lockByKeySQL = `
+// lockHolderSQL takes the row lock of instance $1, which lookupByKeySQL
+// found carrying key $2, if it still is a live instance carrying it (a
+// live row with the key holds it, in its scope or with an empty scope).
+// Under READ COMMITTED a row changed while the statement waited for its
+// lock is checked again in its newest version: an instance that ended
+// meanwhile is not returned.
+const lockHolderSQL = `
 SELECT id, status, awaiting, queue FROM durable_instance
-WHERE id IN (SELECT id FROM durable_instance WHERE correlation_guard = $1
-             UNION ALL
-             SELECT id FROM durable_instance
-             WHERE correlation_key = $1 AND cardinality(correlation_scope) = 0)
-  AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
-LIMIT 2
+WHERE id = $1 AND correlation_key = $2 AND ` + liveSQL + `
 FOR NO KEY UPDATE`
+
+// keyTries is how many times an operation by key looks the key up when
+// the instance it found ends before its lock is taken.
+const keyTries = 3
+
+// holder is the locked row of the instance a Target addresses.
+type holder struct {
+	id       int64
+	status   Status
+	awaiting []string
+	queue    string
+}
+
+// lockByKey takes the row lock of the live instance that carries
+// target.key and returns it. The instances carrying the key are looked up
+// without locks, so that a key that several carry is answered with
+// ErrAmbiguousTarget at once, whatever locks their rows are under; a key
+// no live instance carries, with ErrNoTarget. The lock of the one instance
+// found is taken next: if it ended meanwhile, the key is looked up again,
+// up to keyTries times. op names the caller in errors.
+func lockByKey(ctx context.Context, tx pgx.Tx, target Target, op string) (holder, error) {
+	for range keyTries {
+		id, err := lookupKey(ctx, tx, target, op)
+		if err != nil {
+			return holder{}, err
+		}
+		h, ok, err := lockHolder(ctx, tx, id, target.key, op)
+		if err != nil || ok {
+			return h, err
+		}
+	}
+	return holder{}, fmt.Errorf("durable: %s: correlation key %q changed hands %d times; try again", op, target.key, keyTries)
+}
+
+// lookupKey returns, without locking it, the id of the live instance that
+// carries target.key: ErrNoTarget when none does, ErrAmbiguousTarget when
+// several do.
+func lookupKey(ctx context.Context, tx pgx.Tx, target Target, op string) (int64, error) {
+	rows, err := tx.Query(ctx, lookupByKeySQL, target.key)
+	if err != nil {
+		return 0, fmt.Errorf("durable: %s: %w", op, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("durable: %s: %w", op, err)
+	}
+	switch len(ids) {
+	case 0:
+		return 0, fmt.Errorf("%w: %s", ErrNoTarget, target)
+	case 1:
+		return ids[0], nil
+	default:
+		return 0, fmt.Errorf("%w: %s", ErrAmbiguousTarget, target)
+	}
+}
+
+// lockHolder takes the row lock of instance id if it is still a live
+// instance carrying key; ok is false if it is not.
+func lockHolder(ctx context.Context, tx pgx.Tx, id int64, key, op string) (h holder, ok bool, err error) {
+	err = tx.QueryRow(ctx, lockHolderSQL, id, key).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return holder{}, false, nil
+	case err != nil:
+		return holder{}, false, fmt.Errorf("durable: %s: %w", op, err)
+	}
+	return h, true, nil
+}
+
+// lockByID takes the row lock of instance id and returns it; ok is false
+// if it has no row.
+func lockByID(ctx context.Context, tx pgx.Tx, id int64, op string) (h holder, ok bool, err error) {
+	err = tx.QueryRow(ctx, lockByIDSQL, id).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return holder{}, false, nil
+	case err != nil:
+		return holder{}, false, fmt.Errorf("durable: %s: %w", op, err)
+	}
+	return h, true, nil
+}
 
 const dedupSQL = `
 INSERT INTO durable_signal_dedup (instance_id, dedup_key) VALUES ($1, $2) ON CONFLICT DO NOTHING`
@@ -82,6 +164,13 @@ WHERE id = $1 AND status = 'awaiting_signal' AND $2 = ANY (awaiting)`
 // a key no live instance occupies, ErrAmbiguousTarget when several live
 // instances carry the key, and a *PayloadTooLargeError when the encoded
 // payload is larger than Config.MaxPayload; nothing is stored then.
+//
+// Addressed by key, Signal looks up the instances that carry it before it
+// locks any: it answers ErrAmbiguousTarget without waiting for their row
+// locks. It then waits for the lock of the one instance found; if that
+// instance ends meanwhile, Signal looks the key up again and reaches the
+// key's next holder, if any (ErrNoTarget otherwise). A key that changes
+// hands three times during one call fails it with a plain error.
 func (c *Client) Signal(ctx context.Context, target Target, name string, payload any, dedupKey string) error {
 	var woke string
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) (err error) {
@@ -130,36 +219,21 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 		return "", err
 	}
 
-	var rows pgx.Rows
+	var t holder
 	if target.key != "" {
-		rows, err = tx.Query(ctx, lockByKeySQL, target.key)
+		if t, err = lockByKey(ctx, tx, target, "Signal"); err != nil {
+			return "", err
+		}
 	} else {
-		rows, err = tx.Query(ctx, lockByIDSQL, target.id)
+		var ok bool
+		t, ok, err = lockByID(ctx, tx, target.id, "Signal")
+		switch {
+		case err != nil:
+			return "", err
+		case !ok || t.status.Terminal():
+			return "", fmt.Errorf("%w: %s", ErrNoTarget, target)
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("durable: Signal: %w", err)
-	}
-	type found struct {
-		id       int64
-		status   Status
-		awaiting []string
-		queue    string
-	}
-	targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
-		var f found
-		err := r.Scan(&f.id, &f.status, &f.awaiting, &f.queue)
-		return f, err
-	})
-	if err != nil {
-		return "", fmt.Errorf("durable: Signal: %w", err)
-	}
-	switch {
-	case len(targets) == 0 || targets[0].status.Terminal():
-		return "", fmt.Errorf("%w: %s", ErrNoTarget, target)
-	case len(targets) > 1:
-		return "", fmt.Errorf("%w: %s", ErrAmbiguousTarget, target)
-	}
-	t := targets[0]
 
 	if dedupKey != "" {
 		tag, err := tx.Exec(ctx, dedupSQL, t.id, dedupKey)
