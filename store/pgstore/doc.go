@@ -90,7 +90,9 @@
 // on 32 connections, where the plain store did 0.8×. A call whose context
 // ends while it waits in the queue returns at once and is never sent; once
 // sent, like any statement whose context ends in flight, it may still take
-// effect. A pool tracer that traces batches (pgx.BatchTracer, as
+// effect. A batch whose every caller has given up is cut short (its
+// connection is closed), so that it does not hold its lane while the
+// server is slow to answer. A pool tracer that traces batches (pgx.BatchTracer, as
 // OpenTelemetry tracers for pgx do) hears of each batch sent, and of each
 // statement in it without its arguments; a plain QueryTracer hears only of
 // the calls that ran directly. idem proxy runs its Postgres store

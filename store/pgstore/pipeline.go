@@ -84,12 +84,37 @@ type pipeCall struct {
 	row     [][]byte // nil when the statement returned no row
 	tag     pgconn.CommandTag
 	err     error
+
+	// watch is the batch the call is in, set by the runner before it
+	// touches the call; resolved is set once the call is answered or its
+	// caller has given up, whichever comes first.
+	watch    *batchWatch
+	resolved atomic.Bool
 }
 
 // finish records err (nil for success) and wakes the caller.
 func (c *pipeCall) finish(err error) {
 	c.err = err
+	if c.watch != nil {
+		c.watch.resolve(c, false)
+	}
 	close(c.done)
+}
+
+// batchWatch ends the context of a batch once no call in it is waiting
+// for an answer any more: each one is answered or its caller gave up.
+type batchWatch struct {
+	open   atomic.Int64 // calls neither answered nor given up
+	cancel context.CancelFunc
+}
+
+// resolve counts c as answered, or (gaveUp) as given up by its caller,
+// unless it already counted. When the last call to count is given up,
+// nobody waits for what the batch still has to do, and it is cut short.
+func (w *batchWatch) resolve(c *pipeCall, gaveUp bool) {
+	if c.resolved.CompareAndSwap(false, true) && w.open.Add(-1) == 0 && gaveUp {
+		w.cancel()
+	}
 }
 
 func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
@@ -426,20 +451,42 @@ func isConnError(err error) bool {
 	return !errors.As(err, &pe)
 }
 
-// batchContext is the context a batch runs with: no cancellation, since
-// each caller may give up on its own, and the latest deadline of its
-// calls when every one has a deadline, so that a server that stops
-// answering does not hold the runner for good.
+// batchContext is the context a batch runs with. It does not end when one
+// caller gives up, since each may give up on its own while the others
+// still wait; it ends when the last call still waiting is given up, so
+// that neither a server that stops answering nor a statement waiting for
+// a lock holds the runner, and its connection, once nobody waits for it
+// (a caller's context often has no deadline, only a cancellation). A
+// batch whose calls were all answered keeps its context for what follows
+// the answers. Its deadline is the latest of the calls' when every one
+// has a deadline. The CancelFunc must be called when the batch is done.
 func batchContext(batch []*pipeCall) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, c := range batch {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			return context.Background(), func() {}
+			latest = time.Time{}
+			break
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	ctx, cancel := context.WithCancel(context.Background())
+	if !latest.IsZero() {
+		ctx, cancel = context.WithDeadline(context.Background(), latest)
+	}
+	w := &batchWatch{cancel: cancel}
+	w.open.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, c := range batch {
+		c.watch = w
+		stops[i] = context.AfterFunc(c.ctx, func() { w.resolve(c, true) })
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }

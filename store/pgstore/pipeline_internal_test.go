@@ -237,3 +237,51 @@ func TestPipelineTracesBatches(t *testing.T) {
 		t.Errorf("traced batches %q, queries %q, %d ended; want one batch of the three SELECTs", rec.started, rec.queries, rec.ended)
 	}
 }
+
+// TestPipelineBatchEndsWhenEveryCallerGaveUp: a batch whose callers have
+// no deadline, and have all given up (their contexts cancelled), is cut
+// short: its lane does not wait for a statement nobody waits for any more.
+func TestPipelineBatchEndsWhenEveryCallerGaveUp(t *testing.T) {
+	p, pool, busy := pipelineOnOneLane(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		// The server finishes the statement even after the client left.
+		_, _ = pool.Exec(context.Background(), `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+			WHERE query LIKE '%nobody waits%' AND pid <> pg_backend_pid()`)
+	})
+	done := busy(100 * time.Millisecond)
+	cctx, cancel := context.WithCancel(ctx) // no deadline, as a request's context
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := p.exec(cctx, "SELECT pg_sleep(20), 'nobody waits'")
+		returned <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Until the statement runs on the server: it was sent in a batch.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE query LIKE '%nobody waits%' AND state = 'active' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the statement did not start in 5s")
+		}
+	}
+	cancel()
+	if err := <-returned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("exec = %v, want context.Canceled", err)
+	}
+	// The lane is free again well before the statement would end.
+	waitFor(t, p, func() bool { return p.running == 0 })
+	var one int64
+	if err := p.queryRow(ctx, "SELECT 1::int8", nil, &one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 after the abandoned batch = %d, %v", one, err)
+	}
+}
