@@ -6,6 +6,8 @@ import "time"
 // sweeper goroutine deletes expired keys every SweepInterval. Starting a
 // started Tracker, or a nil one, does nothing. A stopped Tracker can be
 // started again. Starting a zero Tracker gives it the default Config.
+// The sweeper holds the Tracker: one no longer used must be stopped, or
+// it and its keys stay in memory, as with a time.Ticker.
 func (t *Tracker) Start() {
 	if t == nil {
 		return
