@@ -7,7 +7,7 @@ import "time"
 // started Tracker, or a nil one, does nothing. A stopped Tracker can be
 // started again. Starting a zero Tracker gives it the default Config.
 // The sweeper holds the Tracker: one no longer used must be stopped, or
-// it and its keys stay in memory, as with a time.Ticker.
+// it and its keys stay in memory for as long as the process runs.
 func (t *Tracker) Start() {
 	if t == nil {
 		return
