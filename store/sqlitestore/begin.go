@@ -38,15 +38,18 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 // connection whose ROLLBACK fails is discarded, not returned to the pool in
 // a transaction. (ROLLBACK also fails when SQLite already ended the
 // transaction, as it does when a statement in it is interrupted.)
+//
+// A failed BEGIN IMMEDIATE is rolled back too: a driver may report an error
+// for a BEGIN that took effect (the ctx's, when ctx ended as the statement
+// completed), and a connection left in that transaction would hold the
+// write lock in the pool. When no transaction was started, ROLLBACK fails
+// and the connection is discarded.
 func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return idem.Outcome{}, dbError(ctx, err)
 	}
 	defer func() { _ = conn.Close() }()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return idem.Outcome{}, dbError(ctx, err) // no transaction was started
-	}
 	committed := false
 	defer func() {
 		if committed {
@@ -56,6 +59,9 @@ func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req id
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return idem.Outcome{}, dbError(ctx, err)
+	}
 	o, err := s.beginLocked(ctx, conn, key, req, opts)
 	if err != nil {
 		return idem.Outcome{}, err
