@@ -183,3 +183,62 @@ func TestByKeyFollowsKeyThatChangesHandsWhileWaitingForTheLock(t *testing.T) {
 		})
 	}
 }
+
+// Retry by key addresses the failed instance that carries the key. When
+// several do it answers ErrAmbiguousTarget without waiting for the row
+// lock a transaction holds on any of them, and two transactions that each
+// hold one of them and retry by the key do not deadlock.
+func TestRetryByAmbiguousKeyDoesNotWaitForLocks(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	var ids []int64
+	for range 2 {
+		id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "failed"})
+		b.exec(t, `UPDATE durable_instance SET status = 'failed', finished_at = now(), error = 'boom' WHERE id = $1`, id)
+		ids = append(ids, id)
+	}
+	lock := func(t *testing.T, id int64) pgx.Tx {
+		t.Helper()
+		tx, err := b.pool.Begin(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := tx.Exec(ctxT(t), "SELECT 1 FROM durable_instance WHERE id = $1 FOR NO KEY UPDATE", id); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+
+	t.Run("one locked", func(t *testing.T) {
+		lock(t, ids[1])
+		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		defer cancel()
+		if _, err := b.client.Retry(ctx, durable.ByKey("failed"), nil); !errors.Is(err, durable.ErrAmbiguousTarget) {
+			t.Errorf("Retry: %v, want ErrAmbiguousTarget", err)
+		}
+	})
+	t.Run("crossed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		defer cancel()
+		errs := make(chan error, 2)
+		for _, tx := range []pgx.Tx{lock(t, ids[0]), lock(t, ids[1])} {
+			go func() {
+				_, err := b.client.RetryTx(ctx, tx, durable.ByKey("failed"), nil)
+				_ = tx.Rollback(context.Background())
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; !errors.Is(err, durable.ErrAmbiguousTarget) {
+				t.Errorf("RetryTx by key while holding one of its instances: %v, want ErrAmbiguousTarget", err)
+			}
+		}
+	})
+	for _, id := range ids {
+		if in := b.get(t, id); in.Status != durable.StatusFailed {
+			t.Errorf("instance %d is %s, want failed", id, in.Status)
+		}
+	}
+}

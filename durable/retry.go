@@ -25,12 +25,18 @@ type RetryOpts struct {
 const retryLockByIDSQL = `
 SELECT id, status, coalesce(correlation_key, ''), queue FROM durable_instance WHERE id = $1 FOR NO KEY UPDATE`
 
-// retryLockByKeySQL finds the failed instances carrying a key, whether or
-// not they still occupy it.
+// retryLookupByKeySQL finds, without locking them, up to two of the
+// failed instances carrying key $1, whether or not they still occupy it.
+const retryLookupByKeySQL = `
+SELECT id FROM durable_instance WHERE correlation_key = $1 AND status = 'failed' LIMIT 2`
+
+// retryLockByKeySQL takes the row lock of instance $1, which
+// retryLookupByKeySQL found, if it still is a failed instance carrying key
+// $2: a row changed while the statement waited for its lock is checked
+// again in its newest version (READ COMMITTED).
 const retryLockByKeySQL = `
 SELECT id, status, coalesce(correlation_key, ''), queue FROM durable_instance
-WHERE correlation_key = $1 AND status = 'failed'
-ORDER BY id LIMIT 2
+WHERE id = $1 AND correlation_key = $2 AND status = 'failed'
 FOR NO KEY UPDATE`
 
 // reviveSQL makes a failed instance runnable at its step, at attempt 1,
@@ -58,9 +64,11 @@ const correlationGuardIndex = "durable_instance_correlation_guard_idx"
 // target addresses the instance by id, or by key: ByKey here reaches the
 // failed instance carrying the key (a failed instance no longer occupies
 // its key under the default scope), ErrAmbiguousTarget when several
-// failed instances carry it. Only failed instances are retried: a live,
-// done or cancelled one gives ErrNotFailed. Cancellation is a decision, not
-// an accident, so it is not undone by Retry; insert a new instance instead.
+// failed instances carry it: they are looked up before any is locked, so
+// that answer does not wait for their row locks. Only failed instances are
+// retried: a live, done or cancelled one gives ErrNotFailed. Cancellation
+// is a decision, not an accident, so it is not undone by Retry; insert a
+// new instance instead.
 //
 // The instance must be able to take its correlation key back: when another
 // instance occupies it, nothing is changed and the error is a
@@ -157,42 +165,67 @@ func retryTx(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (int6
 	}
 }
 
+// lockFailedByKey takes the row lock of the failed instance that carries
+// target.key. As lockByKey does, it looks the failed instances carrying the
+// key up without locks, so that ErrAmbiguousTarget is answered at once,
+// whatever locks their rows are under, and locks the one found; if that
+// instance has left failed meanwhile, it looks again, up to keyTries times.
+func lockFailedByKey(ctx context.Context, tx pgx.Tx, target Target) (failedRow, error) {
+	for range keyTries {
+		rows, err := tx.Query(ctx, retryLookupByKeySQL, target.key)
+		if err != nil {
+			return failedRow{}, fmt.Errorf("durable: Retry: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		switch {
+		case err != nil:
+			return failedRow{}, fmt.Errorf("durable: Retry: %w", err)
+		case len(ids) == 0:
+			return failedRow{}, fmt.Errorf("%w: %s", ErrNoTarget, target)
+		case len(ids) > 1:
+			return failedRow{}, fmt.Errorf("%w: %s (several failed instances carry it)", ErrAmbiguousTarget, target)
+		}
+		var f failedRow
+		err = tx.QueryRow(ctx, retryLockByKeySQL, ids[0], target.key).Scan(&f.id, &f.status, &f.key, &f.queue)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil {
+				return failedRow{}, fmt.Errorf("durable: Retry: %w", err)
+			}
+			return f, nil
+		}
+	}
+	return failedRow{}, fmt.Errorf("durable: Retry: correlation key %q changed hands %d times; try again", target.key, keyTries)
+}
+
+// failedRow is the locked row of the instance Retry revives.
+type failedRow struct {
+	id         int64
+	status     Status
+	key, queue string
+}
+
 // revive locks the failed instance target addresses and makes it runnable.
 // It returns its id, key and queue.
 func revive(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (id int64, key, queue string, err error) {
-	if target.key == "" && target.id <= 0 {
-		return 0, "", "", fmt.Errorf("durable: Retry of the zero Target: %w", ErrNoTarget)
-	}
-	var rows pgx.Rows
-	if target.key != "" {
-		rows, err = tx.Query(ctx, retryLockByKeySQL, target.key)
-	} else {
-		rows, err = tx.Query(ctx, retryLockByIDSQL, target.id)
-	}
-	if err != nil {
-		return 0, "", "", fmt.Errorf("durable: Retry: %w", err)
-	}
-	type found struct {
-		id         int64
-		status     Status
-		key, queue string
-	}
-	targets, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (found, error) {
-		var f found
-		err := r.Scan(&f.id, &f.status, &f.key, &f.queue)
-		return f, err
-	})
+	var f failedRow
 	switch {
-	case err != nil:
-		return 0, "", "", fmt.Errorf("durable: Retry: %w", err)
-	case len(targets) == 0:
-		return 0, "", "", fmt.Errorf("%w: %s", ErrNoTarget, target)
-	case len(targets) > 1:
-		return 0, "", "", fmt.Errorf("%w: %s (several failed instances carry it)", ErrAmbiguousTarget, target)
-	case targets[0].status != StatusFailed:
-		return 0, "", "", fmt.Errorf("%w: %s is %s", ErrNotFailed, target, targets[0].status)
+	case target.key != "":
+		if f, err = lockFailedByKey(ctx, tx, target); err != nil {
+			return 0, "", "", err
+		}
+	case target.id <= 0:
+		return 0, "", "", fmt.Errorf("durable: Retry of the zero Target: %w", ErrNoTarget)
+	default:
+		err = tx.QueryRow(ctx, retryLockByIDSQL, target.id).Scan(&f.id, &f.status, &f.key, &f.queue)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return 0, "", "", fmt.Errorf("%w: %s", ErrNoTarget, target)
+		case err != nil:
+			return 0, "", "", fmt.Errorf("durable: Retry: %w", err)
+		case f.status != StatusFailed:
+			return 0, "", "", fmt.Errorf("%w: %s is %s", ErrNotFailed, target, f.status)
+		}
 	}
-	f := targets[0]
 	b := &pgx.Batch{}
 	b.Queue(reviveSQL, f.id, at)
 	if at == nil {
