@@ -39,9 +39,9 @@
 //     that outlasts it gives an error satisfying
 //     errors.Is(err, idem.ErrUnavailable).
 //   - journal_mode(WAL): readers and the writer do not block each other, so
-//     Get, the reads of Begin and the caller's own reads proceed while a
-//     write is under way (Begin, though, waits for the write lock, and
-//     holds it until it returns); a commit appends to the -wal file
+//     Get and the caller's own reads proceed while a write is under way
+//     (Begin, though, a replay too, waits for the write lock, and holds it
+//     until it returns); a commit appends to the -wal file
 //     next to the database. WAL is a property of the file and persists. It
 //     needs a local file system (not NFS or SMB).
 //   - synchronous(FULL): every commit is on disk before it returns. We chose
@@ -56,8 +56,10 @@
 //   - _txlock=immediate: database/sql's BeginTx then sends BEGIN IMMEDIATE,
 //     so a transaction takes the write lock when it starts and waits for it
 //     under busy_timeout. A deferred transaction (the default) that reads
-//     before its first write, Begin's included, fails at that write with
-//     SQLITE_BUSY, without waiting, if another connection wrote in between.
+//     before its first write, Begin's included, cannot wait at that write:
+//     it fails at once with SQLITE_BUSY (idem.ErrUnavailable) if another
+//     connection holds the write lock then, a lease-mode Begin for instance,
+//     or wrote since the read.
 //     Lease mode does not depend on it: the one transaction it opens, for
 //     Begin, it starts with BEGIN IMMEDIATE itself.
 //
@@ -68,10 +70,12 @@
 // # Connections
 //
 // Whatever the pool size, SQLite runs one write at a time; connections beyond
-// one only let reads (replays, Get) run beside a write.
+// one only let reads (Get, a caller's own) run beside a write: Begin, even
+// one that replays, takes the write lock.
 //
 //   - Lease mode alone, as in the proxy: db.SetMaxOpenConns(1). Each store
-//     call holds the connection for one to three short statements, and
+//     call holds the connection for a few short statements (Begin: up to
+//     five, in a transaction of its own), and
 //     callers queue for it in database/sql, in order, instead of polling the
 //     write lock in SQLite's busy handler (which sleeps between attempts, up
 //     to 100 ms at a time). Measured with synchronous(FULL) and 16

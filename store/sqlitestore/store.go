@@ -62,7 +62,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // key, waits for that lock (up to busy_timeout, never past its ctx), then
 // answers from what tx left behind: Fresh if tx rolled back, PriorResult or
 // PriorError if tx committed a settled record, InFlight if tx committed an
-// unsettled one. It cannot answer InFlight while tx is still open.
+// unsettled one. It cannot answer InFlight while tx is still open. (A
+// deferred transaction that has read cannot wait: its Begin fails at once
+// with idem.ErrUnavailable; see _txlock in the package documentation.)
 //
 // Any error from the returned store must abort tx: a statement interrupted
 // because its ctx was done makes SQLite roll back the whole transaction.

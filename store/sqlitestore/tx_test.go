@@ -143,3 +143,73 @@ func TestTxBusyTimeout(t *testing.T) {
 		t.Errorf("failed Begins left a record: %v", err)
 	}
 }
+
+// A deferred transaction that has read cannot wait for the write lock:
+// SQLite does not call the busy handler to upgrade it, so its Begin fails
+// at once with ErrUnavailable while another connection merely holds the
+// lock, though nothing was written since the read. Begun with
+// _txlock=immediate, the same transaction waits and gets Fresh.
+func TestTxReadFirstDoesNotWaitForTheWriteLock(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []struct {
+		name, params string
+		wait         bool
+	}{{"Deferred", dsnDeferred, false}, {"Immediate", dsnParams, true}} {
+		t.Run(dsn.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "idem.db")
+			db := openDB(t, path, dsn.params, 2)
+			migrate(t, db)
+			holder := openDB(t, path, dsnParams, 1)
+			s := newStore(t, db, nil)
+			k := mustKey(t, idemtest.RandomNamespace(t), "k")
+			r := mustRequest(t, `{"a":1}`)
+			ctx := context.Background()
+
+			lock, err := holder.BeginTx(ctx, nil) // immediate: holds the write lock
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lock.Rollback() }()
+			type answer struct {
+				o   idem.Outcome
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					done <- answer{err: err}
+					return
+				}
+				defer func() { _ = tx.Rollback() }()
+				if _, err := s.WithTx(tx).Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+					done <- answer{err: err}
+					return
+				}
+				o, err := s.WithTx(tx).Begin(ctx, k, r, nil)
+				done <- answer{o, err}
+			}()
+			if !dsn.wait {
+				a := <-done
+				if !errors.Is(a.err, idem.ErrUnavailable) {
+					t.Fatalf("Begin after a read while another connection holds the write lock = %s, %v; want ErrUnavailable at once", a.o.Kind, a.err)
+				}
+				return
+			}
+			// The transaction waits for the lock in BeginTx, before it
+			// reads: nothing answers while the lock is held.
+			select {
+			case a := <-done:
+				t.Fatalf("Begin answered %s, %v while another connection held the write lock", a.o.Kind, a.err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := lock.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			if a := <-done; a.err != nil || a.o.Kind != idem.Fresh {
+				t.Fatalf("Begin = %s, %v; want Fresh", a.o.Kind, a.err)
+			}
+		})
+	}
+}
