@@ -46,7 +46,9 @@ type cancelAtBeginConn struct {
 
 func (w *cancelAtBeginConn) Prepare(q string) (driver.Stmt, error) { return w.conn.Prepare(q) }
 func (w *cancelAtBeginConn) Close() error                          { return w.conn.Close() }
-func (w *cancelAtBeginConn) Begin() (driver.Tx, error)             { return w.conn.Begin() } //nolint:staticcheck // required by driver.Conn
+
+//lint:ignore SA1019 driver.Conn requires Begin; database/sql calls BeginTx
+func (w *cancelAtBeginConn) Begin() (driver.Tx, error) { return w.conn.Begin() }
 
 func (w *cancelAtBeginConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
 	return w.conn.(driver.ConnBeginTx).BeginTx(ctx, o)
