@@ -110,21 +110,21 @@ func lookupKey(ctx context.Context, tx pgx.Tx, target Target, op string) (int64,
 
 // lockHolder takes the row lock of instance id if it is still a live
 // instance carrying key; ok is false if it is not.
-func lockHolder(ctx context.Context, tx pgx.Tx, id int64, key, op string) (h holder, ok bool, err error) {
-	err = tx.QueryRow(ctx, lockHolderSQL, id, key).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return holder{}, false, nil
-	case err != nil:
-		return holder{}, false, fmt.Errorf("durable: %s: %w", op, err)
-	}
-	return h, true, nil
+func lockHolder(ctx context.Context, tx pgx.Tx, id int64, key, op string) (holder, bool, error) {
+	return lockRow(ctx, tx, op, lockHolderSQL, id, key)
 }
 
 // lockByID takes the row lock of instance id and returns it; ok is false
 // if it has no row.
-func lockByID(ctx context.Context, tx pgx.Tx, id int64, op string) (h holder, ok bool, err error) {
-	err = tx.QueryRow(ctx, lockByIDSQL, id).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
+func lockByID(ctx context.Context, tx pgx.Tx, id int64, op string) (holder, bool, error) {
+	return lockRow(ctx, tx, op, lockByIDSQL, id)
+}
+
+// lockRow runs query, which locks and returns at most one instance row
+// (id, status, awaiting, queue); ok is false if it returned none. op
+// names the caller in errors.
+func lockRow(ctx context.Context, tx pgx.Tx, op, query string, args ...any) (h holder, ok bool, err error) {
+	err = tx.QueryRow(ctx, query, args...).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return holder{}, false, nil
