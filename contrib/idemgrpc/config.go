@@ -80,7 +80,9 @@ type Config struct {
 	// services whose descriptors and response types are not registered
 	// there. A message of another type than the one recorded is not
 	// decoded into: the retry gets codes.Internal (IDEMPOTENCY_INTERNAL),
-	// as after a deploy that changed the method's response type.
+	// as after a deploy that changed the method's response type. The same
+	// look-up gives the type of the empty message recorded when the
+	// handler returns no message (nil) and no error.
 	NewResponse func(fullMethod string) proto.Message
 	// MaxCapture is the largest response recorded, in bytes of its wire
 	// form; larger responses are delivered but not recorded (the key is

@@ -41,11 +41,15 @@
 // What is recorded: responses, and the errors whose codes Config.StoreCode
 // accepts (by default InvalidArgument, NotFound, AlreadyExists,
 // PermissionDenied, FailedPrecondition, OutOfRange and Unimplemented: the
-// answers a retry would get again). Not recorded, so a retry runs again:
-// other codes (Unavailable, DeadlineExceeded, Aborted, ResourceExhausted,
-// Internal, Unknown, Canceled…), responses over Config.MaxCapture, and
-// handler panics (the key is released and the panic goes on, to a recovery
-// interceptor further out if there is one).
+// answers a retry would get again). A handler that returns no message and
+// no error, which gRPC answers with the empty message, is recorded as the
+// empty message of the method's response type (see replay below). Not
+// recorded, so a retry runs again: other codes (Unavailable,
+// DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
+// Canceled…), responses over Config.MaxCapture, no message where the
+// response type cannot be found, and handler panics (the key is released
+// and the panic goes on, to a recovery interceptor further out if there is
+// one).
 //
 // The handler runs with a context detached from the client's cancellation
 // and deadline (context.WithoutCancel): a client that goes away does not

@@ -154,7 +154,16 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 			return nil, false
 		}
 		header, trailer := rec.recorded()
-		b, encErr := encodeResponse(resp, st, header, trailer, x.i.cfg.MaxCapture)
+		out := resp
+		if out == nil && st.Code() == codes.OK {
+			// No message: gRPC sends the empty message, and so is it
+			// recorded, as one of the method's response type; when that
+			// type is unknown, encodeResponse refuses it.
+			if m := x.i.cfg.newResponse(x.method, ""); m != nil {
+				out = m
+			}
+		}
+		b, encErr := encodeResponse(out, st, header, trailer, x.i.cfg.MaxCapture)
 		if encErr != nil {
 			x.ev.Err = encErr
 			if errors.Is(encErr, errResponseMarshal) {

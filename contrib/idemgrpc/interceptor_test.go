@@ -662,6 +662,38 @@ func TestNilResponseIsRecorded(t *testing.T) {
 	wantRuns(t, b, 1)
 }
 
+// A handler that returns no message and no error (return nil, nil) sends
+// the client an empty message, with OK, as gRPC does: that is recorded as
+// the empty message of the method's response type and replayed, and the
+// handler does not run again. Where the response type cannot be found
+// (no registered descriptor, no Config.NewResponse), nothing can be
+// replayed: the key is released, and the event says why.
+func TestNoResponseIsRecorded(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.noReply = true
+	wantOK(t, b.call(chargeMethod, amount(1), key("none")...))
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted || e.Code != codes.OK || e.Err != nil {
+		t.Errorf("event %+v, want executed, OK", e)
+	}
+	r := b.call(chargeMethod, amount(1), key("none")...)
+	wantOK(t, r)
+	if !r.replayed() || r.reply != "" {
+		t.Errorf("retry: %q replayed %v, want the empty message replayed", r.reply, r.replayed())
+	}
+	<-b.events
+	wantRuns(t, b, 1)
+
+	// Unlisted has no registered descriptor.
+	wantOK(t, b.call(echoMethod, wrapperspb.String("x"), key("none-echo")...))
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Code != codes.OK || e.Err == nil {
+		t.Errorf("event %+v, want released, OK, with why", e)
+	}
+	if r := b.call(echoMethod, wrapperspb.String("x"), key("none-echo")...); r.err != nil || r.replayed() {
+		t.Errorf("retry of an unrecordable call: %v replayed %v, want it run again", r.err, r.replayed())
+	}
+	wantRuns(t, b, 3)
+}
+
 // A response that does not marshal reaches the client as Internal: it is
 // not recorded, the retry runs again, and the event reports the code the
 // client got.

@@ -39,9 +39,15 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 	rec := recordedResponse{V: 1, Code: uint32(st.Code()), Header: metadataBytes(header), Trailer: metadataBytes(trailer)}
 	if st.Code() == codes.OK {
 		// A nil pointer of a message type is a response: gRPC sends it as
-		// the empty message, and so is it recorded.
+		// the empty message, and so is it recorded. No message at all
+		// (nil) is one too, but of no known type: the caller passes the
+		// empty message of the method's response type instead, when it
+		// can find that type.
 		m, ok := resp.(proto.Message)
-		if !ok || m == nil {
+		if !ok {
+			if resp == nil {
+				return nil, errors.New("idemgrpc: the handler returned no response message, and the method's response type is unknown (set Config.NewResponse)")
+			}
 			return nil, fmt.Errorf("idemgrpc: response %T is not a proto.Message", resp)
 		}
 		b, err := proto.Marshal(m)

@@ -89,6 +89,7 @@ type payments struct {
 	pad       int           // bytes of padding in each reply
 	sawCancel atomic.Bool   // a handler's context was done when it returned
 	nilReply  bool          // reply with a nil *wrapperspb.StringValue
+	noReply   bool          // reply with no message at all (return nil, nil)
 	badReply  bool          // reply with a message that does not marshal
 }
 
@@ -115,6 +116,9 @@ func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (p
 	}
 	if p.nilReply {
 		return (*wrapperspb.StringValue)(nil), nil
+	}
+	if p.noReply {
+		return nil, nil
 	}
 	if p.badReply {
 		return wrapperspb.String("invalid UTF-8: \xff"), nil
