@@ -44,10 +44,13 @@ type Config struct {
 	// about halves the CPU time per call, on the client and on the server;
 	// a lone caller sees the same latency. PurgeExpired still uses the
 	// client itself. Not for a *redis.Ring, which has no auto-pipeliner:
-	// New then fails. A call waits for its batch even when its context
-	// ends meanwhile; the client's ReadTimeout and WriteTimeout bound the
-	// wait. go-redis marks AutoPipeline experimental, so it is off
-	// by default; idem proxy turns it on.
+	// New then fails. The auto-pipeliner does not watch a call's context:
+	// it holds the call until its batch is done, which, while the server
+	// does not answer, the client's timeouts do not bound. So a call whose
+	// context ends first returns then, with the context's error, leaving
+	// its command in the batch (it may still take effect) and a goroutine
+	// waiting for the batch. go-redis marks AutoPipeline experimental, so
+	// it is off by default; idem proxy turns it on.
 	AutoPipeline bool
 	// Now is the clock every decision is taken by: lease and record expiry
 	// are compared with Now, never with the Redis server's clock. Defaults

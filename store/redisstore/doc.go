@@ -89,9 +89,12 @@
 // per second); a lone caller sees the same latency. It works on a
 // *redis.Client and a *redis.ClusterClient; go-redis has none for a
 // *redis.Ring, and New reports that. PurgeExpired still scans through the
-// client itself. A call waits for its batch even when its context ends
-// meanwhile (go-redis's blocking auto-pipeliner does not watch it); the
-// client's ReadTimeout and WriteTimeout bound the wait. go-redis marks the API
+// client itself. go-redis's blocking auto-pipeliner does not watch a
+// call's context, and holds the call until its batch is done, which the
+// client's ReadTimeout and WriteTimeout do not bound while the server does
+// not answer; so the store waits for the batch in a goroutine of its own,
+// and a call whose context ends first returns then, with the context's
+// error, its command still in the batch. go-redis marks the API
 // experimental, so it is off by default; idem proxy turns it on.
 //
 // # Durability

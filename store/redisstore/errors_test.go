@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,61 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := redisstore.New(client, redisstore.Config{}); err != nil {
 		t.Errorf("New with the zero Config: %v", err)
 	}
+}
+
+// TestAutoPipelineContextEnds pauses a private server (CLIENT PAUSE)
+// under an auto-pipelined store: a call whose context ends while its
+// command waits in a batch returns then, with the context's error, not
+// when the batch is done (with go-redis's default options, not before the
+// server answers again, however long that takes).
+func TestAutoPipelineContextEnds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's timeouts and retries
+	t.Cleanup(func() { _ = client.Close() })
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	s, err := redisstore.New(client, redisstore.Config{AutoPipeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := mustKey(t, idemtest.RandomNamespace(t), "paused")
+	req := mustRequest(t, `{}`)
+	o, err := s.Begin(ctx, key, req, nil) // connects, and loads the script
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin = %v, %v", o.Kind, err)
+	}
+	// The server answers nobody for 5s (the pause cannot be lifted early:
+	// CLIENT UNPAUSE waits too).
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "5000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func(context.Context) error{
+		"Begin": func(ctx context.Context) error {
+			_, err := s.Begin(ctx, mustKey(t, key.Namespace(), "other"), req, nil)
+			return err
+		},
+		"Commit": func(ctx context.Context) error { return s.Commit(ctx, key, o.Lease, []byte(`1`)) },
+		"Get": func(ctx context.Context) error {
+			_, err := s.Get(ctx, key)
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for name, call := range calls {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := call(cctx)
+			if took := time.Since(start); took > 2*time.Second { // well before the pause ends
+				t.Errorf("%s returned %v after its context ended", name, took-100*time.Millisecond)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s on a paused server: %v, want context.DeadlineExceeded", name, err)
+			}
+		})
+	}
+	wg.Wait()
 }

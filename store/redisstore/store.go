@@ -77,10 +77,19 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	leaseExp := after(clock, leaseTTL)
 	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
 	rkey := s.key(key)
-	reply, err := beginScript.Run(ctx, s.calls, []string{rkey},
-		now, req.Fingerprint.Bytes(), payload, token,
-		expires, leaseExp, expires-now,
-	).Slice()
+	var (
+		reply  []any
+		runErr error
+	)
+	err := s.wait(ctx, func() {
+		reply, runErr = beginScript.Run(ctx, s.calls, []string{rkey},
+			now, req.Fingerprint.Bytes(), payload, token,
+			expires, leaseExp, expires-now,
+		).Slice()
+	})
+	if err == nil {
+		err = runErr
+	}
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
 	}
@@ -209,7 +218,16 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 	argv := make([]any, 0, 3+len(args))
 	argv = append(argv, s.nowMillis(), lease.Token, lease.Fence)
 	argv = append(argv, args...)
-	n, err := script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
+	var (
+		n      int64
+		runErr error
+	)
+	err := s.wait(ctx, func() {
+		n, runErr = script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
+	})
+	if err == nil {
+		err = runErr
+	}
 	switch {
 	case err != nil:
 		return callError(ctx, op, err)
@@ -233,7 +251,16 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	vals, err := s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
+	var (
+		vals   []any
+		runErr error
+	)
+	err := s.wait(ctx, func() {
+		vals, runErr = s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
+	})
+	if err == nil {
+		err = runErr
+	}
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}
@@ -246,6 +273,42 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	rec.Key = key
 	return *rec, nil
+}
+
+// wait makes call, which sends one command (or a script's EVALSHA, then
+// EVAL) through s.calls, and returns nil when it has returned, or ctx's
+// error if ctx ends first. Through a plain client call is made as it is:
+// the client gives up at its ReadTimeout (or at ctx's deadline, with
+// ContextTimeoutEnabled) and retries nothing once ctx has ended. The
+// auto-pipeliner does not watch ctx at all: it holds each caller until
+// its batch is done, however long the server takes to answer and the
+// client retries, which can be far longer than the client's ReadTimeout.
+// So with Config.AutoPipeline call is made in a goroutine of its own,
+// which ends with the batch, and the caller returns when ctx ends; its
+// command stays in its batch and may still take effect, as a command whose
+// context ends in flight may. call must not touch anything its caller
+// reads once wait has returned an error.
+func (s *Store) wait(ctx context.Context, call func()) error {
+	if !s.cfg.AutoPipeline || ctx.Done() == nil {
+		call()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		call()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done: // answered meanwhile: the answer stands
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // first returns the first element of a reply, or nil.
