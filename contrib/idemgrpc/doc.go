@@ -56,7 +56,15 @@
 // abort the work it started, so its retry finds the result instead of
 // running again. The lease is extended in the background (idem.KeepAlive)
 // while the handler runs; if the key is taken over meanwhile, the handler's
-// context is cancelled with cause idem.ErrLeaseLost.
+// context is cancelled with cause idem.ErrLeaseLost. Header and trailer
+// metadata the handler sets once its client has gone (grpc.SetHeader,
+// grpc.SendHeader, grpc.SetTrailer), which the stream then refuses, is
+// not refused to the handler: it goes into the record when
+// Config.ReplayMetadata names it, and a handler that checks those errors
+// does not fail work it has done. To that end the handler's context
+// carries a stream of the interceptor's; the experimental
+// grpc.SetSendCompressor and grpc.ClientSupportedCompressors, which need
+// gRPC's own, fail in the handlers of protected calls.
 //
 // On replay the response message is rebuilt from its wire form. Its type
 // is Config.NewResponse's, if set; otherwise the method's output type,

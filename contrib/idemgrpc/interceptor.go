@@ -130,12 +130,13 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		}
 	}()
 	o.Run(x.detach, func(ctx context.Context) ([]byte, bool) {
+		// The stream is wrapped even when no metadata is recorded, so that
+		// a handler setting metadata after its client left is not told
+		// the stream refused it, and does not fail work it has done.
 		var rec *metadataRecorder
-		if len(x.i.cfg.replay) > 0 {
-			if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
-				rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay, client: x.ctx}
-				ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
-			}
+		if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
+			rec = &metadataRecorder{ServerTransportStream: s, allow: x.i.cfg.replay, client: x.ctx}
+			ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
 		}
 		start := time.Now()
 		served := false

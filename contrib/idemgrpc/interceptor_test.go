@@ -617,7 +617,7 @@ func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
 	if r := <-done; r.code() != codes.Canceled {
 		t.Fatalf("cancelled call: %v", r.err)
 	}
-	time.Sleep(50 * time.Millisecond) // the server sees the cancellation
+	<-(<-b.calls).Done() // the server sees the cancellation
 	close(b.svc.hold)
 	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted {
 		t.Fatalf("event %+v, want the call executed and recorded", e)
@@ -629,6 +629,38 @@ func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
 	if h, tr := r.header.Get("x-charge-id"), r.trailer.Get("x-charge-id"); len(h) != 1 || h[0] != "ch_1" || len(tr) != 1 || tr[0] != "t_1" {
 		t.Errorf("replayed header %v trailer %v, want [ch_1] and [t_1]", h, tr)
 	}
+}
+
+// A client that cancels while its call runs, with no ReplayMetadata: the
+// stream refuses the metadata the handler then sets, but that refusal,
+// which only says that the client has gone, is not reported to the handler
+// either, so that a handler that checks it does not fail work it has done:
+// its outcome is recorded, and the retry does not run it again.
+func TestMetadataRefusalHiddenAfterTheClientLeft(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	b.svc.header = metadata.Pairs("x-charge-id", "ch_1")
+	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
+	b.svc.strictMD = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result)
+	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(1), key("gone")...) }()
+	<-b.svc.started
+	cancel()
+	if r := <-done; r.code() != codes.Canceled {
+		t.Fatalf("cancelled call: %v", r.err)
+	}
+	<-(<-b.calls).Done() // the server sees the cancellation
+	close(b.svc.hold)
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted || e.Code != codes.OK {
+		t.Fatalf("event %+v, want the call executed and recorded", e)
+	}
+	if r := b.call(chargeMethod, amount(1), key("gone")...); !r.replayed() || r.reply != "charge 1: 1" {
+		t.Errorf("retry: %q %v replayed %v", r.reply, r.err, r.replayed())
+	}
+	wantRuns(t, b, 1)
 }
 
 // A KeyScope that returns a scope keys cannot carry is an internal error,

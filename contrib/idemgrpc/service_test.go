@@ -91,6 +91,7 @@ type payments struct {
 	nilReply  bool          // reply with a nil *wrapperspb.StringValue
 	noReply   bool          // reply with no message at all (return nil, nil)
 	badReply  bool          // reply with a message that does not marshal
+	strictMD  bool          // fail when setting header or trailer metadata fails
 }
 
 func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (proto.Message, error) {
@@ -106,10 +107,14 @@ func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (p
 		panic("boom")
 	}
 	if p.header != nil {
-		_ = grpc.SetHeader(ctx, p.header)
+		if err := grpc.SetHeader(ctx, p.header); err != nil && p.strictMD {
+			return nil, err
+		}
 	}
 	if p.trailer != nil {
-		_ = grpc.SetTrailer(ctx, p.trailer)
+		if err := grpc.SetTrailer(ctx, p.trailer); err != nil && p.strictMD {
+			return nil, err
+		}
 	}
 	if p.err != nil {
 		return nil, p.err
@@ -203,6 +208,19 @@ type bundle struct {
 	svc    *payments
 	conn   *grpc.ClientConn
 	events chan idemgrpc.Event
+	// calls receives the server's context of each call, as the
+	// interceptor gets it: it ends when the server sees the client go.
+	calls chan context.Context
+}
+
+// watch is the interceptor before idemgrpc's that hands each call's
+// context to the test.
+func (b *bundle) watch(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	select {
+	case b.calls <- ctx:
+	default:
+	}
+	return handler(ctx, req)
 }
 
 // setup serves both test services over bufconn behind recoverPanics and
@@ -215,7 +233,7 @@ func setup(t *testing.T, cfg idemgrpc.Config) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{store: s, clock: clock, svc: &payments{}, events: make(chan idemgrpc.Event, 1000)}
+	b := &bundle{store: s, clock: clock, svc: &payments{}, events: make(chan idemgrpc.Event, 1000), calls: make(chan context.Context, 1000)}
 	if cfg.Store == nil {
 		cfg.Store = s
 	}
@@ -224,7 +242,7 @@ func setup(t *testing.T, cfg idemgrpc.Config) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.conn = serve(t, b.svc, grpc.ChainUnaryInterceptor(recoverPanics, ic))
+	b.conn = serve(t, b.svc, grpc.ChainUnaryInterceptor(recoverPanics, b.watch, ic))
 	return b
 }
 

@@ -11,8 +11,8 @@ import (
 
 // metadataRecorder is the grpc.ServerTransportStream the handler of a
 // protected call sees: it passes header and trailer metadata on to the
-// real stream and keeps a copy of the names in allow that were accepted,
-// for the record. Once the client has gone (its context ended), the
+// real stream and keeps a copy of the names in allow (possibly none) that
+// were accepted, for the record. Once the client has gone (its context ended), the
 // stream refuses metadata, but the handler goes on and its response is
 // recorded for the client's retry: the metadata is then kept, and the
 // refusal not reported, as idemhttp does with writes to a vanished client.
