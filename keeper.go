@@ -111,6 +111,9 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 		// one's, so due before this run needs its first beat.
 		return true
 	default:
+		// When the timer has just fired, its beat, not yet run, serves
+		// this run too, and the timer armed again here may fire while
+		// that beat is under way: beat then leaves the keeping to it.
 		k.timer.Reset(every)
 	}
 	k.armed, k.armedAt, k.armedOn = true, every, time.Now()
@@ -119,6 +122,14 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 
 func (k *keeper) beat() {
 	k.mu.Lock()
+	if k.beating {
+		// Another beat is under way, and re-arms the timer when it ends:
+		// a pooled timer that fired as start armed it again (see start).
+		// Beats never overlap, so that stop, waiting for the one under
+		// way, leaves none behind.
+		k.mu.Unlock()
+		return
+	}
 	if k.stopped || k.ctx.Err() != nil {
 		k.armed = false
 		k.mu.Unlock()
