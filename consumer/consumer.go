@@ -14,15 +14,20 @@ type Outcome int
 
 // Outcomes of Handle.
 const (
-	// Handled: the handler ran and succeeded, and its key is marked done.
+	// Handled: the handler ran and succeeded — acknowledge. Its key is
+	// marked done, unless Handle also returned an error: marking it failed,
+	// so a redelivery may run the handler again.
 	Handled Outcome = iota + 1
 	// Duplicate: the key was handled before; the handler did not run.
 	Duplicate
 	// InProgress: another delivery of the key is being handled right now;
 	// the handler did not run. Leave the message for redelivery.
 	InProgress
-	// Failed: the handler failed or the ledger could not be used; the key
-	// is free again. Leave the message for redelivery.
+	// Failed: the handler failed (no failure is recorded, not even one
+	// marked idem.Permanent), or the key, the ledger or ctx did not let it
+	// run. Leave the message for redelivery. A key the handler failed on is
+	// released, unless Handle's error says releasing it failed (it stays
+	// claimed until its lease or TTL runs out) or the claim was lost.
 	Failed
 )
 

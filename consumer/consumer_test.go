@@ -363,3 +363,36 @@ func TestTrackerLedgerLostClaimIsReported(t *testing.T) {
 		})
 	}
 }
+
+// TestPermanentErrorIsNotRecorded: Handle records no failure, not even one
+// marked with idem.Permanent (which idem.Do records): the key is released
+// and the redelivery runs the handler again, so that a message that can
+// never succeed is redelivered for as long as the broker redelivers it.
+func TestPermanentErrorIsNotRecorded(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			declined := errors.New("declined")
+			c, err := consumer.New(consumer.Config[msg]{
+				Ledger: newLedger(),
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(context.Context, msg) error {
+					runs.Add(1)
+					return idem.Permanent("declined", declined)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				o, err := c.Handle(context.Background(), msg{ID: "poison"})
+				if o != consumer.Failed || o.Ack() || !errors.Is(err, declined) {
+					t.Fatalf("delivery %d: %s, %v; want Failed with the handler's error", i+1, o, err)
+				}
+			}
+			if n := runs.Load(); n != 2 {
+				t.Fatalf("handler ran %d times for 2 deliveries, want 2", n)
+			}
+		})
+	}
+}

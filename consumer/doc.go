@@ -36,6 +36,10 @@
 //     on) — the key was released; do not acknowledge, so that the broker
 //     redelivers and the handler runs again. A handler that ends its
 //     goroutine (runtime.Goexit, as t.FailNow does) releases the key too.
+//     No failure is recorded, not even one marked idem.Permanent (which
+//     idem.Do records): a message that can never succeed is redelivered
+//     and handled again for as long as the broker redelivers it, so bound
+//     that with the broker's redelivery limit or dead-letter queue.
 //
 // With StoreLedger, the claim is a lease that heartbeats extend while the
 // handler runs; when it is lost (another consumer took the key over after
