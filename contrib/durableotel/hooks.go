@@ -3,6 +3,8 @@ package durableotel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -83,10 +85,15 @@ var stepDurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.0
 //
 // The hooks are safe for concurrent use and never block on export: they
 // only record into mp's instruments. The error is that of creating an
-// instrument, or one for a nil mp; the Hooks are then the zero Hooks.
+// instrument, or one for a nil mp, such as a nil *sdkmetric.MeterProvider
+// (whose Meter would panic); the Hooks are then the zero Hooks.
 func Hooks(mp metric.MeterProvider) (durable.Hooks, error) {
 	if mp == nil {
 		return durable.Hooks{}, errors.New("durableotel: nil MeterProvider")
+	}
+	if v := reflect.ValueOf(mp); v.Kind() == reflect.Pointer && v.IsNil() {
+		// A provider kept although its set-up failed, or never made.
+		return durable.Hooks{}, fmt.Errorf("durableotel: nil %T MeterProvider", mp)
 	}
 	m := mp.Meter(ScopeName)
 	var errs []error

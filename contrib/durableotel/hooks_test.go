@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -176,11 +177,16 @@ func TestEveryHookSet(t *testing.T) {
 }
 
 func TestNilMeterProvider(t *testing.T) {
-	h, err := durableotel.Hooks(nil)
-	if err == nil {
-		t.Fatal("no error for a nil MeterProvider")
-	}
-	if h.StepStop != nil {
-		t.Error("hooks set despite the error")
+	for name, mp := range map[string]metric.MeterProvider{
+		"nil":                          nil,
+		"nil *sdkmetric.MeterProvider": (*sdkmetric.MeterProvider)(nil),
+	} {
+		h, err := durableotel.Hooks(mp)
+		if err == nil {
+			t.Errorf("%s: no error for a nil MeterProvider", name)
+		}
+		if h.StepStop != nil {
+			t.Errorf("%s: hooks set despite the error", name)
+		}
 	}
 }
