@@ -226,11 +226,12 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // transaction protects the reservation, and a transaction must not be used
 // from two goroutines at once.
 //
-// A nil s cannot keep any lease: KeepAlive then calls lost (when not nil)
-// before it returns, and returns a stop that does nothing. A nil lost is
-// allowed: the loss is then not reported.
+// A nil s, or a nil pointer of a store type (see IsNilStore), cannot keep
+// any lease: KeepAlive then calls lost (when not nil) before it returns,
+// and returns a stop that does nothing. A nil lost is allowed: the loss is
+// then not reported.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
-	if s == nil {
+	if IsNilStore(s) {
 		if lost != nil {
 			lost()
 		}

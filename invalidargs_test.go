@@ -104,6 +104,13 @@ func TestInvalidArgumentsAreErrors(t *testing.T) {
 			}
 		})
 	}
+	noPanic(t, "Owner.Run with a nil *memstore.Store", func() {
+		own := idem.Owner{Store: failed, Key: k, Lease: o.Lease}
+		own.Run(ctx, work)
+		if !errors.Is(own.Err, idem.ErrInvalidArgument) || own.Recorded {
+			t.Errorf("Owner.Run with a nil *memstore.Store: Err %v, Recorded %v; want ErrInvalidArgument", own.Err, own.Recorded)
+		}
+	})
 	noPanic(t, "Owner.Run with a nil work", func() {
 		own := idem.Owner{Store: s, Key: k, Lease: o.Lease}
 		own.Run(ctx, nil)
@@ -125,6 +132,17 @@ func TestInvalidArgumentsAreErrors(t *testing.T) {
 		stop()
 		if lost != 1 {
 			t.Errorf("KeepAlive with a nil Store reported the loss %d times, want 1", lost)
+		}
+	})
+	noPanic(t, "KeepAlive with a nil *memstore.Store", func() {
+		// No heartbeat comes within the test: a loss is reported at once,
+		// or never (a heartbeat, on its timer, would panic and end the
+		// process).
+		lost := 0
+		stop := idem.KeepAlive(ctx, failed, k, o.Lease, time.Hour, func() { lost++ })
+		stop()
+		if lost != 1 {
+			t.Errorf("KeepAlive with a nil *memstore.Store reported the loss %d times, want 1", lost)
 		}
 	})
 	noPanic(t, "nil *Minter", func() {

@@ -30,9 +30,10 @@ type Owner struct {
 	// Recorded reports that the result was committed.
 	Recorded bool
 	// Err is the error of the settle call that failed: the Commit's, or
-	// else the FailTransient's. When Run is called without a Store, a Key,
-	// a Lease (its Token) or work, Err is ErrInvalidArgument: work did not
-	// run and nothing was sent to the store.
+	// else the FailTransient's. When Run is called without a Store (nil,
+	// or a nil pointer of a store type), a Key, a Lease (its Token) or
+	// work, Err is ErrInvalidArgument: work did not run and nothing was
+	// sent to the store.
 	Err error
 	// SettleTime is the time spent in settle calls, when Timed.
 	SettleTime time.Duration
@@ -63,7 +64,7 @@ type Owner struct {
 // or Lease, or a nil work, sets Err to ErrInvalidArgument and returns
 // without calling work.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
-	if o.Store == nil || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
+	if IsNilStore(o.Store) || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
 		o.Err = o.invalid(work == nil)
 		return
 	}
@@ -111,6 +112,8 @@ func (o *Owner) invalid(noWork bool) error {
 	switch {
 	case o.Store == nil:
 		what = "no Store"
+	case IsNilStore(o.Store):
+		what = fmt.Sprintf("a nil %T as its Store (was its constructor's error ignored?)", o.Store)
 	case o.Key.IsZero():
 		what = "the zero Key"
 	case o.Lease.Token == "":
