@@ -67,7 +67,8 @@ type Config[M any] struct {
 	// over by another consumer once it lapsed, or lapsed while heartbeats
 	// could not reach the store. The key may then be another delivery's,
 	// so the handler should stop; whatever it returns, this delivery
-	// cannot mark the key done.
+	// cannot mark the key done. An error it returns then is wrapped with
+	// idem.ErrLeaseLost by Handle, if it does not carry it already.
 	Handle func(ctx context.Context, msg M) error
 	// SettleTimeout bounds each call that settles a message's key after the
 	// handler: the ledger's Complete after a success, its Release after a
@@ -142,7 +143,9 @@ func configErrorf(field, format string, args ...any) error {
 
 // Handle runs the handler for msg unless its key was handled before or is
 // being handled right now. See the package documentation for the outcomes.
-// The error is the handler's (Failed), the ledger's or ctx's when it is
+// The error is the handler's (Failed; with idem.ErrLeaseLost too when the
+// claim was lost while the handler ran, see Config.Handle), the ledger's
+// or ctx's when it is
 // already done (Failed, the handler did not run), ErrInProgress
 // (InProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
@@ -195,17 +198,27 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 			panic(p)
 		}
 	}()
-	hctx := ctx
+	hctx, lost := ctx, func() bool { return false }
 	if w, ok := claim.(watchedClaim); ok {
 		var cancel context.CancelCauseFunc
 		hctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
 		w.watch(cancel)
+		lost = func() bool { return errors.Is(context.Cause(hctx), idem.ErrLeaseLost) && ctx.Err() == nil }
 	}
 	err = c.cfg.Handle(hctx, msg)
 	returned = true
 	if err != nil {
-		if rerr := c.settle(ctx, claim.Release); rerr != nil {
+		wasLost := lost()
+		if wasLost && !errors.Is(err, idem.ErrLeaseLost) {
+			// The handler most likely failed because its context was
+			// cancelled; say why, as a bare context.Canceled reads like
+			// the caller's own cancellation.
+			err = fmt.Errorf("%w (%w)", err, idem.ErrLeaseLost)
+		}
+		// A lost claim's key is not held any more: that its release
+		// finds it so is no news.
+		if rerr := c.settle(ctx, claim.Release); rerr != nil && !(wasLost && errors.Is(rerr, idem.ErrStaleToken)) {
 			return Failed, errors.Join(err, fmt.Errorf("consumer: releasing the key: %w", rerr))
 		}
 		return Failed, err

@@ -41,12 +41,20 @@ func (s *heartbeatSwitch) Heartbeat(ctx context.Context, key idem.Key, lease ide
 // whose claim is lost while it runs has its context cancelled with cause
 // idem.ErrLeaseLost: when heartbeats cannot reach the store for as long
 // as the lease lasts, and when another delivery took the key over.
+// Handle's error then says that the lease was lost, also when the handler
+// returned just ctx.Err() (context.Canceled, like the caller's own
+// cancellation).
 func TestStoreLedgerLostLeaseCancelsHandler(t *testing.T) {
 	const lease = 3 * time.Second
 	for _, tc := range []struct {
 		name     string
 		takeover bool
-	}{{"lapsed while the store is unreachable", false}, {"taken over", true}} {
+		ctxErr   bool // the handler returns ctx.Err(), not the cause
+	}{
+		{"lapsed while the store is unreachable", false, false},
+		{"taken over", true, false},
+		{"taken over, handler returns ctx.Err", true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem, err := memstore.New(memstore.Config{})
@@ -68,6 +76,9 @@ func TestStoreLedgerLostLeaseCancelsHandler(t *testing.T) {
 						select {
 						case <-ctx.Done():
 							cause, cancelledAfter = context.Cause(ctx), time.Since(start)
+							if tc.ctxErr {
+								return ctx.Err()
+							}
 							return cause
 						case <-proceed:
 							return nil
@@ -117,7 +128,10 @@ func TestStoreLedgerLostLeaseCancelsHandler(t *testing.T) {
 					t.Errorf("cancelled %s after the claim, before its lease of %s lapsed", cancelledAfter, lease)
 				}
 				if outcome != consumer.Failed || !errors.Is(herr, idem.ErrLeaseLost) {
-					t.Errorf("Handle = %s, %v; want Failed with the handler's ErrLeaseLost", outcome, herr)
+					t.Errorf("Handle = %s, %v; want Failed with ErrLeaseLost", outcome, herr)
+				}
+				if tc.ctxErr && !errors.Is(herr, context.Canceled) {
+					t.Errorf("Handle = %v; want the handler's own error (context.Canceled) kept", herr)
 				}
 			})
 		})
