@@ -16,6 +16,15 @@ import (
 // idemhttp.ScopeByAuthorization gives the same credentials over HTTP. Two
 // callers using the same key never see each other's records, and the
 // credential itself is never stored.
+//
+// The scope is the credential, not the caller behind it: a retry sent with
+// another token (per-RPC credentials that refreshed theirs since the first
+// attempt) is in another scope and runs again, and calls authenticated by
+// anything but the "authorization" metadata (mutual TLS, an API-key
+// metadata) share the empty scope. Such services set Config.KeyScope to a
+// function returning the authenticated caller's id, from the peer's
+// certificate (peer.FromContext) or from what their authentication
+// interceptor, placed before this one, put in the context.
 func ScopeByAuthorization(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	auth := strings.Join(md.Get("authorization"), "\n")
