@@ -156,7 +156,7 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		}
 		header, trailer := rec.recorded()
 		out := resp
-		if out == nil && st.Code() == codes.OK {
+		if out == nil && err == nil {
 			// No message: gRPC sends the empty message, and so is it
 			// recorded, as one of the method's response type; when that
 			// type is unknown, encodeResponse refuses it.

@@ -636,7 +636,7 @@ func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
 // which only says that the client has gone, is not reported to the handler
 // either, so that a handler that checks it does not fail work it has done:
 // its outcome is recorded, and the retry does not run it again.
-func TestMetadataRefusalHiddenAfterTheClientLeft(t *testing.T) {
+func TestH21MetadataRefusalHiddenAfterTheClientLeft(t *testing.T) {
 	b := setup(t, idemgrpc.Config{})
 	b.svc.hold = make(chan struct{})
 	b.svc.started = make(chan struct{}, 1)
@@ -700,7 +700,7 @@ func TestNilResponseIsRecorded(t *testing.T) {
 // handler does not run again. Where the response type cannot be found
 // (no registered descriptor, no Config.NewResponse), nothing can be
 // replayed: the key is released, and the event says why.
-func TestNoResponseIsRecorded(t *testing.T) {
+func TestH12NoResponseIsRecorded(t *testing.T) {
 	b := setup(t, idemgrpc.Config{})
 	b.svc.noReply = true
 	wantOK(t, b.call(chargeMethod, amount(1), key("none")...))
