@@ -86,10 +86,14 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // succeeded (an unreachable or hanging store) for as long as the lease
 // lasts, so that it has lapsed and may be taken over, fn's context is
 // cancelled with cause ErrLeaseLost (see context.Cause), and nothing fn
-// returns is recorded over the new owner's record: Do returns fn's result
-// with an error satisfying errors.Is(err, ErrStaleToken). With heartbeats
-// disabled, a run outliving its lease is not told, and only its settle call
-// fails so.
+// returns is recorded over a new owner's record: once another Begin has
+// taken the key over, the settle call fails and Do returns fn's result
+// with an error satisfying errors.Is(err, ErrStaleToken). When nobody has
+// (the store was only unreachable for a while), what fn returns is
+// settled as above. fn's error is returned as it is: fn returning
+// context.Cause(ctx) lets the caller tell a lost lease (ErrLeaseLost) from
+// its own cancellation. With heartbeats disabled, a run outliving its
+// lease is not told, and only its settle call fails so.
 //
 // Invalid arguments fail before anything runs: a nil s (or a nil pointer
 // of a store type, as a constructor returns with its error) or fn with
@@ -209,7 +213,11 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 
 // KeepAlive extends lease in the background every interval (a third of
 // lease.TTL when every is 0) until the returned stop function is called;
-// stop waits for the background goroutine to exit. When the store reports
+// stop waits for the background goroutine to exit. It also stops once
+// ctx is done, cancelling a heartbeat under way, and then does not call
+// lost: the lease lapses in its time. Give it a context that lasts as
+// long as the work (context.WithoutCancel of a request's, say), or cancel
+// ctx to end the keeping without waiting for a heartbeat to answer. When the store reports
 // that the lease is no longer held (ErrStaleToken), KeepAlive calls lost once
 // and stops extending. lost runs on the heartbeat, which stop waits for: it
 // must not call stop itself (signal the work instead, and stop from there).

@@ -453,3 +453,29 @@ func TestDoKeepsLeaseAfterCallerCancels(t *testing.T) {
 		t.Errorf("record = %+v, %v; want committed", rec, err)
 	}
 }
+
+// TestDoLeaseLapsedNotTakenOverSettles: a lease that lapsed while the
+// store could not be reached, and that nobody took over, still belongs to
+// fn's run: fn's context is cancelled with cause ErrLeaseLost, but what fn
+// returns is committed as usual.
+func TestDoLeaseLapsedNotTakenOverSettles(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "lapsed-kept")
+	n, err := idem.Do(context.Background(), unreachableHeartbeats{s}, k, "req", func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context still live 10s after its lease lapsed")
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", cause)
+		}
+		return 1, nil
+	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 60 * time.Millisecond}})
+	if n != 1 || err != nil {
+		t.Errorf("Do = %d, %v; want 1, nil", n, err)
+	}
+	if rec, err := s.Get(context.Background(), k); err != nil || rec.Status != idem.StatusCommitted || string(rec.Result) != "1" {
+		t.Errorf("record = %+v, %v; want committed 1", rec, err)
+	}
+}

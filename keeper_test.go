@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -239,4 +240,35 @@ func TestKeeperLateFirstBeatFindsTheLeaseLapsed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("lease never reported lost while the store is unreachable")
 	}
+}
+
+// TestKeepAliveEndsWithItsContext: KeepAlive extends the lease until its
+// context is done, and then sends no more heartbeats, without reporting
+// the lease lost.
+func TestKeepAliveEndsWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newHeartbeatWatch(t)
+		k := testKey(t, "ctx-ends")
+		o, err := w.Store.Begin(context.Background(), k, mustRequest(t, `"req"`), &idem.BeginOpts{Lease: 3 * time.Second})
+		if err != nil || o.Kind != idem.Fresh {
+			t.Fatal(o, err)
+		}
+		w.set(k, true)
+		ctx, cancel := context.WithCancel(context.Background())
+		lost := false
+		stop := idem.KeepAlive(ctx, w, k, o.Lease, 0, func() { lost = true })
+		defer stop()
+		time.Sleep(2500 * time.Millisecond) // a heartbeat every second
+		if n := w.beatsOf(k); n != 2 {
+			t.Fatalf("%d heartbeats in 2.5 s, want 2", n)
+		}
+		cancel()
+		time.Sleep(10 * time.Second)
+		if n := w.beatsOf(k); n != 2 {
+			t.Errorf("%d heartbeats after ctx was done, want none", n-2)
+		}
+		if lost {
+			t.Error("the lease was reported lost when ctx was done")
+		}
+	})
 }
