@@ -74,9 +74,10 @@ type Config struct {
 	ReplayMetadata []string
 	// NewResponse, when set, returns an empty response message of the
 	// method fullMethod, into which a recorded response is decoded on
-	// replay. When it is nil or returns nil, the method's output type is
-	// looked up in protoregistry.GlobalFiles and GlobalTypes, and failing
-	// that the type recorded with the response in GlobalTypes. Set it for
+	// replay. When it is nil or returns nil (or a nil pointer), the
+	// method's output type is looked up in protoregistry.GlobalFiles and
+	// GlobalTypes, and failing that the type recorded with the response in
+	// GlobalTypes. Set it for
 	// services whose descriptors and response types are not registered
 	// there. A message of another type than the one recorded is not
 	// decoded into: the retry gets codes.Internal (IDEMPOTENCY_INTERNAL),

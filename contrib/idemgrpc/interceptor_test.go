@@ -520,6 +520,24 @@ func TestReplayTypeResolution(t *testing.T) {
 	})
 }
 
+// A Config.NewResponse that returns a nil pointer of a message type
+// returns no message, as if it returned nil: the registry's type is used.
+// Decoding into the nil pointer would panic on every retry.
+func TestNewResponseNilPointerIsNil(t *testing.T) {
+	b := setup(t, idemgrpc.Config{NewResponse: func(string) proto.Message { return (*wrapperspb.StringValue)(nil) }})
+	for _, m := range []string{chargeMethod, echoMethod} {
+		var in proto.Message = wrapperspb.String("hi")
+		if m == chargeMethod {
+			in = amount(1)
+		}
+		wantOK(t, b.call(m, in, key("nilnew"+m)...))
+		if r := b.call(m, in, key("nilnew"+m)...); r.err != nil || !r.replayed() || r.reply == "" {
+			t.Errorf("%s replay: %q %v replayed %v", m, r.reply, r.err, r.replayed())
+		}
+	}
+	wantRuns(t, b, 2)
+}
+
 // A recorded response is not decoded into a message of another type (the
 // method's response type changed in a deploy, or Config.NewResponse
 // answers another): protobuf would decode the bytes into it without

@@ -49,9 +49,11 @@ func methodDescriptor(fullMethod string) protoreflect.MethodDescriptor {
 // newResponse returns an empty response message for fullMethod, into which
 // a recorded response of type recorded is decoded: Config.NewResponse's, or
 // one of the method's registered output type, or one of the recorded type.
+// A nil pointer from Config.NewResponse counts as nil: nothing can be
+// decoded into it.
 func (c *Config) newResponse(fullMethod string, recorded protoreflect.FullName) proto.Message {
 	if c.NewResponse != nil {
-		if m := c.NewResponse(fullMethod); m != nil {
+		if m := c.NewResponse(fullMethod); m != nil && m.ProtoReflect().IsValid() {
 			return m
 		}
 	}
