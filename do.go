@@ -90,10 +90,12 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // taken the key over, the settle call fails and Do returns fn's result
 // with an error satisfying errors.Is(err, ErrStaleToken). When nobody has
 // (the store was only unreachable for a while), what fn returns is
-// settled as above. fn's error is returned as it is: fn returning
-// context.Cause(ctx) lets the caller tell a lost lease (ErrLeaseLost) from
-// its own cancellation. With heartbeats disabled, a run outliving its
-// lease is not told, and only its settle call fails so.
+// settled as above. An error fn returns after its context was cancelled
+// so is returned wrapped with ErrLeaseLost too (fn's context.Canceled, say,
+// satisfies both errors.Is(err, context.Canceled) and errors.Is(err,
+// ErrLeaseLost)), which tells a lost lease from the caller's own
+// cancellation. With heartbeats disabled, a run outliving its lease is
+// not told, and only its settle call fails so.
 //
 // Invalid arguments fail before anything runs: a nil s (or a nil pointer
 // of a store type, as a constructor returns with its error) or fn with
@@ -180,6 +182,12 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	}()
 	res, err = fn(runCtx)
 	returned = true
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+		// fn most likely failed because runCtx was cancelled: say why, as
+		// a bare context.Canceled reads like the caller's own
+		// cancellation. What is recorded is fn's error as it is.
+		defer func() { err = fmt.Errorf("%w (%w)", err, ErrLeaseLost) }()
+	}
 	k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	sctx, scancel := settleContext(ctx, opts)

@@ -479,3 +479,27 @@ func TestDoLeaseLapsedNotTakenOverSettles(t *testing.T) {
 		t.Errorf("record = %+v, %v; want committed 1", rec, err)
 	}
 }
+
+// TestDoLeaseLostErrorSaysSo: fn that returns ctx.Err() once its lease is
+// lost gives Do's caller an error that says so (ErrLeaseLost) as well as
+// fn's own (context.Canceled), though the caller's ctx is live; the key is
+// released, not recorded as failed.
+func TestDoLeaseLostErrorSaysSo(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "lapsed-ctx-err")
+	_, err := idem.Do(context.Background(), unreachableHeartbeats{s}, k, "req", func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context still live 10s after its lease lapsed")
+			return 0, nil
+		}
+	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 60 * time.Millisecond}})
+	if !errors.Is(err, idem.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Do = %v; want fn's context.Canceled with ErrLeaseLost", err)
+	}
+	if _, err := s.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get = %v; want the key released (ErrNotFound)", err)
+	}
+}
