@@ -27,13 +27,17 @@
 //     the code gRPC gives to "rejected because of the system's state, which
 //     must change first";
 //   - the same key while the original runs: Aborted with a RetryInfo
-//     detail (the delay in whole seconds, also in the message);
+//     detail (the delay in whole seconds, also in the message) and the
+//     trailer grpc-retry-pushback-ms with the same delay, which gRPC's own
+//     retries wait instead of their backoff: a client whose retry policy
+//     lists ABORTED retries when the original may have ended, and gets its
+//     replay, rather than spending its attempts while it runs;
 //   - the same key after the original completed: the recorded response
 //     message, or the recorded error status with its message and details,
 //     plus the header metadata "idempotent-replayed: true" and the header
 //     and trailer metadata named in Config.ReplayMetadata;
-//   - the store unreachable: Unavailable (or pass-through with
-//     Config.FailOpen).
+//   - the store unreachable: Unavailable, with a RetryInfo and a pushback
+//     of one second (or pass-through with Config.FailOpen).
 //
 // The interceptor's own errors carry a google.rpc.ErrorInfo detail with
 // domain ErrorDomain and one of the Reason… constants.

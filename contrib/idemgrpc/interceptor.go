@@ -3,6 +3,7 @@ package idemgrpc
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -101,7 +102,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 			x.ev.Outcome = OutcomeStoreError
 			return x.pass(handler, req)
 		}
-		return x.fail(OutcomeStoreError, errStoreUnavailable())
+		return x.retryLater(OutcomeStoreError, storeRetryDelay, errStoreUnavailable())
 	}
 	switch o.Kind {
 	case idem.Fresh:
@@ -111,7 +112,8 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case idem.Mismatch:
 		return x.fail(OutcomeMismatch, errKeyReused())
 	case idem.InFlight:
-		return x.fail(OutcomeInProgress, errInProgress(o.RetryAfter))
+		d := retryDelay(o.RetryAfter)
+		return x.retryLater(OutcomeInProgress, d, errInProgress(d))
 	default: // PriorError: never written by this interceptor; another writer shares the namespace.
 		return x.fail(OutcomeReplayed, errInternal("the original call failed permanently"))
 	}
@@ -240,6 +242,17 @@ func (x *call) replay(b []byte) (any, error) {
 func (x *call) fail(o Outcome, err error) (any, error) {
 	x.ev.Outcome, x.ev.Code = o, status.Code(err)
 	return nil, err
+}
+
+// retryLater fails the call with err, an error a retry of the same call
+// may get past after d, which it tells gRPC's own retries too: with the
+// trailer grpc-retry-pushback-ms, a client whose retry policy lists err's
+// code waits d before it retries, instead of its policy's backoff (which
+// can retry an in-progress call many times before it ends). Clients of
+// other policies and languages read the RetryInfo detail of err.
+func (x *call) retryLater(o Outcome, d time.Duration, err error) (any, error) {
+	_ = grpc.SetTrailer(x.ctx, metadata.Pairs(pushbackMetadata, strconv.FormatInt(d.Milliseconds(), 10)))
+	return x.fail(o, err)
 }
 
 // pass calls the handler unprotected.

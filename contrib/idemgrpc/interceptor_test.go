@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,6 +281,10 @@ func TestH9H10InFlight(t *testing.T) {
 	if retry == nil || retry.GetRetryDelay().AsDuration() < time.Second {
 		t.Errorf("RetryInfo = %v, want a delay of at least 1s", retry)
 	}
+	// gRPC's own retries read the delay from the pushback trailer.
+	if got, want := r.trailer.Get("grpc-retry-pushback-ms"), strconv.FormatInt(retry.GetRetryDelay().AsDuration().Milliseconds(), 10); len(got) != 1 || got[0] != want {
+		t.Errorf("grpc-retry-pushback-ms = %q, want [%s]", got, want)
+	}
 	if !strings.Contains(status.Convert(r.err).Message(), "retry after") {
 		t.Errorf("message %q does not give the delay", status.Convert(r.err).Message())
 	}
@@ -412,8 +417,12 @@ func (failingStore) Begin(context.Context, idem.Key, idem.Request, *idem.BeginOp
 
 func TestH18StoreUnavailable(t *testing.T) {
 	b := setup(t, idemgrpc.Config{Store: failingStore{}})
-	wantError(t, b.call(chargeMethod, amount(1), key("k18")...), codes.Unavailable, idemgrpc.ReasonStoreUnavailable)
+	r := b.call(chargeMethod, amount(1), key("k18")...)
+	wantError(t, r, codes.Unavailable, idemgrpc.ReasonStoreUnavailable)
 	wantRuns(t, b, 0)
+	if got := r.trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != "1000" {
+		t.Errorf("grpc-retry-pushback-ms = %q, want [1000]", got)
+	}
 	if e := <-b.events; e.Outcome != idemgrpc.OutcomeStoreError || !errors.Is(e.Err, idem.ErrUnavailable) {
 		t.Errorf("event %+v", e)
 	}
@@ -827,4 +836,50 @@ func TestStreamsPassThrough(t *testing.T) {
 		}
 	}
 	wantRuns(t, b, 2)
+}
+
+// TestInProgressPushbackPacesGRPCRetries: a client whose retry policy
+// retries ABORTED after 10 ms waits the pushback the interceptor sends
+// instead (the lease, 1 s here), and so gets the original call's replay
+// rather than spending its attempts while the original runs.
+func TestInProgressPushbackPacesGRPCRetries(t *testing.T) {
+	b := setup(t, idemgrpc.Config{Lease: time.Second})
+	conn := b.dial(grpc.WithDefaultServiceConfig(`{"methodConfig": [{
+		"name": [{"service": "idemgrpc.test.Payments"}],
+		"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+			"backoffMultiplier": 1, "retryableStatusCodes": ["ABORTED"]}}]}`))
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	done := make(chan result)
+	go func() { done <- b.call(chargeMethod, amount(7), key("kp")...) }()
+	<-b.svc.started
+	retried := make(chan result)
+	go func() { retried <- invoke(context.Background(), conn, chargeMethod, amount(7), key("kp")...) }()
+	// The retrying client's first attempt is answered in progress. Its
+	// policy would try twice more within 20 ms; the original runs on for
+	// 300 ms, and ends well before the pushback does.
+	inProgress := 0
+	release := time.After(300 * time.Millisecond)
+wait:
+	for {
+		select {
+		case e := <-b.events:
+			if e.Outcome == idemgrpc.OutcomeInProgress {
+				inProgress++
+			}
+		case <-release:
+			break wait
+		}
+	}
+	if inProgress != 1 {
+		t.Errorf("%d attempts answered in progress while the original ran, want 1: the client did not wait the pushback", inProgress)
+	}
+	close(b.svc.hold)
+	first := <-done
+	wantOK(t, first)
+	r := <-retried
+	if r.err != nil || !r.replayed() || r.reply != first.reply {
+		t.Errorf("retrying client: %q replayed=%v %v; want the original's reply replayed", r.reply, r.replayed(), r.err)
+	}
+	wantRuns(t, b, 1)
 }

@@ -203,10 +203,12 @@ func recoverPanics(ctx context.Context, req any, info *grpc.UnaryServerInfo, han
 }
 
 type bundle struct {
-	store  *memstore.Store
-	clock  *idemtest.Clock
-	svc    *payments
-	conn   *grpc.ClientConn
+	store *memstore.Store
+	clock *idemtest.Clock
+	svc   *payments
+	conn  *grpc.ClientConn
+	// dial connects another client, with options of its own.
+	dial   func(...grpc.DialOption) *grpc.ClientConn
 	events chan idemgrpc.Event
 	// calls receives the server's context of each call, as the
 	// interceptor gets it: it ends when the server sees the client go.
@@ -242,13 +244,20 @@ func setup(t *testing.T, cfg idemgrpc.Config) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.conn = serve(t, b.svc, grpc.ChainUnaryInterceptor(recoverPanics, b.watch, ic))
+	b.dial = serveDial(t, b.svc, grpc.ChainUnaryInterceptor(recoverPanics, b.watch, ic))
+	b.conn = b.dial()
 	return b
 }
 
 // serve runs a server with opts for svc over bufconn until the test ends
 // and returns a client connection to it.
 func serve(t testing.TB, svc *payments, opts ...grpc.ServerOption) *grpc.ClientConn {
+	return serveDial(t, svc, opts...)()
+}
+
+// serveDial runs a server with opts for svc over bufconn until the test
+// ends and returns a function connecting a client to it with dialOpts.
+func serveDial(t testing.TB, svc *payments, opts ...grpc.ServerOption) func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&paymentsDesc, svc)
@@ -258,18 +267,20 @@ func serve(t testing.TB, svc *payments, opts ...grpc.ServerOption) *grpc.ClientC
 		defer close(served)
 		_ = srv.Serve(lis)
 	}()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = conn.Close()
 		srv.Stop()
 		<-served
 	})
-	return conn
+	return func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
+		conn, err := grpc.NewClient("passthrough:///bufnet", append([]grpc.DialOption{
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() }) // before the server stops
+		return conn
+	}
 }
 
 // result is what a client got from one call.

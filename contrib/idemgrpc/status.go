@@ -71,15 +71,24 @@ func errKeyReused() error {
 		"idempotency-key reused with a different request: this key was first used with another method or request message; use a new key for a new request", 0)
 }
 
-func errInProgress(retryAfter time.Duration) error {
-	d := retryDelay(retryAfter)
+// pushbackMetadata is the trailer with which a server tells gRPC's own
+// retries how many milliseconds to wait (gRFC A6).
+const pushbackMetadata = "grpc-retry-pushback-ms"
+
+// storeRetryDelay is the retry delay a call answered "store unavailable"
+// is given.
+const storeRetryDelay = time.Second
+
+// errInProgress is the error of a call whose key is in flight; d is the
+// retry delay, from retryDelay.
+func errInProgress(d time.Duration) error {
 	return statusError(codes.Aborted, ReasonInProgress,
 		fmt.Sprintf("a call with this idempotency-key is in progress; retry after %s", d), d)
 }
 
 func errStoreUnavailable() error {
 	return statusError(codes.Unavailable, ReasonStoreUnavailable,
-		"idempotency store unavailable: the call was not run; retry it later with the same key", time.Second)
+		"idempotency store unavailable: the call was not run; retry it later with the same key", storeRetryDelay)
 }
 
 func errInternal(msg string) error {
