@@ -221,11 +221,12 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 
 // KeepAlive extends lease in the background every interval (a third of
 // lease.TTL when every is 0) until the returned stop function is called;
-// stop waits for the background goroutine to exit. It also stops once
-// ctx is done, cancelling a heartbeat under way, and then does not call
-// lost: the lease lapses in its time. Give it a context that lasts as
-// long as the work (context.WithoutCancel of a request's, say), or cancel
-// ctx to end the keeping without waiting for a heartbeat to answer. When the store reports
+// stop cancels a heartbeat under way (the work has ended: its answer
+// changes nothing) and waits for the background goroutine to exit. It
+// also stops once ctx is done, cancelling a heartbeat under way, and then
+// does not call lost: the lease lapses in its time. Give it a context
+// that lasts as long as the work (context.WithoutCancel of a request's,
+// say). When the store reports
 // that the lease is no longer held (ErrStaleToken), KeepAlive calls lost once
 // and stops extending. lost runs on the heartbeat, which stop waits for: it
 // must not call stop itself (signal the work instead, and stop from there).

@@ -84,6 +84,9 @@ type keeper struct {
 	// lease has lapsed.
 	failing bool
 	idle    chan struct{} // made by a stop waiting for a beat, closed when the beat ends
+	// endBeat cancels the heartbeat under way: stop calls it, as the run
+	// it would extend has ended.
+	endBeat context.CancelFunc
 }
 
 // start makes k, new or from the pool, keep lease, as keepAlive
@@ -150,9 +153,12 @@ func (k *keeper) beat() {
 		k.deadline = k.armedOn.Add(lease.TTL)
 	}
 	deadline := k.deadline
+	ctx, endBeat := context.WithCancel(k.ctx)
+	k.endBeat = endBeat
 	k.mu.Unlock()
 
-	l, lost, err := k.heartbeat(lease, every, failing, now, deadline)
+	l, lost, err := k.heartbeat(ctx, lease, every, failing, now, deadline)
+	endBeat()
 	if lost {
 		switch {
 		case k.lost != nil:
@@ -164,7 +170,7 @@ func (k *keeper) beat() {
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.beating = false
+	k.beating, k.endBeat = false, nil
 	k.failing = err != nil
 	if k.idle != nil {
 		close(k.idle)
@@ -188,7 +194,8 @@ func (k *keeper) beat() {
 	}
 }
 
-// heartbeat extends lease, sent at now, and reports whether the lease is
+// heartbeat extends lease, sent at now within ctx (k.ctx, ended by stop
+// too), and reports whether the lease is
 // lost: taken over (ErrStaleToken), or lapsed, when deadline passed with
 // no heartbeat succeeding since one was sent. failing says the last
 // heartbeat failed. The call itself is bounded by the deadline, so that a
@@ -197,8 +204,8 @@ func (k *keeper) beat() {
 // runs after the deadline without a failure before (a late timer, an
 // interval longer than the lease) still gets one more try, bounded by
 // every: a success says nobody took the key over.
-func (k *keeper) heartbeat(lease Lease, every time.Duration, failing bool, now, deadline time.Time) (Lease, bool, error) {
-	ctx, cancel := k.ctx, context.CancelFunc(nil)
+func (k *keeper) heartbeat(ctx context.Context, lease Lease, every time.Duration, failing bool, now, deadline time.Time) (Lease, bool, error) {
+	parent, cancel := ctx, context.CancelFunc(nil)
 	if lease.TTL > 0 {
 		bound := deadline
 		if !now.Before(deadline) {
@@ -222,14 +229,16 @@ func (k *keeper) heartbeat(lease Lease, every time.Duration, failing bool, now, 
 	// The store could not be reached. Once the deadline has passed the
 	// lease granted by the last success has lapsed and another owner may
 	// run: the run must be told, as if the store had said so.
-	return l, lease.TTL > 0 && !time.Now().Before(deadline) && k.ctx.Err() == nil, err
+	return l, lease.TTL > 0 && !time.Now().Before(deadline) && parent.Err() == nil, err
 }
 
 // errLapsed is the failure of a beat that found the lease lapsed before
 // it tried the store.
 var errLapsed = errors.New("idem: lease lapsed without a heartbeat")
 
-// stop ends the keeping and waits for a heartbeat under way. A nil k
+// stop ends the keeping, cancels a heartbeat under way and waits for it
+// to end, so that a store that hangs holds the run's settle call up for
+// no time (and a beat that ends so reports no loss). A nil k
 // has nothing to stop. A pooled keeper goes back to the pool, its timer
 // left as it is for the next run (see keeper); another keeper's timer is
 // stopped.
@@ -242,6 +251,9 @@ func (k *keeper) stop() {
 	pooled := k.pooled
 	if !pooled && k.timer.Stop() {
 		k.armed = false
+	}
+	if k.beating && k.endBeat != nil {
+		k.endBeat() // the run has ended: its answer changes nothing
 	}
 	for k.beating {
 		if k.idle == nil {

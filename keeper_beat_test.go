@@ -66,3 +66,36 @@ func TestKeeperNeverBeatsTwiceAtOnce(t *testing.T) {
 		k.stop()
 	})
 }
+
+// hangingBeats is a store whose heartbeats answer only when their context
+// ends, as over a network partition; started receives one value per
+// heartbeat.
+type hangingBeats struct {
+	Store
+	started chan struct{}
+}
+
+func (s *hangingBeats) Heartbeat(ctx context.Context, _ Key, lease Lease, _ time.Duration) (Lease, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	return Lease{}, ctx.Err()
+}
+
+// Stopping a keeper whose heartbeat hangs on the store cancels that
+// heartbeat: the run has ended, so the settle call that follows must not
+// wait for it (up to the lease's lapse, half a minute here).
+func TestKeeperStopCancelsTheHeartbeatUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &hangingBeats{started: make(chan struct{}, 1)}
+		k := new(keeper)
+		if !k.start(context.Background(), s, Key{ns: "beats", value: "k"}, Lease{Token: "a", TTL: 30 * time.Second}, time.Second, nil, nil) {
+			t.Fatal("the keeper does not keep the lease")
+		}
+		<-s.started
+		start := time.Now()
+		k.stop()
+		if d := time.Since(start); d > 0 {
+			t.Errorf("stop waited %s for the hanging heartbeat, want it cancelled at once", d)
+		}
+	})
+}
