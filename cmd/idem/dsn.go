@@ -266,19 +266,9 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 
 func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
 	redis.SetLogger(quietRedis{})
-	var client redis.UniversalClient
-	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
-		opts, err := redis.ParseClusterURL("redis://" + rest)
-		if err != nil {
-			return nil, usagef("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
-		}
-		client = redis.NewClusterClient(opts)
-	} else {
-		opts, err := redis.ParseURL(dsn)
-		if err != nil {
-			return nil, usagef("bad redis DSN %q: %w", redact(dsn), urlError(err))
-		}
-		client = redis.NewClient(opts)
+	client, err := redisClient(dsn)
+	if err != nil {
+		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -295,6 +285,26 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		return nil, err
 	}
 	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
+}
+
+// redisClient makes the client of a redis:// or redis-cluster:// DSN. Its
+// calls end at their context's deadline (--store-timeout), not only at the
+// client's read and write timeouts.
+func redisClient(dsn string) (redis.UniversalClient, error) {
+	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
+		opts, err := redis.ParseClusterURL("redis://" + rest)
+		if err != nil {
+			return nil, usagef("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
+		}
+		opts.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(opts), nil
+	}
+	opts, err := redis.ParseURL(dsn)
+	if err != nil {
+		return nil, usagef("bad redis DSN %q: %w", redact(dsn), urlError(err))
+	}
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), nil
 }
 
 // redisConnectError explains err, the failure of a first command to the

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRedactHidesPasswords(t *testing.T) {
@@ -39,6 +42,48 @@ func TestRedactHidesPasswords(t *testing.T) {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
 			t.Errorf("redact(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+// TestRedisCallsEndAtTheirDeadline: the proxy's Redis client gives up on
+// a server that does not answer at the call's deadline (--store-timeout),
+// not at its read timeout, 3 s by default.
+func TestRedisCallsEndAtTheirDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		close(accepted)
+		for c := range accepted {
+			_ = c.Close()
+		}
+	})
+	go func() { // accepts and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for _, dsn := range []string{"redis://" + ln.Addr().String() + "/0?protocol=2&max_retries=-1", "redis-cluster://" + ln.Addr().String() + "?protocol=2&max_retries=-1"} {
+		client, err := redisClient(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		err = client.Ping(ctx).Err()
+		took := time.Since(start)
+		cancel()
+		_ = client.Close()
+		if err == nil || took > time.Second {
+			t.Errorf("%s: Ping on a silent server with a 100ms deadline: %v after %s; want an error at about 100ms", dsn, err, took)
 		}
 	}
 }
