@@ -85,9 +85,17 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 // Config.PurgeBatch, one autocommitted statement each, until a batch comes
 // up short. Records locked by a writer at that moment are skipped, not
 // waited for. If a batch fails, the batches before it stay deleted and the
-// error is returned with the count so far.
+// error is returned with the count so far. With Config.Pipeline it runs
+// on a connection of the pool, outside the batches of the other calls.
 func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.Time) (int, error) {
-	return s.lease.PurgeExpired(ctx, ns, asOf)
+	b := s.lease
+	if _, ok := b.q.(*pipeline); ok {
+		// Not in a batch: a DELETE of PurgeBatch rows would hold up the
+		// calls sharing it, and wait behind batches it has nothing to do
+		// with.
+		b.q = pgxQuerier{s.pool}
+	}
+	return b.PurgeExpired(ctx, ns, asOf)
 }
 
 // Get implements idem.Store.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/pgtest"
 )
 
@@ -283,5 +284,40 @@ func TestPipelineBatchEndsWhenEveryCallerGaveUp(t *testing.T) {
 	var one int64
 	if err := p.queryRow(ctx, "SELECT 1::int8", nil, &one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1 after the abandoned batch = %d, %v", one, err)
+	}
+}
+
+// TestPurgeDoesNotWaitForThePipeline: with Config.Pipeline, PurgeExpired
+// runs its DELETEs on a connection of its own: sent in a batch, a purge of
+// thousands of rows would hold up every call sharing that batch, and it
+// would wait behind batches of calls it has nothing to do with.
+func TestPurgeDoesNotWaitForThePipeline(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := New(pool, Config{Pipeline: true, PipelineLanes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := s.lease.q.(*pipeline)
+	done := make(chan error, 1)
+	go func() { // the only lane, busy for 3s
+		_, err := p.exec(ctx, "SELECT pg_sleep(3)")
+		done <- err
+	}()
+	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := s.PurgeExpired(pctx, idem.MustNamespace("purge"), time.Now()); err != nil {
+		t.Errorf("PurgeExpired while the pipeline's lane is busy: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
