@@ -21,7 +21,9 @@ const (
 	// Duplicate: the key was handled before; the handler did not run.
 	Duplicate
 	// InProgress: another delivery of the key is being handled right now;
-	// the handler did not run. Leave the message for redelivery.
+	// the handler did not run. Leave the message for redelivery: after
+	// the RetryAfter of Handle's error, when it has one (see
+	// ErrInProgress).
 	InProgress
 	// Failed: the handler failed (no failure is recorded, not even one
 	// marked idem.Permanent), or the key, the ledger or ctx did not let it
@@ -44,8 +46,28 @@ func (o Outcome) String() string {
 // and Duplicate.
 func (o Outcome) Ack() bool { return o == Handled || o == Duplicate }
 
-// ErrInProgress is the error Handle returns with InProgress.
+// ErrInProgress is the error Handle returns with InProgress: test for it
+// with errors.Is. When the ledger knows how long the delivery being handled
+// still holds the key (StoreLedger does: the rest of its lease), the error
+// is also an *idem.InFlightError, whose RetryAfter says so: a broker loop
+// can delay the redelivery by it (nack with a delay, or a visibility
+// timeout) rather than redeliver at once, only to find the key still held.
+// Otherwise (TrackerLedger; a Ledger that is not a RetryAfterLedger, or
+// one that reports no RetryAfter) it is ErrInProgress itself. See the
+// package documentation for a broker loop.
 var ErrInProgress = errors.New("consumer: a delivery with this key is being handled")
+
+// inProgressError is Handle's error with InProgress when the ledger said how
+// long the key stays held: both ErrInProgress and inFlight.
+type inProgressError struct {
+	inFlight *idem.InFlightError
+}
+
+func (e *inProgressError) Error() string {
+	return fmt.Sprintf("%v; retry after %v", ErrInProgress, e.inFlight.RetryAfter)
+}
+
+func (e *inProgressError) Unwrap() []error { return []error{ErrInProgress, e.inFlight} }
 
 // errEmptyKey is what Handle returns for a message whose Key is empty.
 var errEmptyKey = fmt.Errorf("consumer: message key: %w",
@@ -147,7 +169,8 @@ func configErrorf(field, format string, args ...any) error {
 // claim was lost while the handler ran, see Config.Handle), the ledger's
 // or ctx's when it is
 // already done (Failed, the handler did not run), ErrInProgress
-// (InProgress), or nil. Settling the key after the
+// (InProgress; also an *idem.InFlightError when a RetryAfterLedger said how
+// long the key stays held, see ErrInProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
 // its error to the handler's (Failed), or returns Handled with it: the
 // message must still be acknowledged, though the key is not marked done.
@@ -169,7 +192,16 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		// (a tracker) must not run the handler on a context already done.
 		return Failed, err
 	}
-	claim, state, err := c.cfg.Ledger.Claim(ctx, key)
+	var (
+		claim      Claim
+		state      State
+		retryAfter time.Duration
+	)
+	if l, ok := c.cfg.Ledger.(RetryAfterLedger); ok {
+		claim, state, retryAfter, err = l.ClaimRetryAfter(ctx, key)
+	} else {
+		claim, state, err = c.cfg.Ledger.Claim(ctx, key)
+	}
 	if err != nil {
 		return Failed, err
 	}
@@ -177,6 +209,9 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 	case Done:
 		return Duplicate, nil
 	case Busy:
+		if retryAfter > 0 {
+			return InProgress, &inProgressError{inFlight: &idem.InFlightError{RetryAfter: retryAfter}}
+		}
 		return InProgress, ErrInProgress
 	case Claimed:
 		if claim == nil {

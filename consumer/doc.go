@@ -32,6 +32,9 @@
 //   - InProgress: a concurrent delivery of the same key is being handled
 //     right now — do not acknowledge; if that delivery fails, this one must
 //     still run, so it is left for redelivery, never silently dropped.
+//     With StoreLedger, Handle's error is also an *idem.InFlightError
+//     whose RetryAfter is the rest of the other delivery's lease: delay
+//     the redelivery by that, rather than spin on a key still held.
 //   - Failed: the handler returned an error (or panicked: the panic goes
 //     on) — the key was released; do not acknowledge, so that the broker
 //     redelivers and the handler runs again. A handler that ends its
@@ -57,7 +60,18 @@
 // ack when Ack is true, otherwise let the visibility timeout or the ack
 // deadline redeliver; RabbitMQ or NATS JetStream — ack, or nack with
 // requeue (a delay, if the broker has one, keeps an InProgress duplicate
-// from spinning).
+// from spinning). The delay for InProgress, when the ledger knows it:
+//
+//	outcome, err := c.Handle(ctx, msg.Order)
+//	var inFlight *idem.InFlightError
+//	switch {
+//	case outcome.Ack():
+//		msg.Ack()
+//	case errors.As(err, &inFlight): // InProgress, with a StoreLedger
+//		msg.NackWithDelay(inFlight.RetryAfter) // or set the visibility timeout
+//	default:
+//		msg.Nack(err)
+//	}
 //
 // Two ledgers come with the package: TrackerLedger keeps keys in an
 // in-process tracker.Tracker (one consumer process, no I/O per message),

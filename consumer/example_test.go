@@ -86,3 +86,50 @@ func ExampleStoreLedger() {
 	// B: failed true
 	// applied: 100
 }
+
+// A broker loop that delays the redelivery of a message whose key another
+// consumer is handling by what is left of that consumer's lease, instead of
+// redelivering it at once to find the key still held.
+func ExampleConsumer_Handle_inProgress() {
+	// A clock that stands still, so that the output is the same on every run.
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	started, finish := make(chan struct{}), make(chan struct{})
+	c, _ := consumer.New(consumer.Config[event]{
+		Ledger: consumer.StoreLedger(store, idem.MustNamespace("payments"), &consumer.StoreLedgerOpts{Lease: 30 * time.Second}),
+		Key:    func(e event) (string, error) { return e.ID, nil },
+		Handle: func(ctx context.Context, e event) error {
+			close(started)
+			<-finish // a slow handler
+			return nil
+		},
+	})
+
+	deliver := func(who string, e event) {
+		outcome, err := c.Handle(context.Background(), e)
+		var inFlight *idem.InFlightError
+		switch {
+		case outcome.Ack():
+			fmt.Printf("%s: %s, ack\n", who, outcome)
+		case errors.As(err, &inFlight):
+			fmt.Printf("%s: %s, nack with a delay of %v\n", who, outcome, inFlight.RetryAfter)
+		default:
+			fmt.Printf("%s: %s, nack: %v\n", who, outcome, err)
+		}
+	}
+
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		deliver("A", event{ID: "evt-9", Amount: 100})
+	}()
+	<-started
+	deliver("B", event{ID: "evt-9", Amount: 100}) // redelivered while A handles it
+	close(finish)
+	<-aDone
+	deliver("B", event{ID: "evt-9", Amount: 100}) // redelivered after the delay
+	// Output:
+	// B: in_progress, nack with a delay of 30s
+	// A: handled, ack
+	// B: duplicate, ack
+}

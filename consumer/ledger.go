@@ -1,6 +1,9 @@
 package consumer
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // State is what a ledger says of a key when asked to claim it.
 type State int
@@ -21,6 +24,22 @@ type Ledger interface {
 	// Claim claims key. The Claim is non-nil exactly when the state is
 	// Claimed.
 	Claim(ctx context.Context, key string) (Claim, State, error)
+}
+
+// RetryAfterLedger is a Ledger that can also say, when it answers Busy, how
+// long the key stays held: Handle then claims with ClaimRetryAfter, and its
+// InProgress error carries the duration as an *idem.InFlightError's
+// RetryAfter (see ErrInProgress), for the broker to delay the redelivery
+// by. StoreLedger is one. Implementing it is optional: a Ledger that is
+// not one is claimed with Claim, and its InProgress error is ErrInProgress
+// alone.
+type RetryAfterLedger interface {
+	Ledger
+	// ClaimRetryAfter is Claim that also returns, with Busy, how long
+	// until the key's holder loses it unless it renews its claim (the rest
+	// of a lease or a TTL): a positive duration, or 0 when the ledger
+	// cannot tell. With any other state it returns 0.
+	ClaimRetryAfter(ctx context.Context, key string) (Claim, State, time.Duration, error)
 }
 
 // Claim is a held key. Its methods must return, with an error if need be,

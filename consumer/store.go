@@ -31,6 +31,11 @@ type StoreLedgerOpts struct {
 // record written by another user of ns (idemhttp, idem.Do) fails, with an
 // error wrapping idem.ErrMismatch, and is never taken for a duplicate.
 //
+// The ledger is a RetryAfterLedger: a message whose key another consumer
+// holds is InProgress, and Handle's error is also an *idem.InFlightError
+// whose RetryAfter is the rest of that consumer's lease, as the store
+// reports it (see ErrInProgress).
+//
 // A nil s (or a nil pointer of a store type, as a constructor returns with
 // its error), an invalid ns (see idem.Namespace), or a negative Retention or
 // Lease, makes a ledger that New refuses with a *ConfigError, and whose Claim
@@ -67,16 +72,23 @@ type storeLedger struct {
 func (l *storeLedger) configErr() error { return l.err }
 
 func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, error) {
+	c, state, _, err := l.ClaimRetryAfter(ctx, key)
+	return c, state, err
+}
+
+// ClaimRetryAfter returns, with Busy, the rest of the holder's lease, as
+// the store reports it.
+func (l *storeLedger) ClaimRetryAfter(ctx context.Context, key string) (Claim, State, time.Duration, error) {
 	if l.err != nil {
-		return nil, 0, l.err
+		return nil, 0, 0, l.err
 	}
 	k, err := idem.ParseKey(l.ns, key)
 	if err != nil {
-		return nil, 0, fmt.Errorf("consumer: message key %q: %w", truncate(key), err)
+		return nil, 0, 0, fmt.Errorf("consumer: message key %q: %w", truncate(key), err)
 	}
 	o, err := l.s.Begin(ctx, k, idem.Request{Fingerprint: l.fp}, l.begin)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	switch o.Kind {
 	case idem.Fresh:
@@ -88,17 +100,17 @@ func (l *storeLedger) Claim(ctx context.Context, key string) (Claim, State, erro
 		c := &storeClaim{s: l.s, key: k, lease: o.Lease}
 		stop := idem.KeepAlive(kctx, l.s, k, o.Lease, 0, c.lose)
 		c.stop = func() { cancel(); stop() }
-		return c, Claimed, nil
+		return c, Claimed, 0, nil
 	case idem.InFlight:
-		return nil, Busy, nil
+		return nil, Busy, max(o.RetryAfter, 0), nil
 	case idem.PriorResult:
-		return nil, Done, nil
+		return nil, Done, 0, nil
 	default:
 		// Mismatch, or PriorError, which no consumer records: the key's
 		// record was written by something else sharing the namespace (an
 		// HTTP endpoint's idempotency keys, say). It says nothing of this
 		// message, which must not be acknowledged as handled.
-		return nil, 0, fmt.Errorf("consumer: message key %q is recorded in namespace %q by something other than a consumer (%v): %w",
+		return nil, 0, 0, fmt.Errorf("consumer: message key %q is recorded in namespace %q by something other than a consumer (%v): %w",
 			truncate(key), l.ns, o.Kind, idem.ErrMismatch)
 	}
 }

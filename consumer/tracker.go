@@ -22,6 +22,11 @@ import (
 // the same way, since nothing marks its key done. Completed keys are
 // remembered for the TTL after completion.
 //
+// A message whose key another delivery holds is InProgress with
+// ErrInProgress alone: the tracker does not tell how long a reservation has
+// left, so Handle's error carries no RetryAfter (the holder keeps the key
+// for at most the tracker's TTL).
+//
 // A nil t (as tracker.NewChecked returns with its error) makes a ledger that
 // New refuses with a *ConfigError, and whose Claim returns that error: a nil
 // Tracker can never be started, so it would let every duplicate through.
