@@ -161,7 +161,9 @@ func (c *Client) Cancel(ctx context.Context, target Target, reason string) error
 // commits of their steps, and of the ends of their children, wait for tx
 // meanwhile, their leases kept (see SignalTx). On an error tx is left
 // usable only if the error is ErrNoTarget, ErrAmbiguousTarget or
-// ErrTerminal.
+// ErrTerminal, and then holds none of the locks CancelTx took: an ended
+// instance is not held up by tx, nor is the parent of an instance that
+// ended while CancelTx waited for the parent's lock.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
 	return cancel(ctx, tx, target, reason)
 }
@@ -196,16 +198,17 @@ const parentToLockSQL = `SELECT parent_id FROM durable_instance WHERE id = $1 AN
 
 // lockTarget takes, for Cancel, the row locks of the live instance target
 // addresses and of its parent, the parent's first, and returns the
-// instance's id. By key, the instance is looked up without locks first
-// (lockByKey), then its parent locked, then the instance, if it still
-// carries the key: else the look-up and the parent's lock are undone (a
-// savepoint) and made again.
+// instance's id. By id, both are locked under a savepoint, rolled back if
+// the instance has ended or has no row: an instance that ended while
+// lockTarget waited for its parent's lock, or for its own, leaves neither
+// locked (PostgreSQL keeps the lock of a row it waited for even when the
+// row no longer matches). By key, the instance is looked up without locks
+// first (lockByKey), then its parent locked, then the instance, if it
+// still carries the key: else the look-up and the parent's lock are undone
+// (a savepoint) and made again.
 func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
 	if target.key == "" {
-		if _, err := lockParent(ctx, tx, target.id); err != nil {
-			return 0, fmt.Errorf("durable: Cancel: %w", err)
-		}
-		return lockLive(ctx, tx, target, "Cancel")
+		return lockByIDInOrder(ctx, tx, target)
 	}
 	for range keyTries {
 		sp, err := tx.Begin(ctx)
@@ -228,6 +231,30 @@ func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
 		return id, nil
 	}
 	return 0, fmt.Errorf("durable: Cancel: correlation key %q changed hands %d times; try again", target.key, keyTries)
+}
+
+// lockByIDInOrder is lockTarget by id.
+func lockByIDInOrder(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("durable: Cancel: %w", err)
+	}
+	id, err := func() (int64, error) {
+		if _, err := lockParent(ctx, sp, target.id); err != nil {
+			return 0, fmt.Errorf("durable: Cancel: %w", err)
+		}
+		return lockLive(ctx, sp, target, "Cancel")
+	}()
+	if err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return 0, fmt.Errorf("durable: Cancel: %w (and rolling back: %v)", err, rerr)
+		}
+		return 0, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("durable: Cancel: %w", err)
+	}
+	return id, nil
 }
 
 // lockKeyInOrder is one try of lockTarget by key: it reports whether it

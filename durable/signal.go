@@ -35,19 +35,35 @@ func (t Target) String() string {
 }
 
 // lockByIDSQL and lockHolderSQL take the row lock of the target, the lock
-// a step's commit takes too. Locking before the signal is stored is what
-// rules out a lost wake-up: an Await commit that parks the instance either
-// took the lock first, and then this reads its parked row and wakes it, or
-// takes it after, and then its wake-up check sees this signal.
+// a step's commit takes too, if it is live. Locking before the signal is
+// stored is what rules out a lost wake-up: an Await commit that parks the
+// instance either took the lock first, and then this reads its parked row
+// and wakes it, or takes it after, and then its wake-up check sees this
+// signal. An ended row is not locked: nothing is written to it, and a
+// caller's transaction that goes on after ErrNoTarget or ErrTerminal must
+// not hold up Retry, which locks it, or the garbage collector, which skips
+// locked rows. A row that ends while the statement waits for its lock is
+// checked again in its newest version (READ COMMITTED) and not returned,
+// but PostgreSQL leaves the row lock it took to check it with the
+// transaction.
 const lockByIDSQL = `
-SELECT id, status, awaiting, queue FROM durable_instance WHERE id = $1 FOR NO KEY UPDATE`
+SELECT id, status, awaiting, queue FROM durable_instance WHERE id = $1 AND ` + liveSQL + `
+FOR NO KEY UPDATE`
+
+// readByIDSQL reads instance $1 without a lock, when lockByIDSQL found it
+// not live; lockAnyByIDSQL locks it whatever its status.
+const (
+	readByIDSQL    = `SELECT id, status, awaiting, queue FROM durable_instance WHERE id = $1`
+	lockAnyByIDSQL = readByIDSQL + ` FOR NO KEY UPDATE`
+)
 
 // lockHolderSQL takes the row lock of instance $1, which lookupByKeySQL
 // found carrying key $2, if it still is a live instance carrying it (a
 // live row with the key holds it, in its scope or with an empty scope).
 // Under READ COMMITTED a row changed while the statement waited for its
 // lock is checked again in its newest version: an instance that ended
-// meanwhile is not returned.
+// meanwhile is not returned, though its row lock stays with the
+// transaction (see lockByIDSQL).
 const lockHolderSQL = `
 SELECT id, status, awaiting, queue FROM durable_instance
 WHERE id = $1 AND correlation_key = $2 AND ` + liveSQL + `
@@ -114,14 +130,28 @@ func lockHolder(ctx context.Context, tx pgx.Tx, id int64, key, op string) (holde
 	return lockRow(ctx, tx, op, lockHolderSQL, id, key)
 }
 
-// lockByID takes the row lock of instance id and returns it; ok is false
-// if it has no row.
+// lockByID returns instance id, holding its row lock if it is live; ok is
+// false if it has no row. An ended instance is returned unlocked: its
+// status was read after the attempt to lock it, in a newer snapshot, so an
+// instance that Client.Retry made live again in between is locked then. A
+// Retry racing a Signal either commits first, and the signal reaches the
+// revived instance, or after, and the signal got ErrNoTarget: none is
+// stored on an ended row, to turn up in the inbox of the revived one.
 func lockByID(ctx context.Context, tx pgx.Tx, id int64, op string) (holder, bool, error) {
-	return lockRow(ctx, tx, op, lockByIDSQL, id)
+	h, ok, err := lockRow(ctx, tx, op, lockByIDSQL, id)
+	if err != nil || ok {
+		return h, ok, err
+	}
+	h, ok, err = lockRow(ctx, tx, op, readByIDSQL, id)
+	if err != nil || !ok || h.status.Terminal() {
+		return h, ok, err
+	}
+	// Revived since the first statement: lock it as it is now.
+	return lockRow(ctx, tx, op, lockAnyByIDSQL, id)
 }
 
-// lockRow runs query, which locks and returns at most one instance row
-// (id, status, awaiting, queue); ok is false if it returned none. op
+// lockRow runs query, which returns at most one instance row (id, status,
+// awaiting, queue), locked or not; ok is false if it returned none. op
 // names the caller in errors.
 func lockRow(ctx context.Context, tx pgx.Tx, op, query string, args ...any) (h holder, ok bool, err error) {
 	err = tx.QueryRow(ctx, query, args...).Scan(&h.id, &h.status, &h.awaiting, &h.queue)
@@ -192,7 +222,11 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // its queue and a connection, while the engine keeps their leases (a
 // child that waits is neither reaped nor run again): keep tx short. On an
 // error tx is left usable only if the error is ErrNoTarget or
-// ErrAmbiguousTarget.
+// ErrAmbiguousTarget. An instance that has ended is not locked: after
+// ErrNoTarget, tx does not hold up a Retry of it, or its garbage
+// collection. Only an instance that ends while SignalTx waits for its row
+// lock stays locked by tx, as PostgreSQL leaves that lock with the
+// transaction that waited for it.
 func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
 	_, err := signal(ctx, tx, target, name, payload, dedupKey, c.cfg.MaxPayload)
 	return err
