@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,9 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	}
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
 	payload := req.RecordedPayload()
+	if s.outlives(ctx) {
+		payload = bytes.Clone(payload)
+	}
 	clock := s.cfg.Now()
 	now := clock.UnixMilli()
 	token := idem.NewToken()
@@ -218,6 +222,13 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 	argv := make([]any, 0, 3+len(args))
 	argv = append(argv, s.nowMillis(), lease.Token, lease.Fence)
 	argv = append(argv, args...)
+	if s.outlives(ctx) {
+		for i, a := range argv {
+			if b, ok := a.([]byte); ok { // Commit's result
+				argv[i] = bytes.Clone(b)
+			}
+		}
+	}
 	var (
 		n      int64
 		runErr error
@@ -287,7 +298,9 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // which ends with the batch, and the caller returns when ctx ends; its
 // command stays in its batch and may still take effect, as a command whose
 // context ends in flight may. call must not touch anything its caller
-// reads once wait has returned an error.
+// reads once wait has returned an error, nor the slices its caller was
+// given, which are the caller's again once the store's call has returned
+// (idem.Store): when outlives, call sends copies.
 func (s *Store) wait(ctx context.Context, call func()) error {
 	if !s.cfg.AutoPipeline || ctx.Done() == nil {
 		call()
@@ -309,6 +322,13 @@ func (s *Store) wait(ctx context.Context, call func()) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// outlives reports whether a call with ctx may return while its command
+// waits to be sent (see wait), so that the command must hold copies of
+// the caller's slices, not the slices.
+func (s *Store) outlives(ctx context.Context) bool {
+	return s.cfg.AutoPipeline && ctx.Done() != nil
 }
 
 // first returns the first element of a reply, or nil.
