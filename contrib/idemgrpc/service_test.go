@@ -249,12 +249,6 @@ func setup(t *testing.T, cfg idemgrpc.Config) *bundle {
 	return b
 }
 
-// serve runs a server with opts for svc over bufconn until the test ends
-// and returns a client connection to it.
-func serve(t testing.TB, svc *payments, opts ...grpc.ServerOption) *grpc.ClientConn {
-	return serveDial(t, svc, opts...)()
-}
-
 // serveDial runs a server with opts for svc over bufconn until the test
 // ends and returns a function connecting a client to it with dialOpts.
 func serveDial(t testing.TB, svc *payments, opts ...grpc.ServerOption) func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
