@@ -631,21 +631,7 @@ func TestConfigValidation(t *testing.T) {
 // same and replayed to the retry.
 func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
 	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
-	b.svc.hold = make(chan struct{})
-	b.svc.started = make(chan struct{}, 1)
-	b.svc.header = metadata.Pairs("x-charge-id", "ch_1")
-	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan result)
-	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(1), key("left")...) }()
-	<-b.svc.started
-	cancel()
-	if r := <-done; r.code() != codes.Canceled {
-		t.Fatalf("cancelled call: %v", r.err)
-	}
-	<-(<-b.calls).Done() // the server sees the cancellation
-	close(b.svc.hold)
+	leaveWhileRunning(t, b, "left")
 	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted {
 		t.Fatalf("event %+v, want the call executed and recorded", e)
 	}
@@ -665,22 +651,8 @@ func TestMetadataRecordedAfterTheClientLeft(t *testing.T) {
 // its outcome is recorded, and the retry does not run it again.
 func TestH21MetadataRefusalHiddenAfterTheClientLeft(t *testing.T) {
 	b := setup(t, idemgrpc.Config{})
-	b.svc.hold = make(chan struct{})
-	b.svc.started = make(chan struct{}, 1)
-	b.svc.header = metadata.Pairs("x-charge-id", "ch_1")
-	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
 	b.svc.strictMD = true
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan result)
-	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(1), key("gone")...) }()
-	<-b.svc.started
-	cancel()
-	if r := <-done; r.code() != codes.Canceled {
-		t.Fatalf("cancelled call: %v", r.err)
-	}
-	<-(<-b.calls).Done() // the server sees the cancellation
-	close(b.svc.hold)
+	leaveWhileRunning(t, b, "gone")
 	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted || e.Code != codes.OK {
 		t.Fatalf("event %+v, want the call executed and recorded", e)
 	}
@@ -882,4 +854,26 @@ wait:
 		t.Errorf("retrying client: %q replayed=%v %v; want the original's reply replayed", r.reply, r.replayed(), r.err)
 	}
 	wantRuns(t, b, 1)
+}
+
+// leaveWhileRunning makes a call with key k whose handler sets the header
+// and trailer x-charge-id, cancels it while the handler runs, and lets the
+// handler go on once the server has seen the cancellation.
+func leaveWhileRunning(t *testing.T, b *bundle, k string) {
+	t.Helper()
+	b.svc.hold = make(chan struct{})
+	b.svc.started = make(chan struct{}, 1)
+	b.svc.header = metadata.Pairs("x-charge-id", "ch_1")
+	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result)
+	go func() { done <- invoke(ctx, b.conn, chargeMethod, amount(1), key(k)...) }()
+	<-b.svc.started
+	cancel()
+	if r := <-done; r.code() != codes.Canceled {
+		t.Fatalf("cancelled call: %v", r.err)
+	}
+	<-(<-b.calls).Done() // the server sees the cancellation
+	close(b.svc.hold)
 }
