@@ -49,8 +49,11 @@ type Config struct {
 	// does not answer, the client's timeouts do not bound. So a call whose
 	// context ends first returns then, with the context's error, leaving
 	// its command in the batch (it may still take effect) and a goroutine
-	// waiting for the batch. go-redis marks AutoPipeline experimental, so
-	// it is off by default; idem proxy turns it on.
+	// waiting for the batch. The auto-pipeliner is the client's one,
+	// shared with its other users: closing it (rather than the client)
+	// anywhere fails the store's calls until the client is made again.
+	// go-redis marks AutoPipeline experimental, so it is off by default;
+	// idem proxy turns it on.
 	AutoPipeline bool
 	// Now is the clock every decision is taken by: lease and record expiry
 	// are compared with Now, never with the Redis server's clock. Defaults
