@@ -50,8 +50,9 @@ type Config struct {
 	// context ends first returns then, with the context's error, leaving
 	// its command in the batch (it may still take effect) and a goroutine
 	// waiting for the batch. The auto-pipeliner is the client's one,
-	// shared with its other users: closing it (rather than the client)
-	// anywhere fails the store's calls until the client is made again.
+	// shared with its other users (go-redis caches one per client):
+	// closing it, rather than the client, elsewhere fails the store's
+	// calls.
 	// go-redis marks AutoPipeline experimental, so it is off by default;
 	// idem proxy turns it on.
 	AutoPipeline bool
