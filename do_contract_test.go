@@ -454,6 +454,20 @@ func TestDoKeepsLeaseAfterCallerCancels(t *testing.T) {
 	}
 }
 
+// doWhileLeaseLapses runs Do on s with heartbeats that cannot reach it and
+// a 60 ms lease: fn waits until its context ends (the lease lapsed), then
+// returns what then returns.
+func doWhileLeaseLapses(t *testing.T, s idem.Store, k idem.Key, then func(ctx context.Context) (int, error)) (int, error) {
+	return idem.Do(context.Background(), unreachableHeartbeats{s}, k, "req", func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context still live 10s after its lease lapsed")
+		}
+		return then(ctx)
+	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 60 * time.Millisecond}})
+}
+
 // TestDoLeaseLapsedNotTakenOverSettles: a lease that lapsed while the
 // store could not be reached, and that nobody took over, still belongs to
 // fn's run: fn's context is cancelled with cause ErrLeaseLost, but what fn
@@ -461,17 +475,12 @@ func TestDoKeepsLeaseAfterCallerCancels(t *testing.T) {
 func TestDoLeaseLapsedNotTakenOverSettles(t *testing.T) {
 	s := newMem(t, nil)
 	k := testKey(t, "lapsed-kept")
-	n, err := idem.Do(context.Background(), unreachableHeartbeats{s}, k, "req", func(ctx context.Context) (int, error) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-			t.Error("fn's context still live 10s after its lease lapsed")
-		}
+	n, err := doWhileLeaseLapses(t, s, k, func(ctx context.Context) (int, error) {
 		if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
 			t.Errorf("cause = %v, want ErrLeaseLost", cause)
 		}
 		return 1, nil
-	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 60 * time.Millisecond}})
+	})
 	if n != 1 || err != nil {
 		t.Errorf("Do = %d, %v; want 1, nil", n, err)
 	}
@@ -487,15 +496,7 @@ func TestDoLeaseLapsedNotTakenOverSettles(t *testing.T) {
 func TestDoLeaseLostErrorSaysSo(t *testing.T) {
 	s := newMem(t, nil)
 	k := testKey(t, "lapsed-ctx-err")
-	_, err := idem.Do(context.Background(), unreachableHeartbeats{s}, k, "req", func(ctx context.Context) (int, error) {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(10 * time.Second):
-			t.Error("fn's context still live 10s after its lease lapsed")
-			return 0, nil
-		}
-	}, &idem.DoOpts{Begin: &idem.BeginOpts{Lease: 60 * time.Millisecond}})
+	_, err := doWhileLeaseLapses(t, s, k, func(ctx context.Context) (int, error) { return 0, ctx.Err() })
 	if !errors.Is(err, idem.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Do = %v; want fn's context.Canceled with ErrLeaseLost", err)
 	}
