@@ -81,19 +81,12 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	leaseExp := after(clock, leaseTTL)
 	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
 	rkey := s.key(key)
-	var (
-		reply  []any
-		runErr error
-	)
-	err := s.wait(ctx, func() {
-		reply, runErr = beginScript.Run(ctx, s.calls, []string{rkey},
+	reply, err := await(ctx, s, func() ([]any, error) {
+		return beginScript.Run(ctx, s.calls, []string{rkey},
 			now, req.Fingerprint.Bytes(), payload, token,
 			expires, leaseExp, expires-now,
 		).Slice()
 	})
-	if err == nil {
-		err = runErr
-	}
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
 	}
@@ -229,16 +222,9 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 			}
 		}
 	}
-	var (
-		n      int64
-		runErr error
-	)
-	err := s.wait(ctx, func() {
-		n, runErr = script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
+	n, err := await(ctx, s, func() (int64, error) {
+		return script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
 	})
-	if err == nil {
-		err = runErr
-	}
 	switch {
 	case err != nil:
 		return callError(ctx, op, err)
@@ -262,16 +248,9 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	var (
-		vals   []any
-		runErr error
-	)
-	err := s.wait(ctx, func() {
-		vals, runErr = s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
+	vals, err := await(ctx, s, func() ([]any, error) {
+		return s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
 	})
-	if err == nil {
-		err = runErr
-	}
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}
@@ -286,46 +265,49 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	return *rec, nil
 }
 
-// wait makes call, which sends one command (or a script's EVALSHA, then
-// EVAL) through s.calls, and returns nil when it has returned, or ctx's
-// error if ctx ends first. Through a plain client call is made as it is:
-// the client gives up at its ReadTimeout (or at ctx's deadline, with
+// await makes call, which sends one command (or a script's EVALSHA, then
+// EVAL) through s.calls, and returns its answer, or ctx's error if ctx
+// ends first. Through a plain client call is made as it is: the client
+// gives up at its ReadTimeout (or at ctx's deadline, with
 // ContextTimeoutEnabled) and retries nothing once ctx has ended. The
 // auto-pipeliner does not watch ctx at all: it holds each caller until
 // its batch is done, however long the server takes to answer and the
 // client retries, which can be far longer than the client's ReadTimeout.
-// So with Config.AutoPipeline call is made in a goroutine of its own,
-// which ends with the batch, and the caller returns when ctx ends; its
-// command stays in its batch and may still take effect, as a command whose
-// context ends in flight may. call must not touch anything its caller
-// reads once wait has returned an error, nor the slices its caller was
-// given, which are the caller's again once the store's call has returned
-// (idem.Store): when outlives, call sends copies.
-func (s *Store) wait(ctx context.Context, call func()) error {
-	if !s.cfg.AutoPipeline || ctx.Done() == nil {
-		call()
-		return nil
+// So when s.outlives(ctx), call is made in a goroutine of its own, which
+// ends with the batch, and the caller returns when ctx ends; its command
+// stays in its batch and may still take effect, as a command whose
+// context ends in flight may. call must then not send the slices its
+// caller was given, which are the caller's again once the store's call
+// has returned (idem.Store), but copies.
+func await[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error) {
+	if !s.outlives(ctx) {
+		return call()
 	}
-	done := make(chan struct{})
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
 	go func() {
-		defer close(done)
-		call()
+		v, err := call()
+		done <- answer{v, err}
 	}()
 	select {
-	case <-done:
-		return nil
+	case a := <-done:
+		return a.v, a.err
 	case <-ctx.Done():
 		select {
-		case <-done: // answered meanwhile: the answer stands
-			return nil
+		case a := <-done: // answered meanwhile: the answer stands
+			return a.v, a.err
 		default:
-			return ctx.Err()
+			var zero T
+			return zero, ctx.Err()
 		}
 	}
 }
 
 // outlives reports whether a call with ctx may return while its command
-// waits to be sent (see wait), so that the command must hold copies of
+// waits to be sent (see await), so that the command must hold copies of
 // the caller's slices, not the slices.
 func (s *Store) outlives(ctx context.Context) bool {
 	return s.cfg.AutoPipeline && ctx.Done() != nil
