@@ -168,20 +168,5 @@ func (c *Client) Lookup(ctx context.Context, key string) (int64, error) {
 	if key == "" {
 		return 0, errors.New("durable: Lookup: empty correlation key")
 	}
-	rows, err := c.pool.Query(ctx, lookupByKeySQL, key)
-	if err != nil {
-		return 0, fmt.Errorf("durable: Lookup: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, fmt.Errorf("durable: Lookup: %w", err)
-	}
-	switch len(ids) {
-	case 0:
-		return 0, fmt.Errorf("%w: key %q", ErrNoTarget, key)
-	case 1:
-		return ids[0], nil
-	default:
-		return 0, fmt.Errorf("%w: key %q", ErrAmbiguousTarget, key)
-	}
+	return lookupKey(ctx, c.pool, ByKey(key), "Lookup")
 }

@@ -230,7 +230,7 @@ func lockTarget(ctx context.Context, tx pgx.Tx, target Target) (int64, error) {
 		}
 		return id, nil
 	}
-	return 0, fmt.Errorf("durable: Cancel: correlation key %q changed hands %d times; try again", target.key, keyTries)
+	return 0, keyChangedHands("Cancel", target.key)
 }
 
 // lockByIDInOrder is lockTarget by id.

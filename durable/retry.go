@@ -194,7 +194,7 @@ func lockFailedByKey(ctx context.Context, tx pgx.Tx, target Target) (failedRow, 
 			return f, nil
 		}
 	}
-	return failedRow{}, fmt.Errorf("durable: Retry: correlation key %q changed hands %d times; try again", target.key, keyTries)
+	return failedRow{}, keyChangedHands("Retry", target.key)
 }
 
 // failedRow is the locked row of the instance Retry revives.

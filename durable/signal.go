@@ -99,14 +99,20 @@ func lockByKey(ctx context.Context, tx pgx.Tx, target Target, op string) (holder
 			return h, err
 		}
 	}
-	return holder{}, fmt.Errorf("durable: %s: correlation key %q changed hands %d times; try again", op, target.key, keyTries)
+	return holder{}, keyChangedHands(op, target.key)
+}
+
+// keyChangedHands is the error of an operation by key whose look-up found
+// an instance that had ended by the time it was locked, keyTries times.
+func keyChangedHands(op, key string) error {
+	return fmt.Errorf("durable: %s: correlation key %q changed hands %d times; try again", op, key, keyTries)
 }
 
 // lookupKey returns, without locking it, the id of the live instance that
 // carries target.key: ErrNoTarget when none does, ErrAmbiguousTarget when
-// several do.
-func lookupKey(ctx context.Context, tx pgx.Tx, target Target, op string) (int64, error) {
-	rows, err := tx.Query(ctx, lookupByKeySQL, target.key)
+// several do. q is a transaction, or the pool (Client.Lookup).
+func lookupKey(ctx context.Context, q dbtx, target Target, op string) (int64, error) {
+	rows, err := q.Query(ctx, lookupByKeySQL, target.key)
 	if err != nil {
 		return 0, fmt.Errorf("durable: %s: %w", op, err)
 	}
