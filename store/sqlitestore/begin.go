@@ -43,7 +43,8 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 // for a BEGIN that took effect (the ctx's, when ctx ended as the statement
 // completed), and a connection left in that transaction would hold the
 // write lock in the pool. When no transaction was started, ROLLBACK fails
-// and the connection is discarded.
+// and the connection is discarded. COMMIT, once sent, runs to its end
+// whatever ctx does: Begin answers what it wrote.
 func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -66,7 +67,11 @@ func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req id
 	if err != nil {
 		return idem.Outcome{}, err
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+	// COMMIT is not interrupted by ctx: a driver may report ctx's end for
+	// a COMMIT that took effect, and Begin would then report a failure for
+	// a record it wrote, leaving the key in flight with a lease nobody
+	// holds. With the write lock held it has nothing to wait for.
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		return idem.Outcome{}, dbError(ctx, err)
 	}
 	committed = true

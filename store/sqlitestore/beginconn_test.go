@@ -16,13 +16,14 @@ import (
 )
 
 // cancelAtBegin is a driver.Connector over modernc.org/sqlite whose
-// connections, once armed, cancel the context of the next BEGIN IMMEDIATE
-// as that statement completes and report the context's error, though the
-// transaction has started. A driver may do just that: one that runs a
+// connections, once armed, cancel the context of the next statement equal
+// to stmt (BEGIN IMMEDIATE when empty) as that statement completes and
+// report the context's error, though the statement took effect. A driver may do just that: one that runs a
 // statement while watching its context may see the context end at the
 // moment the statement completes, and report the context.
 type cancelAtBegin struct {
 	dsn    string
+	stmt   string
 	armed  atomic.Bool
 	cancel atomic.Pointer[context.CancelFunc]
 }
@@ -70,7 +71,11 @@ func (w *cancelAtBeginConn) IsValid() bool { return w.conn.(driver.Validator).Is
 
 func (w *cancelAtBeginConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	r, err := w.conn.(driver.ExecerContext).ExecContext(ctx, q, args)
-	if err == nil && q == "BEGIN IMMEDIATE" && w.c.armed.CompareAndSwap(true, false) {
+	stmt := w.c.stmt
+	if stmt == "" {
+		stmt = "BEGIN IMMEDIATE"
+	}
+	if err == nil && q == stmt && w.c.armed.CompareAndSwap(true, false) {
 		(*w.c.cancel.Load())()
 		return nil, ctx.Err()
 	}
@@ -114,4 +119,40 @@ func TestBeginRollsBackABeginReportedAsFailed(t *testing.T) {
 	// The store's own connection is usable, outside any transaction.
 	mustBegin(t, s, mustKey(t, ns, "next"), r, idem.Fresh)
 	mustBegin(t, other, mustKey(t, ns, "next"), r, idem.InFlight)
+}
+
+// A lease-mode Begin whose transaction committed answers what it decided,
+// even when its context ends as COMMIT completes: reporting a failure
+// there would leave the caller without the lease of a key its record
+// says is in flight, and every retry would be told InFlight until the
+// lease lapsed. COMMIT is not interrupted by the context.
+func TestBeginAnswersACommittedTransaction(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	conn := &cancelAtBegin{dsn: path + dsnParams, stmt: "COMMIT"}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	migrate(t, db)
+	s := newStore(t, db, nil)
+	ns := idemtest.RandomNamespace(t)
+	r := mustRequest(t, `{"a":1}`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn.cancel.Store(&cancel)
+	conn.armed.Store(true)
+	k := mustKey(t, ns, "cancelled")
+	o, err := s.Begin(ctx, k, r, nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("Begin = %s, %v; want Fresh", o.Kind, err)
+	}
+	if conn.armed.Load() {
+		t.Fatal("Begin sent no COMMIT")
+	}
+	// The lease Begin answered is the record's: it settles the key.
+	if err := s.Commit(context.Background(), k, o.Lease, []byte(`{"ok":true}`)); err != nil {
+		t.Fatalf("Commit with the answered lease: %v", err)
+	}
+	mustBegin(t, s, k, r, idem.PriorResult)
 }
