@@ -67,8 +67,8 @@ type Config struct {
 	// LeaseTTL is how long a claimed row stays leased to this engine
 	// without a heartbeat. When a lease expires the reaper of any engine
 	// returns the row to runnable with its attempt increased, and the
-	// outcome of the step that held it is no longer committed. Defaults to
-	// 30s.
+	// outcome of the step that held it is no longer committed. At least
+	// 1µs, the resolution leases are stored at. Defaults to 30s.
 	LeaseTTL time.Duration
 
 	// HeartbeatInterval is how often the leases of the rows this engine
@@ -163,6 +163,10 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 		return nil, configErrorf("Config.PollInterval", "must not be negative, got %s", c.PollInterval)
 	case c.LeaseTTL < 0:
 		return nil, configErrorf("Config.LeaseTTL", "must not be negative, got %s", c.LeaseTTL)
+	case c.LeaseTTL > 0 && c.LeaseTTL < time.Microsecond:
+		// Leases are stored to the microsecond: a shorter one expires as
+		// it is taken, and its HeartbeatInterval may round to zero.
+		return nil, configErrorf("Config.LeaseTTL", "must be at least 1µs, got %s", c.LeaseTTL)
 	case c.HeartbeatInterval < 0:
 		return nil, configErrorf("Config.HeartbeatInterval", "must not be negative, got %s", c.HeartbeatInterval)
 	case c.ReaperInterval < 0:
