@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -62,6 +63,11 @@ func (m *model) sweep() {
 	}
 }
 
+// unknownToken stands in the model for the token of a reservation taken by
+// Reserve, which the caller never sees: it owns no reservation of the
+// tracker's, though it is one.
+var unknownToken = Token{n: math.MaxUint64}
+
 // TestTrackerMatchesModel runs random sequences of every operation, clock
 // advances and sweeps against the tracker and the model, comparing every
 // answer. Few scopes, keys and shards make collisions, takeovers and stale
@@ -98,7 +104,7 @@ func TestTrackerMatchesModel(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"Reserve": func(rt *rapid.T) {
 				k := genKey.Draw(rt, "k")
-				check(rt, "Reserve", k, tr.Reserve(k.scope, k.key), m.acquire(k, Token{}))
+				check(rt, "Reserve", k, tr.Reserve(k.scope, k.key), m.acquire(k, unknownToken))
 			},
 			"Acquire": func(rt *rapid.T) {
 				k := genKey.Draw(rt, "k")
@@ -142,6 +148,19 @@ func TestTrackerMatchesModel(t *testing.T) {
 			"Seen": func(rt *rapid.T) {
 				k := genKey.Draw(rt, "k")
 				check(rt, "Seen", k, tr.Seen(k.scope, k.key), !m.free(k))
+			},
+			"Reserved": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				d, ok := tr.Reserved(k.scope, k.key)
+				e := m.keys[k]
+				wantOK := !m.free(k) && e.owner != 0
+				var want time.Duration
+				if wantOK {
+					want = time.Duration(e.deadline - m.now)
+				}
+				if d != want || ok != wantOK {
+					rt.Fatalf("Reserved(%q, %q) at %d = %v, %v; model says %v, %v", k.scope, k.key, now, d, ok, want, wantOK)
+				}
 			},
 			"Advance": func(rt *rapid.T) {
 				now += rapid.Int64Range(1, 2*ttlNanos).Draw(rt, "nanos")

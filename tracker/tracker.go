@@ -229,6 +229,41 @@ func (t *Tracker) Completed(scope, key string) bool {
 	return ok && e.live(now) && e.owner == 0
 }
 
+// Reserved reports whether key in scope is reserved (Seen, and not
+// completed), and if so how long its reservation has left before it lapses
+// and the key is free again: a duration in (0, TTL], counted from when the
+// reservation was taken or its owner last refreshed it with ReserveOwned.
+// The owner may complete or release the key sooner, or refresh it again. A
+// consumer that lost a Reserve uses it to tell how long to put the
+// redelivery off.
+//
+// Reserved returns 0 and false for a key that is free, completed, released
+// or lapsed, and on a nil or unstarted Tracker. It never reports more than
+// the TTL: not for a Config.Now that went backwards since the reservation
+// was taken, and not for one taken where the tracker's time stands still
+// (see Config.Now), which never lapses.
+func (t *Tracker) Reserved(scope, key string) (time.Duration, bool) {
+	if !t.started() {
+		return 0, false
+	}
+	now := t.clock()
+	k := scopedKey{scope, key}
+	s := t.shardOf(k)
+	s.mu.Lock()
+	e, ok := s.keys[k]
+	s.mu.Unlock()
+	if !ok || !e.live(now) || e.owner == 0 {
+		return 0, false
+	}
+	if e.deadline == math.MaxInt64 {
+		return time.Duration(t.ttl), true // taken where the tracker's time stands still: never lapses
+	}
+	// now < deadline, so the difference is positive and fits in a uint64
+	// even where an int64 would overflow (a Now far behind the epoch).
+	rest := uint64(e.deadline) - uint64(now)
+	return time.Duration(min(rest, uint64(t.ttl))), true
+}
+
 // Len returns how many keys the tracker holds, counting expired ones the
 // sweeper has not deleted yet. It is meant for tests and metrics.
 //

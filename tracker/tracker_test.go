@@ -451,6 +451,11 @@ func TestClockFarFromFirstReading(t *testing.T) {
 			if !tr.Reserve("s", "reserved") || tr.Reserve("s", "reserved") {
 				t.Error("Reserve: the key was free again at once")
 			}
+			// Reserved at once: the whole TTL, also where time stands still
+			// and the reservation never lapses.
+			if d, ok := tr.Reserved("s", "reserved"); !ok || d != time.Hour {
+				t.Errorf("Reserved = %v, %v; want the TTL, true", d, ok)
+			}
 			tr.Complete("s", "done")
 			if !tr.Completed("s", "done") || tr.Reserve("s", "done") {
 				t.Error("Complete: the key was not kept")

@@ -3,6 +3,7 @@ package tracker
 import (
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -229,4 +230,88 @@ func heapAlloc() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// TestReservedTellsTheRestOfTheReservation: Reserved reports a live
+// reservation with the time it has left, counted from when it was taken or
+// its owner last refreshed it, and reports nothing for a key that is free,
+// completed, released or lapsed, nor on a tracker that is not started.
+func TestReservedTellsTheRestOfTheReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{TTL: ttl})
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("unstarted: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		tr.Start()
+		defer tr.Stop()
+
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("free: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		tok, _ := tr.Acquire("s", "k")
+		if d, ok := tr.Reserved("s", "k"); !ok || d != ttl {
+			t.Fatalf("just taken: Reserved = %v, %v; want %v, true", d, ok, ttl)
+		}
+		time.Sleep(10 * time.Minute)
+		if d, ok := tr.Reserved("s", "k"); !ok || d != ttl-10*time.Minute {
+			t.Fatalf("10 minutes on: Reserved = %v, %v; want %v, true", d, ok, ttl-10*time.Minute)
+		}
+		tr.ReserveOwned("s", "k", tok)
+		time.Sleep(time.Minute)
+		if d, ok := tr.Reserved("s", "k"); !ok || d != ttl-time.Minute {
+			t.Fatalf("a minute after the owner's refresh: Reserved = %v, %v; want %v, true", d, ok, ttl-time.Minute)
+		}
+		if d, ok := tr.Reserved("other", "k"); ok || d != 0 {
+			t.Fatalf("another scope: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		time.Sleep(ttl - time.Minute - time.Nanosecond)
+		if d, ok := tr.Reserved("s", "k"); !ok || d != time.Nanosecond {
+			t.Fatalf("a nanosecond before it lapses: Reserved = %v, %v; want 1ns, true", d, ok)
+		}
+		time.Sleep(time.Nanosecond)
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("lapsed: Reserved = %v, %v; want 0, false", d, ok)
+		}
+
+		tok, _ = tr.Acquire("s", "k")
+		tr.CompleteOwned("s", "k", tok)
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("completed: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		tr.Release("s", "k")
+		tok, _ = tr.Acquire("s", "k")
+		tr.ReleaseOwned("s", "k", tok)
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("released: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		tr.Reserve("s", "k")
+		tr.Stop()
+		if d, ok := tr.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("stopped: Reserved = %v, %v; want 0, false", d, ok)
+		}
+		var nilTracker *Tracker
+		if d, ok := nilTracker.Reserved("s", "k"); ok || d != 0 {
+			t.Fatalf("nil: Reserved = %v, %v; want 0, false", d, ok)
+		}
+	})
+}
+
+// TestReservedNeverExceedsTheTTL: with a Config.Now that goes backwards
+// after a reservation was taken, Reserved reports the TTL, not the longer
+// span the clock now shows until the deadline.
+func TestReservedNeverExceedsTheTTL(t *testing.T) {
+	t.Parallel()
+	date := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := date
+	var mu sync.Mutex
+	tr := New(Config{TTL: ttl, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	tr.Start()
+	defer tr.Stop()
+	tr.Reserve("s", "k")
+	mu.Lock()
+	now = date.Add(-10 * time.Minute)
+	mu.Unlock()
+	if d, ok := tr.Reserved("s", "k"); !ok || d != ttl {
+		t.Fatalf("Reserved = %v, %v after the clock went back; want %v, true", d, ok, ttl)
+	}
 }
