@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // Config configures a Client. A nil or zero Config makes a client that can
@@ -16,7 +18,9 @@ import (
 // FSMs and Queues.
 type Config struct {
 	// ID names this engine in the rows it leases (lease_owner) and in
-	// telemetry. It must be unique among the engines sharing a database.
+	// telemetry. It must be unique among the engines sharing a database,
+	// and text PostgreSQL stores (valid UTF-8 without NUL), as must the
+	// keys of ConcurrencyLimits and RateLimits.
 	// Defaults to the host name, the process id and random hex.
 	ID string
 
@@ -179,6 +183,9 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	if c.ID == "" {
 		c.ID = defaultID()
 	}
+	if err := pgstorable.Text(c.ID); err != nil { // every lease names it
+		return nil, configErrorf("Config.ID", "%q %v", c.ID, err)
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = defaultPollInterval
 	}
@@ -228,6 +235,9 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 	for p, n := range c.ConcurrencyLimits {
 		if n < 1 || n > math.MaxInt32 {
 			return nil, configErrorf(fmt.Sprintf("Config.ConcurrencyLimits[%q]", p), "must be 1 to %d, got %d", math.MaxInt32, n)
+		}
+		if err := pgstorable.Text(p); err != nil { // every claim sends it
+			return nil, configErrorf(fmt.Sprintf("Config.ConcurrencyLimits[%q]", p), "is not a valid prefix: %v", err)
 		}
 	}
 	rls, err := validateRateLimits(c.RateLimits)

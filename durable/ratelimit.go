@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // RateLimit configures the token buckets of one name (Config.RateLimits):
@@ -97,6 +99,8 @@ func validateRateLimits(m map[string]RateLimit) (map[string]RateLimit, error) {
 			return nil, configErrorf(field, "is not a valid name: must be 1–%d bytes", maxRateLimitKey)
 		case strings.Contains(name, ":"):
 			return nil, configErrorf(field, "is not a valid name: it must not contain ':', which separates a partition")
+		case pgstorable.Text(name) != nil: // every claim of a rate-limited row sends it
+			return nil, configErrorf(field, "is not a valid name: %v", pgstorable.Text(name))
 		case rl.Limit < 1:
 			return nil, configErrorf(field+".Limit", "must be at least 1, got %d", rl.Limit)
 		case rl.Period < 0:
