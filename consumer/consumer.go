@@ -48,12 +48,13 @@ func (o Outcome) Ack() bool { return o == Handled || o == Duplicate }
 
 // ErrInProgress is the error Handle returns with InProgress: test for it
 // with errors.Is. When the ledger knows how long the delivery being handled
-// still holds the key (StoreLedger does: the rest of its lease), the error
-// is also an *idem.InFlightError, whose RetryAfter says so: a broker loop
-// can delay the redelivery by it (nack with a delay, or a visibility
-// timeout) rather than redeliver at once, only to find the key still held.
-// Otherwise (TrackerLedger; a Ledger that is not a RetryAfterLedger, or
-// one that reports no RetryAfter) it is ErrInProgress itself. See the
+// still holds the key (StoreLedger does: the rest of its lease;
+// TrackerLedger too: the rest of its reservation), the error is also an
+// *idem.InFlightError, whose RetryAfter says so: a broker loop can delay
+// the redelivery by it (nack with a delay, or a visibility timeout) rather
+// than redeliver at once, only to find the key still held. Otherwise (a
+// Ledger that is not a RetryAfterLedger, or one that reports no
+// RetryAfter) it is ErrInProgress itself. See the
 // package documentation for a broker loop.
 var ErrInProgress = errors.New("consumer: a delivery with this key is being handled")
 

@@ -32,8 +32,9 @@
 //   - InProgress: a concurrent delivery of the same key is being handled
 //     right now — do not acknowledge; if that delivery fails, this one must
 //     still run, so it is left for redelivery, never silently dropped.
-//     With StoreLedger, Handle's error is also an *idem.InFlightError
-//     whose RetryAfter is the rest of the other delivery's lease: delay
+//     With the ledgers of this package, Handle's error is also an
+//     *idem.InFlightError whose RetryAfter is the rest of the other
+//     delivery's lease (StoreLedger) or reservation (TrackerLedger): delay
 //     the redelivery by that, rather than spin on a key still held.
 //   - Failed: the handler returned an error (or panicked: the panic goes
 //     on) — the key was released; do not acknowledge, so that the broker
@@ -67,7 +68,7 @@
 //	switch {
 //	case outcome.Ack():
 //		msg.Ack()
-//	case errors.As(err, &inFlight): // InProgress, with a StoreLedger
+//	case errors.As(err, &inFlight): // InProgress
 //		msg.NackWithDelay(inFlight.RetryAfter) // or set the visibility timeout
 //	default:
 //		msg.Nack(err)

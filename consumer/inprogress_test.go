@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
 	"github.com/idemgo/idem/store/memstore"
+	"github.com/idemgo/idem/tracker"
 )
 
 // holdKey has b's handler run for a delivery of id and stay in it until
@@ -30,10 +32,10 @@ func holdKey(t *testing.T, b *bundle, id string) (finish func()) {
 }
 
 // TestInProgressCarriesRetryAfter: a delivery whose key another delivery
-// is handling is InProgress with an error that is ErrInProgress and, with
-// a StoreLedger, an *idem.InFlightError whose RetryAfter is what is left
-// of the other delivery's lease, for a broker to delay the redelivery by.
-// A TrackerLedger cannot tell, and its error is ErrInProgress alone.
+// is handling is InProgress with an error that is ErrInProgress and an
+// *idem.InFlightError whose RetryAfter is what is left of the other
+// delivery's lease (StoreLedger) or reservation (TrackerLedger), for a
+// broker to delay the redelivery by.
 func TestInProgressCarriesRetryAfter(t *testing.T) {
 	for name, newLedger := range ledgers(t) {
 		t.Run(name, func(t *testing.T) {
@@ -45,15 +47,8 @@ func TestInProgressCarriesRetryAfter(t *testing.T) {
 				t.Fatalf("Handle = %s, %v; want in_progress, ErrInProgress", o, err)
 			}
 			var ife *idem.InFlightError
-			switch name {
-			case "tracker":
-				if err != consumer.ErrInProgress {
-					t.Errorf("Handle's error = %#v; want ErrInProgress itself", err)
-				}
-			default:
-				if !errors.As(err, &ife) || ife.RetryAfter <= 0 {
-					t.Errorf("Handle's error %v: want an *idem.InFlightError with a positive RetryAfter", err)
-				}
+			if !errors.As(err, &ife) || ife.RetryAfter <= 0 {
+				t.Errorf("Handle's error %v: want an *idem.InFlightError with a positive RetryAfter", err)
 			}
 		})
 	}
@@ -85,6 +80,39 @@ func TestStoreLedgerRetryAfterIsTheRestOfTheLease(t *testing.T) {
 		// one), still answers Busy without an error.
 		if c, state, err := ledger.Claim(context.Background(), "k1"); c != nil || state != consumer.Busy || err != nil {
 			t.Errorf("Claim = %v, %v, %v; want nil, Busy, nil", c, state, err)
+		}
+	})
+}
+
+// TestTrackerLedgerRetryAfterIsTheRestOfTheTTL: with a TrackerLedger, the
+// RetryAfter is the time left of the holder's reservation, which lapses a
+// TTL after it was taken; Claim still answers Busy without an error, and a
+// key handled before is a Duplicate, not InProgress.
+func TestTrackerLedgerRetryAfterIsTheRestOfTheTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute
+		tr := tracker.New(tracker.Config{TTL: ttl})
+		tr.Start()
+		defer tr.Stop()
+		ledger := consumer.TrackerLedger(tr, "orders")
+		b := setup(t, ledger)
+		finish := sync.OnceFunc(holdKey(t, b, "k1"))
+		defer finish()
+		time.Sleep(time.Minute)
+		o, err := b.c.Handle(context.Background(), msg{ID: "k1"})
+		var ife *idem.InFlightError
+		if o != consumer.InProgress || !errors.Is(err, consumer.ErrInProgress) || !errors.As(err, &ife) {
+			t.Fatalf("Handle = %s, %v; want in_progress, ErrInProgress and an *idem.InFlightError", o, err)
+		}
+		if want := ttl - time.Minute; ife.RetryAfter != want {
+			t.Errorf("RetryAfter = %v, want %v", ife.RetryAfter, want)
+		}
+		if c, state, err := ledger.Claim(context.Background(), "k1"); c != nil || state != consumer.Busy || err != nil {
+			t.Errorf("Claim = %v, %v, %v; want nil, Busy, nil", c, state, err)
+		}
+		finish()
+		if o, err := b.c.Handle(context.Background(), msg{ID: "k1"}); o != consumer.Duplicate || err != nil {
+			t.Errorf("after the holder completed: Handle = %s, %v; want duplicate, nil", o, err)
 		}
 	})
 }

@@ -30,7 +30,7 @@ type Ledger interface {
 // long the key stays held: Handle then claims with ClaimRetryAfter, and its
 // InProgress error carries the duration as an *idem.InFlightError's
 // RetryAfter (see ErrInProgress), for the broker to delay the redelivery
-// by. StoreLedger is one. Implementing it is optional: a Ledger that is
+// by. StoreLedger and TrackerLedger are. Implementing it is optional: a Ledger that is
 // not one is claimed with Claim, and its InProgress error is ErrInProgress
 // alone.
 type RetryAfterLedger interface {

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/tracker"
@@ -22,10 +23,13 @@ import (
 // the same way, since nothing marks its key done. Completed keys are
 // remembered for the TTL after completion.
 //
-// A message whose key another delivery holds is InProgress with
-// ErrInProgress alone: the tracker does not tell how long a reservation has
-// left, so Handle's error carries no RetryAfter (the holder keeps the key
-// for at most the tracker's TTL).
+// The ledger is a RetryAfterLedger: a message whose key another delivery
+// holds is InProgress, and Handle's error is also an *idem.InFlightError
+// whose RetryAfter is the rest of that delivery's reservation, which lapses
+// a TTL after it was taken (see ErrInProgress). That is when the key is
+// free at the latest: the holder usually settles it sooner, and a TTL
+// chosen well above the slowest handler makes it a long wait, so a broker
+// loop may want to delay the redelivery by less.
 //
 // A nil t (as tracker.NewChecked returns with its error) makes a ledger that
 // New refuses with a *ConfigError, and whose Claim returns that error: a nil
@@ -46,19 +50,30 @@ type trackerLedger struct {
 
 func (l *trackerLedger) configErr() error { return l.err }
 
-func (l *trackerLedger) Claim(_ context.Context, key string) (Claim, State, error) {
+func (l *trackerLedger) Claim(ctx context.Context, key string) (Claim, State, error) {
+	c, state, _, err := l.ClaimRetryAfter(ctx, key)
+	return c, state, err
+}
+
+// ClaimRetryAfter returns, with Busy, the rest of the holder's
+// reservation; 0 if the key was settled or lapsed since Acquire found it
+// taken, and is no longer Completed either (a release: the redelivery may
+// run at once).
+func (l *trackerLedger) ClaimRetryAfter(_ context.Context, key string) (Claim, State, time.Duration, error) {
 	if l.err != nil {
-		return nil, 0, l.err
+		return nil, 0, 0, l.err
 	}
 	tok, ok := l.t.Acquire(l.scope, key)
-	switch {
-	case ok:
-		return &trackerClaim{l: l, key: key, tok: tok}, Claimed, nil
-	case l.t.Completed(l.scope, key):
-		return nil, Done, nil
-	default:
-		return nil, Busy, nil
+	if ok {
+		return &trackerClaim{l: l, key: key, tok: tok}, Claimed, 0, nil
 	}
+	if rest, reserved := l.t.Reserved(l.scope, key); reserved {
+		return nil, Busy, rest, nil
+	}
+	if l.t.Completed(l.scope, key) {
+		return nil, Done, 0, nil
+	}
+	return nil, Busy, 0, nil
 }
 
 type trackerClaim struct {
