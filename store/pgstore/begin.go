@@ -42,7 +42,13 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 			expires = leaseEnd
 		}
 		r.args[5], r.args[6], r.args[7], r.args[8] = now, expires, leaseEnd, token
-		err := b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
+		var err error
+		if p, ok := b.q.(*pipeline); ok {
+			orphan := b.releaseOrphan(ctx, key, token, leaseEnd, leaseTTL)
+			err = p.queryRowOrphan(ctx, b.s.sql.begin, r.args[:], orphan, r.dest[:]...)
+		} else {
+			err = b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
+		}
 		if err != nil {
 			return idem.Outcome{}, classify(ctx, "Begin", err)
 		}
@@ -78,6 +84,28 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	}
 	// Other writers keep changing the key: it is in flight, briefly.
 	return idem.Outcome{Kind: idem.InFlight, RetryAfter: time.Second}, nil
+}
+
+// releaseOrphan returns what a pipelined Begin's statement does with its
+// answer when its caller left (ctx ended) after it was sent: if the
+// statement reserved the key, under a lease only the store knows (token,
+// and the fence in the answer), it releases the reservation, as
+// FailTransient would, so that the key is not held in flight until a
+// lease nobody holds lapses. The release runs in its own goroutine, with
+// ctx's values, until it is done or the lease ends.
+func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, leaseEnd time.Time, ttl time.Duration) func(scan func(dest ...any) error) {
+	return func(scan func(dest ...any) error) {
+		r := newBeginRow()
+		if scan(r.dest[:]...) != nil || !r.newFence.Valid {
+			return // nothing reserved
+		}
+		lease := idem.Lease{Token: token, Fence: r.newFence.Int64, ExpiresAt: leaseEnd, TTL: ttl}
+		go func() {
+			rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
+			defer cancel()
+			_ = b.FailTransient(rctx, key, lease)
+		}()
+	}
 }
 
 // beginRow holds the arguments of Begin's statement and the columns of

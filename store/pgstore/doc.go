@@ -90,7 +90,9 @@
 // on 32 connections, where the plain store did 0.8×. A call whose context
 // ends while it waits in the queue returns at once and is never sent; once
 // sent, like any statement whose context ends in flight, it may still take
-// effect. A batch whose every caller has given up is cut short (its
+// effect. A Begin that so reserves a key for a caller who has left is
+// released (as by FailTransient) when its answer comes, so that the key is
+// not held in flight under a lease nobody holds. A batch whose every caller has given up is cut short (its
 // connection is closed), so that it does not hold its lane while the
 // server is slow to answer. A pool tracer that traces batches (pgx.BatchTracer, as
 // OpenTelemetry tracers for pgx do) hears of each batch sent, and of each

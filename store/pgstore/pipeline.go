@@ -90,15 +90,51 @@ type pipeCall struct {
 	// caller has given up, whichever comes first.
 	watch    *batchWatch
 	resolved atomic.Bool
+
+	// heard is callAnswered once the runner has the call's answer for the
+	// caller, callLeft once the caller returned without it, whichever
+	// comes first. orphan, if set, is given the answer (a way to scan its
+	// row) of a statement that succeeded after its caller left.
+	heard  atomic.Int32
+	orphan func(scan func(dest ...any) error)
 }
 
-// finish records err (nil for success) and wakes the caller.
+// Values of pipeCall.heard.
+const (
+	callWaiting int32 = iota
+	callAnswered
+	callLeft
+)
+
+// finish records err (nil for success) and wakes the caller; or, when the
+// caller has left and the statement succeeded, tells c.orphan.
 func (c *pipeCall) finish(err error) {
 	c.err = err
 	if c.watch != nil {
 		c.watch.resolve(c, false)
 	}
+	if !c.heard.CompareAndSwap(callWaiting, callAnswered) && err == nil && c.orphan != nil {
+		c.orphan(c.scan)
+	}
 	close(c.done)
+}
+
+// scan scans the call's row into dest; errNoRows when it returned none.
+func (c *pipeCall) scan(dest ...any) error {
+	if c.row == nil {
+		return errNoRows
+	}
+	if len(dest) != len(c.row) {
+		return fmt.Errorf("pgstore: %d values in a row of %d", len(dest), len(c.row))
+	}
+	m := typeMaps.Get().(*pgtype.Map)
+	defer typeMaps.Put(m)
+	for i, d := range dest {
+		if err := m.Scan(c.fields[i].DataTypeOID, c.formats[i], c.row[i], d); err != nil {
+			return fmt.Errorf("pgstore: scanning column %q: %w", c.fields[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // batchWatch ends the context of a batch once no call in it is waiting
@@ -118,28 +154,24 @@ func (w *batchWatch) resolve(c *pipeCall, gaveUp bool) {
 }
 
 func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return p.queryRowOrphan(ctx, query, args, nil, dest...)
+}
+
+// queryRowOrphan is queryRow, and when the call was sent in a batch and
+// its caller left (ctx ended) before the answer came, orphan is given
+// that answer once it comes, from the runner's goroutine, if the
+// statement succeeded: what it did, nobody else will hear of. A direct
+// call's answer is lost with its connection when ctx ends.
+func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error), dest ...any) error {
 	if p.enterDirect() {
 		defer p.leaveDirect()
 		return pgxQuerier{p.pool}.queryRow(ctx, query, args, dest...)
 	}
-	c, err := p.do(ctx, query, args)
+	c, err := p.do(ctx, query, args, orphan)
 	if err != nil {
 		return err
 	}
-	if c.row == nil {
-		return errNoRows
-	}
-	if len(dest) != len(c.row) {
-		return fmt.Errorf("pgstore: %d values in a row of %d", len(dest), len(c.row))
-	}
-	m := typeMaps.Get().(*pgtype.Map)
-	defer typeMaps.Put(m)
-	for i, d := range dest {
-		if err := m.Scan(c.fields[i].DataTypeOID, c.formats[i], c.row[i], d); err != nil {
-			return fmt.Errorf("pgstore: scanning column %q: %w", c.fields[i].Name, err)
-		}
-	}
-	return nil
+	return c.scan(dest...)
 }
 
 func (p *pipeline) exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -147,7 +179,7 @@ func (p *pipeline) exec(ctx context.Context, query string, args ...any) (int64, 
 		defer p.leaveDirect()
 		return pgxQuerier{p.pool}.exec(ctx, query, args...)
 	}
-	c, err := p.do(ctx, query, args)
+	c, err := p.do(ctx, query, args, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -184,12 +216,13 @@ func (p *pipeline) leaveDirect() {
 // scan plans and is not safe for concurrent use.
 var typeMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
 
-// do queues a call and waits for its result or the end of ctx.
-func (p *pipeline) do(ctx context.Context, query string, args []any) (*pipeCall, error) {
+// do queues a call and waits for its result or the end of ctx. orphan
+// may be nil (see queryRowOrphan).
+func (p *pipeline) do(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error)) (*pipeCall, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &pipeCall{ctx: ctx, query: query, args: args, done: make(chan struct{})}
+	c := &pipeCall{ctx: ctx, query: query, args: args, done: make(chan struct{}), orphan: orphan}
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if p.running < p.lanes {
@@ -208,14 +241,13 @@ func (p *pipeline) do(ctx context.Context, query string, args []any) (*pipeCall,
 	for c.state.Load() == callSending {
 		runtime.Gosched() // the runner is encoding the arguments: microseconds
 	}
-	select {
-	case <-c.done:
-		return c, c.err
-	default:
+	if c.heard.CompareAndSwap(callWaiting, callLeft) {
 		// Sent, so it may still take effect, as a statement whose
-		// context ends in flight may.
+		// context ends in flight may; c.orphan will hear of it.
 		return nil, ctx.Err()
 	}
+	<-c.done // answered just now
+	return c, c.err
 }
 
 // run sends batches until the queue is empty.

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -319,5 +320,102 @@ func TestPurgeDoesNotWaitForThePipeline(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPipelineReleasesABeginNobodyHeard: a Begin whose caller gave up
+// after it was sent in a batch still runs, and writes a reservation whose
+// lease only the store ever saw. The store releases it once the answer
+// comes, so the key is free at once rather than in flight, under a lease
+// nobody holds, until that lease lapses.
+func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := New(pool, Config{Pipeline: true, PipelineLanes: 1, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := s.lease.q.(*pipeline)
+	key, err := idem.ParseKey(idem.MustNamespace("orphan"), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := idem.NewRequest([]byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The only lane is busy; a slow statement, then the Begin, queue
+	// behind it and go out as one batch, the Begin waiting on the server
+	// behind the slow statement.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := p.exec(ctx, "SELECT pg_sleep(0.3)")
+		busy <- err
+	}()
+	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	slow := make(chan error, 1)
+	go func() {
+		_, err := p.exec(ctx, "SELECT pg_sleep(1), 'ahead of the Begin'")
+		slow <- err
+	}()
+	waitFor(t, p, func() bool { return len(p.queue) == 1 })
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	begun := make(chan error, 1)
+	go func() {
+		o, err := s.Begin(bctx, key, req, nil)
+		if err == nil {
+			err = fmt.Errorf("Begin answered %s", o.Kind)
+		}
+		begun <- err
+	}()
+	waitFor(t, p, func() bool { return len(p.queue) == 2 })
+	// Until the batch is on the server: the slow statement runs.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE query LIKE '%ahead of the Begin%' AND state = 'active' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch did not start in 5s")
+		}
+	}
+	cancel()
+	if err := <-begun; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin = %v, want context.Canceled", err)
+	}
+	for _, c := range []chan error{busy, slow} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Begin ran after the slow statement; its reservation is released
+	// at once, not held for the minute of its lease.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		o, err := s.Begin(ctx, key, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind == idem.Fresh {
+			if o.TakenOver {
+				t.Errorf("the next Begin took the key over: the reservation was not released")
+			}
+			break
+		}
+		if o.Kind != idem.InFlight || time.Now().After(deadline) {
+			t.Fatalf("Begin after the abandoned one = %s, want Fresh within 5s", o.Kind)
+		}
 	}
 }
