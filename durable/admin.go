@@ -168,5 +168,8 @@ func (c *Client) Lookup(ctx context.Context, key string) (int64, error) {
 	if key == "" {
 		return 0, errors.New("durable: Lookup: empty correlation key")
 	}
+	if err := ByKey(key).check(); err != nil {
+		return 0, err
+	}
 	return lookupKey(ctx, c.pool, ByKey(key), "Lookup")
 }

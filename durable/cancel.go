@@ -169,7 +169,7 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason 
 }
 
 func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
-	if err := checkText("cancel reason", reason); err != nil {
+	if err := errors.Join(checkText("cancel reason", reason), target.check()); err != nil {
 		return err
 	}
 	id, err := lockTarget(ctx, tx, target)

@@ -135,6 +135,9 @@ func retryAt(opts *RetryOpts) *time.Time {
 // fresh snapshot (READ COMMITTED). An occupant that left the key before the
 // look-up is worth another try.
 func retryTx(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (int64, string, error) {
+	if err := target.check(); err != nil {
+		return 0, "", err
+	}
 	for try := 0; ; try++ {
 		sp, err := tx.Begin(ctx)
 		if err != nil {

@@ -27,6 +27,11 @@ func ByID(id int64) Target { return Target{id: id} }
 // exactly one live instance carries it.
 func ByKey(key string) Target { return Target{key: key} }
 
+// check returns an ErrUnstorable error when t's key is text PostgreSQL
+// cannot store: no instance carries such a key, and a statement sending
+// it would fail, aborting the caller's transaction.
+func (t Target) check() error { return checkText("correlation key", t.key) }
+
 func (t Target) String() string {
 	if t.key != "" {
 		return fmt.Sprintf("key %q", t.key)
@@ -227,8 +232,9 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // parent's row lock. Such commits wait for tx, each holding a worker of
 // its queue and a connection, while the engine keeps their leases (a
 // child that waits is neither reaped nor run again): keep tx short. On an
-// error tx is left usable only if the error is ErrNoTarget or
-// ErrAmbiguousTarget. An instance that has ended is not locked: after
+// error tx is left usable only if the error is ErrNoTarget,
+// ErrAmbiguousTarget or ErrUnstorable (an argument, or a target key,
+// PostgreSQL cannot store: nothing was sent). An instance that has ended is not locked: after
 // ErrNoTarget, tx does not hold up a Retry of it, or its garbage
 // collection. Only an instance that ends while SignalTx waits for its row
 // lock stays locked by tx, as PostgreSQL leaves that lock with the
@@ -245,7 +251,7 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	if name == "" {
 		return "", errors.New("durable: Signal with an empty name")
 	}
-	if err := errors.Join(checkText("signal name", name), checkText("dedup key", dedupKey)); err != nil {
+	if err := errors.Join(checkText("signal name", name), checkText("dedup key", dedupKey), target.check()); err != nil {
 		return "", err
 	}
 	if target.key == "" && target.id <= 0 {
