@@ -218,3 +218,18 @@ func Time(t time.Time) error {
 	}
 	return nil
 }
+
+// ClampTime returns t, or the first or last microsecond timestamptz holds
+// when t is before or after its range. A comparison with a stored time
+// gives the same answer with either, since no stored time lies outside
+// the range; and t outside it would be refused by the server, or (far
+// enough) overflow pgx's encoding into another time altogether.
+func ClampTime(t time.Time) time.Time {
+	switch {
+	case t.Before(minTime):
+		return minTime
+	case !t.Before(maxTime):
+		return maxTime.Add(-time.Microsecond)
+	}
+	return t
+}

@@ -143,3 +143,19 @@ func TestNumberAgreesWithPostgres(t *testing.T) {
 		}
 	}
 }
+
+func TestClampTime(t *testing.T) {
+	last := time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	for in, want := range map[time.Time]time.Time{
+		time.Unix(1<<62, 0):                           last,
+		time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC): last,
+		last: last,
+		time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC): minTime,
+		minTime: minTime,
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC): time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if got := ClampTime(in); !got.Equal(want) || Time(got) != nil {
+			t.Errorf("ClampTime(%v) = %v, want %v", in, got, want)
+		}
+	}
+}

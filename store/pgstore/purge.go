@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // PurgeExpired implements idem.Store. In transactional mode every batch
@@ -16,6 +17,10 @@ func (b binding) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.
 	if b.q == nil {
 		return 0, errNoPool
 	}
+	// asOf outside timestamptz's range would be refused, or encoded as
+	// another time (far enough ahead, one in 1970); at the range's end
+	// it selects the same records: no stored time lies beyond it.
+	asOf = pgstorable.ClampTime(asOf)
 	batch := b.s.cfg.PurgeBatch
 	total := 0
 	for {
