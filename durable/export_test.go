@@ -15,3 +15,7 @@ const (
 	LookupByKeySQL = lookupByKeySQL
 	LockHolderSQL  = lockHolderSQL
 )
+
+// MaxConcurrencyKey is the longest InsertOpts.ConcurrencyKey, for the test
+// that inserts one.
+const MaxConcurrencyKey = maxConcurrencyKey

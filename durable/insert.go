@@ -39,7 +39,7 @@ type InsertOpts struct {
 
 	// ConcurrencyKey limits how many instances carrying it execute at once,
 	// across all engines: one by default, or Config.ConcurrencyLimits.
-	// Empty: no limit.
+	// At most 2048 bytes. Empty: no limit.
 	ConcurrencyKey string
 
 	// RateLimit names the token bucket each step of the instance takes
@@ -92,6 +92,13 @@ type InsertParams struct {
 	Args Args
 	Opts *InsertOpts
 }
+
+// maxConcurrencyKey is the longest InsertOpts.ConcurrencyKey, in bytes: a
+// claim that leases a row enters its key, uncompressed at worst, in the
+// index of executing rows (durable_instance_concurrency_idx), whose rows
+// hold at most 2704 bytes. A longer key would fail every claim of its
+// queue.
+const maxConcurrencyKey = 2048
 
 // wakeupChannel is the NOTIFY channel of wake-up hints; the payload is
 // "schema:queue".
@@ -177,6 +184,9 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		r.in = opts.ScheduleIn.Microseconds()
 	}
 	if opts.ConcurrencyKey != "" {
+		if len(opts.ConcurrencyKey) > maxConcurrencyKey {
+			return nil, fmt.Errorf("durable: InsertOpts.ConcurrencyKey must be at most %d bytes, got %d", maxConcurrencyKey, len(opts.ConcurrencyKey))
+		}
 		k := opts.ConcurrencyKey
 		r.concKey = &k
 	}
