@@ -234,9 +234,9 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // child that waits is neither reaped nor run again): keep tx short. On an
 // error tx is left usable only if the error is ErrNoTarget,
 // ErrAmbiguousTarget or ErrUnstorable (an argument, or a target key,
-// PostgreSQL cannot store: nothing was sent). An instance that has ended is not locked: after
-// ErrNoTarget, tx does not hold up a Retry of it, or its garbage
-// collection. Only an instance that ends while SignalTx waits for its row
+// PostgreSQL cannot store: nothing was sent). An instance that has ended
+// is not locked: after ErrNoTarget, tx does not hold up a Retry of it, or
+// its garbage collection. Only an instance that ends while SignalTx waits for its row
 // lock stays locked by tx, as PostgreSQL leaves that lock with the
 // transaction that waited for it.
 func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string) error {
