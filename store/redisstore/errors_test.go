@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -261,6 +262,40 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := redisstore.New(client, redisstore.Config{}); err != nil {
 		t.Errorf("New with the zero Config: %v", err)
+	}
+}
+
+// TestNewNilClient: New refuses a nil client with an error, whether the
+// interface is nil or holds a nil pointer of a go-redis client type, which
+// would otherwise panic in New (AutoPipeline) or in the store's first call.
+func TestNewNilClient(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{
+		{"nil", nil},
+		{"nil *redis.Client", (*redis.Client)(nil)},
+		{"nil *redis.ClusterClient", (*redis.ClusterClient)(nil)},
+		{"nil *redis.Ring", (*redis.Ring)(nil)},
+	} {
+		for _, auto := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/AutoPipeline=%v", c.name, auto), func(t *testing.T) {
+				var s *redisstore.Store
+				var err error
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							err = fmt.Errorf("New panicked: %v", r)
+						}
+					}()
+					s, err = redisstore.New(c.client, redisstore.Config{AutoPipeline: auto})
+				}()
+				if err == nil || s != nil || !strings.Contains(err.Error(), "client is nil") {
+					t.Errorf("New = %v, %v; want nil and an error saying the client is nil", s, err)
+				}
+			})
+		}
 	}
 }
 

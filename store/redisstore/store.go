@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -33,9 +34,11 @@ var _ idem.Store = (*Store)(nil)
 // first use. The store does not own client: closing it is the caller's
 // business, after the last call on the store.
 //
-// The error names the offending Config field.
+// New fails if client is nil, or a nil pointer of a client type (a nil
+// *redis.Client in the interface), which would panic in the first call;
+// otherwise the error names the offending Config field.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
-	if client == nil {
+	if v := reflect.ValueOf(client); client == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, errors.New("redisstore: New: client is nil")
 	}
 	if err := cfg.validate(); err != nil {
