@@ -22,7 +22,7 @@ type querier interface {
 // errNoRows is the querier's "no row" for both drivers.
 var errNoRows = errors.New("pgstore: no rows")
 
-// pgxDB is satisfied by *pgxpool.Pool, *pgx.Conn and pgx.Tx.
+// pgxDB is satisfied by *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn and pgx.Tx.
 type pgxDB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

@@ -89,10 +89,10 @@
 // the Begin+Commit pairs per second pgbench did with the same statements
 // on 32 connections, where the plain store did 0.8×. A call whose context
 // ends while it waits in the queue returns at once and is never sent; once
-// sent, like any statement whose context ends in flight, it may still take
-// effect. A Begin that so reserves a key for a caller who has left is
-// released (as by FailTransient) when its answer comes, so that the key is
-// not held in flight under a lease nobody holds. A batch whose every caller has given up is cut short (its
+// sent in a batch, it may still take effect. A Begin that so reserves a key
+// for a caller who has left is released (as by FailTransient) when its
+// answer comes, so that the key is not held in flight under a lease nobody
+// holds. A batch whose every caller has given up is cut short (its
 // connection is closed), so that it does not hold its lane while the
 // server is slow to answer. A pool tracer that traces batches (pgx.BatchTracer, as
 // OpenTelemetry tracers for pgx do) hears of each batch sent, and of each
@@ -140,7 +140,12 @@
 // payload, is also reported as idem.ErrInvalidPayload (in transactional
 // mode it aborts the transaction, as any failed statement does).
 //
-// A done ctx gives an error satisfying errors.Is(err, ctx.Err()). A
+// A done ctx gives an error satisfying errors.Is(err, ctx.Err()). In lease
+// mode a ctx that ends while a statement runs (directly, not in a batch)
+// has the server cancel the statement, which then wrote nothing; a
+// statement that completed first gives its answer, even to a Begin (whose
+// lease idem.Do then releases); only a server that does neither within a
+// second has the connection cut, as below. A
 // violated constraint the store does not know of (one an operator added)
 // gives the database's error alone: retrying cannot help. Every other
 // failure of the server or the connection (refused, lost, shutting down, a
@@ -186,6 +191,9 @@
 //     read-only transaction, even when it would only replay.
 //   - A Store may be made without a pool, for database/sql programs that
 //     only use WithSQLTx.
-//   - A cancelled ctx makes pgx close the connection it was using; in
-//     transactional mode that ends the caller's transaction too.
+//   - In transactional mode a cancelled ctx makes pgx close the
+//     connection it was using, which ends the caller's transaction too.
+//     In lease mode the store asks the server to cancel the statement,
+//     and closes the connection after its answer: a cancel request can
+//     arrive late, and would cancel the connection's next statement.
 package pgstore

@@ -42,7 +42,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	case pool != nil && cfg.Pipeline:
 		s.lease.q = newPipeline(pool, cfg.PipelineLanes, cfg.PipelineDepth)
 	case pool != nil:
-		s.lease.q = pgxQuerier{pool}
+		s.lease.q = poolQuerier{pool}
 	}
 	return s, nil
 }
@@ -93,7 +93,7 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 		// Not in a batch: a DELETE of PurgeBatch rows would hold up the
 		// calls sharing it, and wait behind batches it has nothing to do
 		// with.
-		b.q = pgxQuerier{s.pool}
+		b.q = poolQuerier{s.pool}
 	}
 	return b.PurgeExpired(ctx, ns, asOf)
 }

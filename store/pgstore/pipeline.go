@@ -165,7 +165,7 @@ func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest 
 func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error), dest ...any) error {
 	if p.enterDirect() {
 		defer p.leaveDirect()
-		return pgxQuerier{p.pool}.queryRow(ctx, query, args, dest...)
+		return poolQuerier{p.pool}.queryRow(ctx, query, args, dest...)
 	}
 	c, err := p.do(ctx, query, args, orphan)
 	if err != nil {
@@ -177,7 +177,7 @@ func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any,
 func (p *pipeline) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if p.enterDirect() {
 		defer p.leaveDirect()
-		return pgxQuerier{p.pool}.exec(ctx, query, args...)
+		return poolQuerier{p.pool}.exec(ctx, query, args...)
 	}
 	c, err := p.do(ctx, query, args, nil)
 	if err != nil {
