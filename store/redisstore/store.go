@@ -147,7 +147,9 @@ func (s *Store) beginOutcome(rkey string, reply []any, fp idem.Fingerprint, toke
 		if !ok {
 			return idem.Outcome{}, replyError("begin", reply)
 		}
-		return idem.Outcome{Kind: idem.InFlight, RetryAfter: time.Duration(leaseExp-now) * time.Millisecond}, nil
+		// Sub caps the rest of a lease "for good" (math.MaxInt64, one
+		// millisecond more once rounded up) instead of wrapping around.
+		return idem.Outcome{Kind: idem.InFlight, RetryAfter: timeOf(leaseExp).Sub(timeOf(now))}, nil
 	}
 	return idem.Outcome{}, replyError("begin", reply)
 }
