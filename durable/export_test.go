@@ -19,3 +19,7 @@ const (
 // MaxConcurrencyKey is the longest InsertOpts.ConcurrencyKey, for the test
 // that inserts one.
 const MaxConcurrencyKey = maxConcurrencyKey
+
+// MaxCorrelationKey is the longest InsertOpts.CorrelationKey, for the
+// test that inserts one.
+const MaxCorrelationKey = maxCorrelationKey

@@ -60,8 +60,9 @@ type InsertOpts struct {
 
 	// CorrelationKey is the instance's business identity: Signal can
 	// address it by this key instead of its id, and no two instances
-	// occupy one key at once (see CorrelationScope). Defaults to none: the
-	// instance is neither addressable by key nor deduplicated.
+	// occupy one key at once (see CorrelationScope). At most 2048 bytes.
+	// Defaults to none: the instance is neither addressable by key nor
+	// deduplicated.
 	CorrelationKey string
 
 	// CorrelationScope is the set of statuses in which the instance
@@ -99,6 +100,13 @@ type InsertParams struct {
 // hold at most 2704 bytes. A longer key would fail every claim of its
 // queue.
 const maxConcurrencyKey = 2048
+
+// maxCorrelationKey is the longest InsertOpts.CorrelationKey, in bytes:
+// the indexes of keys (durable_instance_correlation_guard_idx and, for an
+// empty scope, durable_instance_unscoped_key_idx) hold rows of at most
+// 2704 bytes, and a longer key would fail the insert, or the commit of a
+// Children outcome every time its step ran again.
+const maxCorrelationKey = 2048
 
 // wakeupChannel is the NOTIFY channel of wake-up hints; the payload is
 // "schema:queue".
@@ -206,6 +214,9 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		r.weight = int32(opts.RateLimitWeight)
 	}
 	if opts.CorrelationKey != "" {
+		if len(opts.CorrelationKey) > maxCorrelationKey {
+			return nil, fmt.Errorf("durable: InsertOpts.CorrelationKey must be at most %d bytes, got %d", maxCorrelationKey, len(opts.CorrelationKey))
+		}
 		k := opts.CorrelationKey
 		r.key = &k
 	}
