@@ -141,7 +141,17 @@ func (c *pipeCall) scan(dest ...any) error {
 // for an answer any more: each one is answered or its caller gave up.
 type batchWatch struct {
 	open   atomic.Int64 // calls neither answered nor given up
+	ctx    context.Context
 	cancel context.CancelFunc
+	stops  []func() bool
+
+	// conn is the batch's connection, once it has one. gaveUp is set
+	// when every caller has left; giving up is closed once the server
+	// has been asked to cancel the statement it runs on conn, and the
+	// batch was cut short if it was still going cancelGrace later.
+	conn     atomic.Pointer[pgconn.PgConn]
+	gaveUp   atomic.Bool
+	givingUp chan struct{}
 }
 
 // resolve counts c as answered, or (gaveUp) as given up by its caller,
@@ -149,8 +159,43 @@ type batchWatch struct {
 // nobody waits for what the batch still has to do, and it is cut short.
 func (w *batchWatch) resolve(c *pipeCall, gaveUp bool) {
 	if c.resolved.CompareAndSwap(false, true) && w.open.Add(-1) == 0 && gaveUp {
-		w.cancel()
+		w.gaveUp.Store(true)
+		go w.giveUp()
 	}
+}
+
+// giveUp cuts the batch short. Cut off from its connection, the server
+// would still run the statement under way, and those after it that it
+// has read (a Begin waiting for a row would reserve the key once the row
+// is free, under a lease nobody holds); so when the batch has a
+// connection, the server is first asked to cancel the statement, and the
+// batch is given cancelGrace to read the answers, cancelled or completed
+// (a Begin that completes is released: see pipeCall.orphan).
+func (w *batchWatch) giveUp() {
+	defer close(w.givingUp)
+	if pc := w.conn.Load(); pc != nil {
+		gctx, cancel := context.WithTimeout(w.ctx, cancelGrace)
+		defer cancel()
+		if pc.CancelRequest(gctx) == nil {
+			<-gctx.Done() // the batch is done, or the grace is over
+		}
+	}
+	w.cancel()
+}
+
+// end ends the batch: its context is cancelled. It reports whether its
+// connection may have been sent a cancel request, which may arrive late
+// and cancel the connection's next statement: it must not be reused.
+func (w *batchWatch) end() (asked bool) {
+	for _, stop := range w.stops {
+		stop()
+	}
+	w.cancel()
+	if w.gaveUp.Load() {
+		<-w.givingUp
+		return true
+	}
+	return false
 }
 
 func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
@@ -306,15 +351,24 @@ func argBytes(args []any) int {
 
 // send runs a batch on one connection and finishes every call in it.
 func (p *pipeline) send(batch []*pipeCall) {
-	ctx, cancel := batchContext(batch)
-	defer cancel()
+	w := watchBatch(batch)
+	ctx := w.ctx
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
+		w.end()
 		failAll(batch, err)
 		return
 	}
-	defer conn.Release()
 	pc := conn.Conn()
+	w.conn.Store(pc.PgConn())
+	defer func() {
+		if w.end() {
+			cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+			_ = pc.Close(cctx)
+			cancel()
+		}
+		conn.Release()
+	}()
 
 	// Prepare what this connection has not prepared yet (pgx remembers
 	// the statements a connection has, by their SQL).
@@ -483,16 +537,17 @@ func isConnError(err error) bool {
 	return !errors.As(err, &pe)
 }
 
-// batchContext is the context a batch runs with. It does not end when one
-// caller gives up, since each may give up on its own while the others
-// still wait; it ends when the last call still waiting is given up, so
-// that neither a server that stops answering nor a statement waiting for
-// a lock holds the runner, and its connection, once nobody waits for it
-// (a caller's context often has no deadline, only a cancellation). A
-// batch whose calls were all answered keeps its context for what follows
-// the answers. Its deadline is the latest of the calls' when every one
-// has a deadline. The CancelFunc must be called when the batch is done.
-func batchContext(batch []*pipeCall) (context.Context, context.CancelFunc) {
+// watchBatch returns the watch of a batch, whose context the batch runs
+// with. It does not end when one caller gives up, since each may give up
+// on its own while the others still wait; it ends when the last call
+// still waiting is given up (see batchWatch.giveUp), so that neither a
+// server that stops answering nor a statement waiting for a lock holds
+// the runner, and its connection, once nobody waits for it (a caller's
+// context often has no deadline, only a cancellation). A batch whose
+// calls were all answered keeps its context for what follows the answers.
+// Its deadline is cancelGrace after the latest of the calls' when every
+// one has a deadline. The batch must call end when it is done.
+func watchBatch(batch []*pipeCall) *batchWatch {
 	var latest time.Time
 	for _, c := range batch {
 		d, ok := c.ctx.Deadline()
@@ -504,21 +559,17 @@ func batchContext(batch []*pipeCall) (context.Context, context.CancelFunc) {
 			latest = d
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if !latest.IsZero() {
-		ctx, cancel = context.WithDeadline(context.Background(), latest)
+	w := &batchWatch{givingUp: make(chan struct{})}
+	if latest.IsZero() {
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+	} else {
+		w.ctx, w.cancel = context.WithDeadline(context.Background(), latest.Add(cancelGrace))
 	}
-	w := &batchWatch{cancel: cancel}
 	w.open.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
+	w.stops = make([]func() bool, len(batch))
 	for i, c := range batch {
 		c.watch = w
-		stops[i] = context.AfterFunc(c.ctx, func() { w.resolve(c, true) })
+		w.stops[i] = context.AfterFunc(c.ctx, func() { w.resolve(c, true) })
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return w
 }

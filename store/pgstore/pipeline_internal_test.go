@@ -419,3 +419,96 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineBatchNobodyWaitsForWritesNothing: a batch whose every
+// caller gave up while a Begin in it waited on the server (for a row
+// another transaction holds) has the server cancel that statement: cut
+// off from its connection, the server would run it on, and the Begin
+// would reserve the key once the row is free, under a lease nobody holds.
+func TestPipelineBatchNobodyWaitsForWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	now := time.Now()
+	s, err := New(pool, Config{Pipeline: true, PipelineLanes: 1, Lease: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := s.lease.q.(*pipeline)
+	key, err := idem.ParseKey(idem.MustNamespace("nobody-waits"), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := idem.NewRequest([]byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx, key, req, &idem.BeginOpts{Retention: time.Second, Lease: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second) // the record expired: the next Begin replaces it
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT FROM `+DefaultTable+` FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// The only lane is busy, so the Begin goes out in a batch, alone.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := p.exec(ctx, "SELECT pg_sleep(0.3)")
+		busy <- err
+	}()
+	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	begun := make(chan error, 1)
+	go func() {
+		o, err := s.Begin(bctx, key, req, nil)
+		if err == nil {
+			err = fmt.Errorf("Begin answered %s", o.Kind)
+		}
+		begun <- err
+	}()
+	waitFor(t, p, func() bool { return len(p.queue) == 1 })
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	// Until the Begin waits on the server for the row.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%pg_try_advisory_xact_lock%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Begin did not wait for the row in 5s")
+		}
+	}
+	cancel()
+	if err := <-begun; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin = %v, want context.Canceled", err)
+	}
+	waitFor(t, p, func() bool { return p.running == 0 })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Had the statement run on, it would have taken the row now.
+	time.Sleep(200 * time.Millisecond)
+	o, err := s.Begin(ctx, key, req, nil)
+	if err != nil || o.Kind != idem.Fresh {
+		t.Fatalf("the next Begin = %s, %v; want Fresh: the abandoned Begin reserved the key", o.Kind, err)
+	}
+}
