@@ -599,17 +599,21 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 	busy := ln.Addr().String()
 	for _, tc := range []struct {
 		args []string
+		env  []string
 		code int
 		want string
 	}{
-		{[]string{"--listen", busy}, 1, "--listen " + busy + ": the address is already in use"},
-		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, 1, "--admin " + busy + ": the address is already in use"},
-		{[]string{"--listen", "http://127.0.0.1:8080"}, 2, `--listen "http://127.0.0.1:8080": want host:port`},
-		{[]string{"--listen", "8080"}, 2, `--listen "8080": missing port in address; want host:port`},
+		{[]string{"--listen", busy}, nil, 1, "--listen " + busy + ": the address is already in use"},
+		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, nil, 1, "--admin " + busy + ": the address is already in use"},
+		{[]string{"--listen", "http://127.0.0.1:8080"}, nil, 2, `--listen "http://127.0.0.1:8080": want host:port`},
+		{[]string{"--listen", "8080"}, nil, 2, `--listen "8080": missing port in address; want host:port`},
+		// Empty, net.Listen would pick a port on every interface.
+		{args: []string{"--listen", ""}, code: 2, want: "--listen is empty (on the command line or in IDEM_LISTEN): want host:port"},
+		{env: []string{"IDEM_LISTEN="}, code: 2, want: "--listen is empty (on the command line or in IDEM_LISTEN): want host:port"},
 	} {
 		args := append([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, tc.args...)
-		if r := runIdem(t, t.TempDir(), nil, args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("idem %q: exit %d, stderr %q; want %d and %q", args, r.code, r.stderr, tc.code, tc.want)
+		if r := runIdem(t, t.TempDir(), tc.env, args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("idem %q %q: exit %d, stderr %q; want %d and %q", tc.env, args, r.code, r.stderr, tc.code, tc.want)
 		}
 	}
 }
