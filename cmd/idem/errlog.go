@@ -12,7 +12,8 @@ import (
 // errorReporter logs the errors requests meet (a store that is down, a
 // record that does not read) without flooding the log when every request
 // meets one: the first goes out at once, then at most one line per every,
-// saying how many were left out.
+// saying how many were left out. Each report is one line: the request's
+// path is logged escaped.
 type errorReporter struct {
 	logger *log.Logger
 	every  time.Duration
@@ -42,7 +43,9 @@ func (r *errorReporter) report(e idemhttp.Event) {
 	skipped := r.skipped
 	r.skipped, r.next = 0, now.Add(r.every)
 	r.mu.Unlock()
-	msg := fmt.Sprintf("%s %s: %s: %v", e.Request.Method, e.Request.URL.Path, e.Outcome, e.Err)
+	// The path as the client escaped it: decoded, a %0A in it would
+	// start a line of the client's making in the log.
+	msg := fmt.Sprintf("%s %s: %s: %v", e.Request.Method, e.Request.URL.EscapedPath(), e.Outcome, e.Err)
 	if skipped > 0 {
 		msg += fmt.Sprintf(" (and %d more errors since the last report)", skipped)
 	}

@@ -49,6 +49,21 @@ func TestErrorReporter(t *testing.T) {
 	}
 }
 
+// TestErrorReporterEscapesThePath checks that a request whose path holds
+// an encoded line break (%0A) is logged on one line, its path as the
+// client escaped it, so that a client cannot write lines of its own
+// into the log.
+func TestErrorReporterEscapesThePath(t *testing.T) {
+	var out bytes.Buffer
+	r := newErrorReporter(log.New(&out, "", 0))
+	req := httptest.NewRequest("POST", "/charges%0A2026/01/01%2000:00:00%20idem%20proxy:%20forged", nil)
+	r.report(idemhttp.Event{Request: req, Outcome: idemhttp.OutcomeStoreError, Err: errors.New("store down")})
+	want := "POST /charges%0A2026/01/01%2000:00:00%20idem%20proxy:%20forged: store_error: store down\n"
+	if out.String() != want {
+		t.Errorf("logged %q, want %q", out.String(), want)
+	}
+}
+
 // TestMetricsSeparateInternalErrors checks that a request answered 500
 // for a failing scope or fingerprint counts as an internal error, not as a
 // store error, and that a store error still counts as one.
