@@ -57,6 +57,11 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 				return
 			}
 			gw := newWriter(w, outerW)
+			if r == outerR {
+				// Passed through unprotected: the chain runs with the
+				// client's context, whose end CloseNotify reports.
+				gw.client = r.Context()
+			}
 			c.Writer, c.Request = gw, r
 			c.Next()
 			if !gw.Written() && len(c.Errors) > 0 {

@@ -772,3 +772,45 @@ func TestBodyReadBeforeTheMiddleware(t *testing.T) {
 		t.Errorf("the handler ran %d times", runs)
 	}
 }
+
+// A request the middleware passes through unprotected (no key, none
+// required) runs with the client's context, and c.Writer.CloseNotify
+// reports the client leaving, as in plain gin: c.Stream then returns
+// instead of streaming on, unheard, for as long as its step keeps going.
+func TestPassThroughStreamStopsWhenTheClientLeaves(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	e := gin.New()
+	e.Use(mw)
+	stopped := make(chan bool, 1) // true when c.Stream saw the client leave
+	e.POST("/events", func(c *gin.Context) {
+		deadline := time.Now().Add(5 * time.Second) // bounds the stream should the test fail
+		stopped <- c.Stream(func(w io.Writer) bool {
+			c.SSEvent("tick", "x")
+			time.Sleep(5 * time.Millisecond)
+			return time.Now().Before(deadline)
+		})
+	})
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/events", strings.NewReader(`{}`))
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Body.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = res.Body.Close()
+	select {
+	case gone := <-stopped:
+		if !gone {
+			t.Error("the stream ended by itself, not because the client left")
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("the stream went on after the client left")
+	}
+}

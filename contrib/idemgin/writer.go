@@ -2,6 +2,7 @@ package idemgin
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -27,7 +28,12 @@ type writer struct {
 	outer  gin.ResponseWriter  // gin's own writer, for Pusher
 	status int
 	size   int
-	closed chan bool // for CloseNotify; never receives
+	// client is the client's request context when the chain runs with
+	// it (a request the middleware passes through unprotected), whose end
+	// CloseNotify reports; nil when the chain runs detached from it.
+	client context.Context
+	closed chan bool   // for CloseNotify
+	stop   func() bool // stops reporting the end of client
 }
 
 var _ gin.ResponseWriter = (*writer)(nil)
@@ -102,15 +108,21 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.w).Hijack()
 }
 
-// CloseNotify returns a channel that never receives: the handler of a
-// protected request runs to completion whether or not the client stays,
-// and its context is not cancelled when the client goes away either. A
-// streaming handler (c.Stream) must therefore stop when a write fails,
-// which it does once the client is gone: a streamed response is not
-// recorded, so its failed writes are reported.
+// CloseNotify returns a channel that receives when the client goes away,
+// for a request the middleware passes through unprotected (no key, none
+// required; or the store failed, with Config.FailOpen), as gin's own does.
+// For a protected request it never receives: the handler runs to
+// completion whether or not the client stays, and its context is not
+// cancelled when the client goes away either. A streaming handler
+// (c.Stream) must therefore stop when a write fails, which it does once
+// the client is gone: a streamed response is not recorded, so its failed
+// writes are reported.
 func (w *writer) CloseNotify() <-chan bool {
 	if w.closed == nil {
-		w.closed = make(chan bool)
+		w.closed = make(chan bool, 1)
+		if w.client != nil {
+			w.stop = context.AfterFunc(w.client, func() { w.closed <- true })
+		}
 	}
 	return w.closed
 }
@@ -126,4 +138,9 @@ func (w *writer) Unwrap() http.ResponseWriter { return w.w }
 // (or nothing) without writing a body, as gin does when its chain returns;
 // gin's own writer, as when a chain returns, still waits, so that an outer
 // middleware may render over it.
-func (w *writer) finish() { w.sendHeader() }
+func (w *writer) finish() {
+	w.sendHeader()
+	if w.stop != nil {
+		w.stop()
+	}
+}
