@@ -146,11 +146,13 @@ func checkPayload(what string, doc []byte, limit int) error {
 
 // ErrUnstorable is what errors.Is finds in the error of a call given a
 // value PostgreSQL cannot store: text that is not valid UTF-8 or holds a
-// NUL character (a correlation key, a signal name…), JSON holding the
-// escape \u0000 (a string with a NUL in a state, result or payload) or a
-// number beyond jsonb's (such as 1e131072), or a time beyond timestamptz's
-// range (InsertOpts.EligibleAt, RetryOpts.At). Nothing was written. A step whose outcome holds one fails with it,
-// handled like any step error.
+// NUL character (a correlation key, a signal name…), or that is longer
+// than the 2048 bytes an index of it holds (a correlation or concurrency
+// key, a signal name, a dedup key), JSON holding the escape \u0000 (a
+// string with a NUL in a state, result or payload) or a number beyond
+// jsonb's (such as 1e131072), or a time beyond timestamptz's range
+// (InsertOpts.EligibleAt, RetryOpts.At). Nothing was written. A step whose
+// outcome holds one fails with it, handled like any step error.
 var ErrUnstorable = errors.New("durable: value PostgreSQL cannot store")
 
 // checkTime returns an ErrUnstorable error when timestamptz cannot store
@@ -160,6 +162,23 @@ func checkTime(what string, t time.Time) error {
 		return fmt.Errorf("%w: %s %v", ErrUnstorable, what, err)
 	}
 	return nil
+}
+
+// maxIndexedText is the longest text, in bytes, of the values the engine
+// indexes (correlation and concurrency keys, signal names, dedup keys): a
+// btree index row holds at most 2704 bytes, and a longer value that does
+// not compress enough fails the statement that indexes it, which may be
+// the claim that leases its row or the commit of a Children outcome, or
+// never can be signalled (an Await name).
+const maxIndexedText = 2048
+
+// checkIndexed returns an ErrUnstorable error when s, which what names, is
+// longer than maxIndexedText or a text column cannot store it.
+func checkIndexed(what, s string) error {
+	if len(s) > maxIndexedText {
+		return fmt.Errorf("%w: %s is %d bytes, more than the %d an index of it holds", ErrUnstorable, what, len(s), maxIndexedText)
+	}
+	return checkText(what, s)
 }
 
 // checkText returns an ErrUnstorable error when a text column cannot store

@@ -16,10 +16,10 @@ const (
 	LockHolderSQL  = lockHolderSQL
 )
 
-// MaxConcurrencyKey is the longest InsertOpts.ConcurrencyKey, for the test
-// that inserts one.
-const MaxConcurrencyKey = maxConcurrencyKey
-
-// MaxCorrelationKey is the longest InsertOpts.CorrelationKey, for the
-// test that inserts one.
-const MaxCorrelationKey = maxCorrelationKey
+// MaxConcurrencyKey and MaxCorrelationKey are the longest
+// InsertOpts.ConcurrencyKey and CorrelationKey, for the tests that insert
+// them.
+const (
+	MaxConcurrencyKey = maxIndexedText
+	MaxCorrelationKey = maxIndexedText
+)

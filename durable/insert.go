@@ -94,20 +94,6 @@ type InsertParams struct {
 	Opts *InsertOpts
 }
 
-// maxConcurrencyKey is the longest InsertOpts.ConcurrencyKey, in bytes: a
-// claim that leases a row enters its key, uncompressed at worst, in the
-// index of executing rows (durable_instance_concurrency_idx), whose rows
-// hold at most 2704 bytes. A longer key would fail every claim of its
-// queue.
-const maxConcurrencyKey = 2048
-
-// maxCorrelationKey is the longest InsertOpts.CorrelationKey, in bytes:
-// the indexes of keys (durable_instance_correlation_guard_idx and, for an
-// empty scope, durable_instance_unscoped_key_idx) hold rows of at most
-// 2704 bytes, and a longer key would fail the insert, or the commit of a
-// Children outcome every time its step ran again.
-const maxCorrelationKey = 2048
-
 // wakeupChannel is the NOTIFY channel of wake-up hints; the payload is
 // "schema:queue".
 const wakeupChannel = "durable_wakeup"
@@ -167,7 +153,7 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 	for what, s := range map[string]string{
 		"InsertOpts.ConcurrencyKey": opts.ConcurrencyKey, "InsertOpts.RateLimit": opts.RateLimit, "InsertOpts.CorrelationKey": opts.CorrelationKey,
 	} {
-		if err := checkText(what, s); err != nil {
+		if err := checkIndexed(what, s); err != nil {
 			return nil, err
 		}
 	}
@@ -192,9 +178,6 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		r.in = opts.ScheduleIn.Microseconds()
 	}
 	if opts.ConcurrencyKey != "" {
-		if len(opts.ConcurrencyKey) > maxConcurrencyKey {
-			return nil, fmt.Errorf("durable: InsertOpts.ConcurrencyKey must be at most %d bytes, got %d", maxConcurrencyKey, len(opts.ConcurrencyKey))
-		}
 		k := opts.ConcurrencyKey
 		r.concKey = &k
 	}
@@ -214,9 +197,6 @@ func newRow(args Args, opts *InsertOpts, limit int) (*row, error) {
 		r.weight = int32(opts.RateLimitWeight)
 	}
 	if opts.CorrelationKey != "" {
-		if len(opts.CorrelationKey) > maxCorrelationKey {
-			return nil, fmt.Errorf("durable: InsertOpts.CorrelationKey must be at most %d bytes, got %d", maxCorrelationKey, len(opts.CorrelationKey))
-		}
 		k := opts.CorrelationKey
 		r.key = &k
 	}

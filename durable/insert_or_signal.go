@@ -96,7 +96,7 @@ func insertOrSignal(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts,
 	if name == "" {
 		return 0, false, "", errors.New("durable: InsertOrSignal with an empty signal name")
 	}
-	if err := errors.Join(checkText("signal name", name), checkText("dedup key", dedupKey)); err != nil {
+	if err := errors.Join(checkIndexed("signal name", name), checkIndexed("dedup key", dedupKey)); err != nil {
 		return 0, false, "", err
 	}
 	body, err := json.Marshal(payload)

@@ -129,7 +129,7 @@ func (o Outcome) check(hasStep func(string) bool, limit int) error {
 				if n == "" {
 					return errors.New("durable: Await names an empty signal")
 				}
-				if err := checkText("Await signal name", n); err != nil {
+				if err := checkIndexed("Await signal name", n); err != nil {
 					return err
 				}
 			}

@@ -251,7 +251,7 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	if name == "" {
 		return "", errors.New("durable: Signal with an empty name")
 	}
-	if err := errors.Join(checkText("signal name", name), checkText("dedup key", dedupKey), target.check()); err != nil {
+	if err := errors.Join(checkIndexed("signal name", name), checkIndexed("dedup key", dedupKey), target.check()); err != nil {
 		return "", err
 	}
 	if target.key == "" && target.id <= 0 {
