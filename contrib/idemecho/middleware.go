@@ -15,8 +15,10 @@ import (
 // For a protected request the next handler runs inside idemhttp's handler:
 // c.Request() is the request idemhttp passes on (its body already read and
 // put back, its context detached from the client's cancellation) and
-// c.Response() is a new *echo.Response that records what is written. Both
-// are restored when the middleware returns, also when a handler panics.
+// c.Response() is a new *echo.Response that records what is written, its
+// Status at first that of echo's own (200, unless a middleware outside set
+// another). Both are restored when the middleware returns, also when a
+// handler panics.
 // Hooks registered with c.Response().Before before the middleware still run
 // when the response is committed.
 //
@@ -53,7 +55,11 @@ func New(cfg idemhttp.Config) (echo.MiddlewareFunc, error) {
 					return
 				}
 				c.SetRequest(r)
-				c.SetResponse(echo.NewResponse(w, c.Echo()))
+				res := echo.NewResponse(w, c.Echo())
+				// As echo's own response: 200 until a status is written,
+				// or the status a middleware outside set.
+				res.Status = outerRes.Status
+				c.SetResponse(res)
 				if herr = next(c); herr != nil {
 					c.Error(herr)
 				}

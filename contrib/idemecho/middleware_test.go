@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -762,5 +763,38 @@ func TestRouteAndRouteNotFoundOnOnePath(t *testing.T) {
 		if w := serve(e, "PUT", "/files/a", `{}`, key("put")); w.Code != 404 || w.Body.String() != "no such route" || replayed(w) {
 			t.Errorf("PUT %d: %d %q replayed=%v, want the RouteNotFound route's 404, not recorded", i, w.Code, w.Body, replayed(w))
 		}
+	}
+}
+
+// The response the handlers inside the middleware see starts as echo's
+// own does, with status 200 (or the one a middleware outside set), so that
+// a logger or metrics middleware inside reports the 200 the client gets
+// for a handler that writes nothing, not 0.
+func TestInnerResponseStartsWithEchosStatus(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemecho.New(idemhttp.Config{Store: s})
+	e := echo.New()
+	var before, after []int
+	e.Use(mw, func(next echo.HandlerFunc) echo.HandlerFunc { // a status logger inside
+		return func(c echo.Context) error {
+			before = append(before, c.Response().Status)
+			err := next(c)
+			after = append(after, c.Response().Status)
+			return err
+		}
+	})
+	e.POST("/x", func(c echo.Context) error { return nil })
+	e.GET("/x", func(c echo.Context) error { return nil })
+	for _, r := range []struct{ method, key string }{{"POST", "k"}, {"POST", ""}, {"GET", ""}} {
+		var opts []reqOpt
+		if r.key != "" {
+			opts = append(opts, key(r.key))
+		}
+		if w := serve(e, r.method, "/x", `{}`, opts...); w.Code != 200 {
+			t.Fatalf("%s key %q: %d", r.method, r.key, w.Code)
+		}
+	}
+	if want := []int{200, 200, 200}; !slices.Equal(before, want) || !slices.Equal(after, want) {
+		t.Errorf("statuses inside: before the handler %v, after it %v; want %v, as echo's own response", before, after, want)
 	}
 }
