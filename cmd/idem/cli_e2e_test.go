@@ -597,6 +597,8 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 	}
 	defer ln.Close()
 	busy := ln.Addr().String()
+	free := freeAddr(t)
+	_, freePort, _ := net.SplitHostPort(free)
 	for _, tc := range []struct {
 		args []string
 		env  []string
@@ -605,6 +607,9 @@ func TestListenErrorsNameTheFlag(t *testing.T) {
 	}{
 		{[]string{"--listen", busy}, nil, 1, "--listen " + busy + ": the address is already in use"},
 		{[]string{"--listen", "127.0.0.1:0", "--admin", busy}, nil, 1, "--admin " + busy + ": the address is already in use"},
+		// The proxy's own address, not another program's.
+		{args: []string{"--listen", free, "--admin", free}, code: 2, want: "--admin " + free + " is the address the proxy listens on (--listen " + free + "): give --admin an address of its own"},
+		{args: []string{"--listen", free, "--admin", ":" + freePort}, code: 2, want: "--admin :" + freePort + " is the address the proxy listens on"},
 		{[]string{"--listen", "http://127.0.0.1:8080"}, nil, 2, `--listen "http://127.0.0.1:8080": want host:port`},
 		{[]string{"--listen", "8080"}, nil, 2, `--listen "8080": missing port in address; want host:port`},
 		// Empty, net.Listen would pick a port on every interface.

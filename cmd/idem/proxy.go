@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -140,6 +141,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	var ready atomic.Bool
 	var adminSrv *http.Server
 	if f.admin != "" {
+		// The same address would fail as one in use, with advice to
+		// stop whatever listens there: the proxy itself.
+		if upstreamIsSelf(&url.URL{Scheme: "http", Host: f.admin}, ln.Addr()) {
+			_ = ln.Close()
+			return usagef("--admin %s is the address the proxy listens on (--listen %s): give --admin an address of its own, such as 127.0.0.1:9090", f.admin, f.listen)
+		}
 		aln, err := listen("--admin", f.admin)
 		if err != nil {
 			_ = ln.Close()
