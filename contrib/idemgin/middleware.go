@@ -22,7 +22,8 @@ import (
 //
 // A chain that fails with c.Error and writes nothing leaves its response to
 // a middleware outside this one (an error renderer): it is not recorded,
-// and the key is released, so that a retry runs again.
+// and the key is released, so that a retry runs again. Errors attached
+// before the middleware ran are not the chain's and do not count.
 //
 // Requests that match no route pass through untouched, so that gin answers
 // them 404 (or 405 with HandleMethodNotAllowed) as it would without the
@@ -50,6 +51,7 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 		outerW, outerR := c.Writer, c.Request
 		defer func() { c.Writer, c.Request = outerW, outerR }()
 		ran := false
+		outerErrs := len(c.Errors) // attached before the chain: not its own
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ran = true
 			if w == http.ResponseWriter(outerW) && r == outerR {
@@ -64,7 +66,7 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			}
 			c.Writer, c.Request = gw, r
 			c.Next()
-			if !gw.Written() && len(c.Errors) > 0 {
+			if !gw.Written() && len(c.Errors) > outerErrs {
 				// Failed with c.Error and no body written: the response may
 				// be for a middleware outside this one to render, after the
 				// record would be taken. Nothing is recorded; the key is

@@ -814,3 +814,30 @@ func TestPassThroughStreamStopsWhenTheClientLeaves(t *testing.T) {
 		t.Fatal("the stream went on after the client left")
 	}
 }
+
+// An error a middleware in front of this one attached (c.Error) before
+// the chain ran is not the chain's: a protected handler's response without
+// a body (a redirect to a POST, a 204) is recorded and replayed, rather
+// than released and run again on the retry.
+func TestErrorAttachedBeforeTheMiddlewareIsNotTheChains(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	e := gin.New()
+	e.Use(func(c *gin.Context) {
+		_ = c.Error(errors.New("deprecated API version")).SetType(gin.ErrorTypePrivate) // noted, not fatal
+	}, mw)
+	runs := 0
+	e.POST("/charges", func(c *gin.Context) {
+		runs++
+		c.Redirect(http.StatusSeeOther, "/charges/ch_1")
+	})
+	for i := range 2 {
+		w := serve(e, "POST", "/charges", `{}`, key("k"))
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/charges/ch_1" || replayed(w) != (i == 1) {
+			t.Errorf("request %d: %d %v", i, w.Code, w.Header())
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs)
+	}
+}
