@@ -3,6 +3,9 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +86,62 @@ func TestCancelledBeginWritesNothing(t *testing.T) {
 			o, err := tb.store.Begin(ctx, k, r, nil)
 			if err != nil || o.Kind != idem.Fresh {
 				t.Fatalf("the next Begin = %s, %v; want Fresh: the cancelled Begin reserved the key", o.Kind, err)
+			}
+		})
+	}
+}
+
+// TestDeadlinesLeaveNoKeyInFlight: Begins on many keys at once, each with
+// a deadline of a few milliseconds, some of which end while the statement
+// runs (directly or in a batch), leave no key in flight once they have
+// returned: each either answered Fresh, and its caller committed, or
+// reserved nothing (or released what it reserved).
+func TestDeadlinesLeaveNoKeyInFlight(t *testing.T) {
+	for _, pipeline := range []bool{false, true} {
+		name := "Plain"
+		if pipeline {
+			name = "Pipeline"
+		}
+		t.Run(name, func(t *testing.T) {
+			tb := setup(t, pgstore.Config{Pipeline: pipeline, PipelineLanes: 2, Lease: time.Minute})
+			ns := idemtest.RandomNamespace(t)
+			r := mustRequest(t, `{}`)
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Go(func() {
+					for i := range 40 {
+						k := mustKey(t, ns, fmt.Sprintf("k%d-%d", w, i))
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(3000))*time.Microsecond)
+						o, err := tb.store.Begin(ctx, k, r, nil)
+						cancel()
+						switch {
+						case err == nil && o.Kind == idem.Fresh:
+							if err := tb.store.Commit(ctxT(t), k, o.Lease, []byte(`1`)); err != nil {
+								t.Errorf("Commit: %v", err)
+							}
+						case err == nil:
+							t.Errorf("Begin of a new key = %s", o.Kind)
+						case !errors.Is(err, context.DeadlineExceeded):
+							t.Errorf("Begin: %v, want the deadline's error", err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// A reservation whose caller left is released from another
+			// goroutine once the statement's answer comes.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var n int
+				if err := tb.pool.QueryRow(ctxT(t), `SELECT count(*) FROM `+pgstore.DefaultTable+`
+					WHERE namespace = $1 AND status = 'in_progress'`, string(ns)).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d keys are in flight, under leases nobody holds", n)
+				}
 			}
 		})
 	}
