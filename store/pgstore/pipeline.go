@@ -206,7 +206,8 @@ func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest 
 // its caller left (ctx ended) before the answer came, orphan is given
 // that answer once it comes, from the runner's goroutine, if the
 // statement succeeded: what it did, nobody else will hear of. A direct
-// call's answer is lost with its connection when ctx ends.
+// call needs no orphan: its statement is cancelled on the server when ctx
+// ends, or it answers its caller (see poolQuerier).
 func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error), dest ...any) error {
 	if p.enterDirect() {
 		defer p.leaveDirect()
@@ -287,8 +288,8 @@ func (p *pipeline) do(ctx context.Context, query string, args []any, orphan func
 		runtime.Gosched() // the runner is encoding the arguments: microseconds
 	}
 	if c.heard.CompareAndSwap(callWaiting, callLeft) {
-		// Sent, so it may still take effect, as a statement whose
-		// context ends in flight may; c.orphan will hear of it.
+		// Sent, so it may still take effect; if it does, c.orphan
+		// will hear of it.
 		return nil, ctx.Err()
 	}
 	<-c.done // answered just now
