@@ -48,7 +48,8 @@ type Config struct {
 	// it holds the call until its batch is done, which, while the server
 	// does not answer, the client's timeouts do not bound. So a call whose
 	// context ends first returns then, with the context's error, leaving
-	// its command in the batch (it may still take effect) and a goroutine
+	// its command in the batch (it may still take effect: a Begin's
+	// reservation is then released as its answer comes) and a goroutine
 	// waiting for the batch. The auto-pipeliner is the client's one,
 	// shared with its other users (go-redis caches one per client):
 	// closing it, rather than the client, elsewhere fails the store's

@@ -94,7 +94,11 @@
 // client's ReadTimeout and WriteTimeout do not bound while the server does
 // not answer; so the store waits for the batch in a goroutine of its own,
 // and a call whose context ends first returns then, with the context's
-// error, its command still in the batch. go-redis marks the API
+// error, its command still in the batch. A Begin whose caller so left and
+// that reserved the key when its command ran has that reservation
+// released (FailTransient) as its answer comes: nobody holds its lease,
+// and the key would otherwise answer InFlight until the lease lapsed.
+// go-redis marks the API
 // experimental, so it is off by default; idem proxy turns it on.
 //
 // # Durability

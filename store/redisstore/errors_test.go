@@ -355,3 +355,51 @@ func TestAutoPipelineContextEnds(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A Begin whose caller left (its context ended while its command waited
+// in an auto-pipelined batch) may still reserve the key when the server
+// answers; the store then releases that reservation, which nobody holds,
+// so that the key is free again at once rather than InFlight until the
+// lease lapses.
+func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	s, err := redisstore.New(client, redisstore.Config{AutoPipeline: true, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := idemtest.RandomNamespace(t)
+	req := mustRequest(t, `{}`)
+	if _, err := s.Begin(ctx, mustKey(t, ns, "warm"), req, nil); err != nil { // connects, and loads the script
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t, ns, "unheard")
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = s.Begin(cctx, key, req, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Begin on a paused server: %v, want context.DeadlineExceeded", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		o, err := s.Begin(ctx, key, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind == idem.Fresh {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Begin after the unheard one = %v 5s on, want Fresh: the unheard reservation still holds the key", o.Kind)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

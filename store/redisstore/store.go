@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,6 +90,16 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 			now, req.Fingerprint.Bytes(), payload, token,
 			expires, leaseExp, expires-now,
 		).Slice()
+	}, func(reply []any, err error) {
+		// The caller left before the answer: a reservation it made is
+		// released, or the key would answer InFlight until the lease
+		// lapsed, held by nobody.
+		if err != nil {
+			return
+		}
+		if o, err := s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now); err == nil && o.Kind == idem.Fresh {
+			_ = s.FailTransient(context.WithoutCancel(ctx), key, o.Lease)
+		}
 	})
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
@@ -229,7 +240,7 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 	}
 	n, err := await(ctx, s, func() (int64, error) {
 		return script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
-	})
+	}, nil)
 	switch {
 	case err != nil:
 		return callError(ctx, op, err)
@@ -255,7 +266,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	rkey := s.key(key)
 	vals, err := await(ctx, s, func() ([]any, error) {
 		return s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
-	})
+	}, nil)
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}
@@ -283,8 +294,9 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // stays in its batch and may still take effect, as a command whose
 // context ends in flight may. call must then not send the slices its
 // caller was given, which are the caller's again once the store's call
-// has returned (idem.Store), but copies.
-func await[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error) {
+// has returned (idem.Store), but copies. When the caller has left, the
+// answer, when it comes, goes to unheard (if not nil) instead.
+func await[T any](ctx context.Context, s *Store, call func() (T, error), unheard func(T, error)) (T, error) {
 	if !s.outlives(ctx) {
 		return call()
 	}
@@ -292,22 +304,29 @@ func await[T any](ctx context.Context, s *Store, call func() (T, error)) (T, err
 		v   T
 		err error
 	}
+	// Whichever comes first, the answer or the caller's leaving, decides
+	// who has the answer: the caller, or unheard.
+	const pending, answered, left = 0, 1, 2
+	var state atomic.Int32
 	done := make(chan answer, 1)
 	go func() {
 		v, err := call()
-		done <- answer{v, err}
+		if state.CompareAndSwap(pending, answered) {
+			done <- answer{v, err}
+		} else if unheard != nil {
+			unheard(v, err)
+		}
 	}()
 	select {
 	case a := <-done:
 		return a.v, a.err
 	case <-ctx.Done():
-		select {
-		case a := <-done: // answered meanwhile: the answer stands
-			return a.v, a.err
-		default:
+		if state.CompareAndSwap(pending, left) {
 			var zero T
 			return zero, ctx.Err()
 		}
+		a := <-done // answered meanwhile: the answer stands
+		return a.v, a.err
 	}
 }
 
