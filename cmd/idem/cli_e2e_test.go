@@ -407,6 +407,9 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout must be positive"},
 		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},
 		{proxy, []string{"IDEM_TTL=soon"}, "idem proxy: invalid value \"soon\" in IDEM_TTL"},
+		// The flag package takes --migrate alone, and stops at "false".
+		{append(proxy, "--migrate", "false", "--ttl", "1h"), nil, "idem proxy: --migrate takes no separate value: write --migrate=false (--migrate alone means true)"},
+		{append(proxy, "-require-key", "0"), nil, "idem proxy: --require-key takes no separate value: write --require-key=0"},
 		{[]string{"proxy", "--upstream", "ftp://x", "--store", "memory"}, nil, "idem proxy: --upstream \"ftp://x\" is not an absolute http or https URL"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/api?tenant=a", "--store", "memory"}, nil, "idem proxy: --upstream http://127.0.0.1:1/api?… has a query string"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "mongo://x"}, nil, "idem proxy: unknown store DSN"},

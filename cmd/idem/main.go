@@ -40,6 +40,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -350,6 +351,10 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		_, _ = printed.WriteTo(out)
 		return errUsage
 	case fs.NArg() > 0:
+		if name, v, ok := boolGivenApart(fs, args); ok {
+			fmt.Fprintf(out, "%s: --%s takes no separate value: write --%s=%s (--%s alone means true)\n", fs.Name(), name, name, v, name)
+			return errUsage
+		}
 		fmt.Fprintf(out, "unexpected arguments: %q\n", fs.Args())
 		return errUsage
 	}
@@ -361,6 +366,28 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		}
 	})
 	return envErr
+}
+
+// boolGivenApart reports whether the first of args that fs did not parse
+// as a flag is a boolean value given apart from the boolean flag before
+// it, as in --migrate false: the flag package takes --migrate for
+// --migrate=true and stops at "false", leaving it and every flag after it
+// unparsed. It returns the flag's name and the value.
+func boolGivenApart(fs *flag.FlagSet, args []string) (name, value string, ok bool) {
+	i := len(args) - fs.NArg()
+	if i < 1 || strings.Contains(args[i-1], "=") {
+		return "", "", false
+	}
+	name = strings.TrimPrefix(strings.TrimPrefix(args[i-1], "-"), "-")
+	f := fs.Lookup(name)
+	if f == nil || !strings.HasPrefix(args[i-1], "-") {
+		return "", "", false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	if _, err := strconv.ParseBool(args[i]); !isBool || !b.IsBoolFlag() || err != nil {
+		return "", "", false
+	}
+	return name, args[i], true
 }
 
 // explained is a flag's value whose Set errors say what the flag
