@@ -18,7 +18,9 @@ import (
 // cancellation) and c.Writer records the response. Both are restored when
 // the middleware returns, also when a handler panics. When the middleware
 // answers by itself (a replay or an error response), it calls c.Abort, so
-// no later handler runs.
+// no later handler runs. For a method it does not protect it only calls
+// c.Next: what the chain sets c.Request or c.Writer to stays, as in plain
+// gin.
 //
 // A chain that fails with c.Error and writes nothing leaves its response to
 // a middleware outside this one (an error renderer): it is not recorded,
@@ -49,7 +51,6 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			return
 		}
 		outerW, outerR := c.Writer, c.Request
-		defer func() { c.Writer, c.Request = outerW, outerR }()
 		ran := false
 		outerErrs := len(c.Errors) // attached before the chain: not its own
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -58,6 +59,7 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 				c.Next() // not protected: idemhttp handed the request on as it came
 				return
 			}
+			defer func() { c.Writer, c.Request = outerW, outerR }() // also when a handler panics
 			gw := newWriter(w, outerW)
 			if r == outerR {
 				// Passed through unprotected: the chain runs with the

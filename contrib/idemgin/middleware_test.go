@@ -841,3 +841,30 @@ func TestErrorAttachedBeforeTheMiddlewareIsNotTheChains(t *testing.T) {
 		t.Errorf("the handler ran %d times, want 1", runs)
 	}
 }
+
+// For a method the middleware does not protect it stays out of the way:
+// a request or writer that a middleware inside it set (c.Request with a
+// context value, say) is what the middlewares outside see after c.Next, as
+// in plain gin.
+func TestUnprotectedMethodKeepsWhatTheChainSet(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemgin.New(idemhttp.Config{Store: s})
+	type userKey struct{}
+	var seen []any
+	e := gin.New()
+	e.Use(func(c *gin.Context) { // a logger outside
+		c.Next()
+		seen = append(seen, c.Request.Context().Value(userKey{}))
+	}, mw, func(c *gin.Context) { // authentication inside
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), userKey{}, "alice"))
+	})
+	e.GET("/x", func(c *gin.Context) { c.String(200, "ok") })
+	for i := range 2 {
+		if w := serve(e, "GET", "/x", ``, key("k")); w.Code != 200 {
+			t.Fatalf("GET %d: %d", i, w.Code)
+		}
+	}
+	if len(seen) != 2 || seen[0] != "alice" || seen[1] != "alice" {
+		t.Errorf("the logger outside saw users %v, want [alice alice]", seen)
+	}
+}
