@@ -18,7 +18,9 @@ import (
 // c.Response() is a new *echo.Response that records what is written, its
 // Status at first that of echo's own (200, unless a middleware outside set
 // another). Both are restored when the middleware returns, also when a
-// handler panics.
+// handler panics. For a method it does not protect the middleware only
+// calls the next handler: what the chain sets with c.SetRequest or
+// c.SetResponse stays, as without the middleware.
 // Hooks registered with c.Response().Before before the middleware still run
 // when the response is committed.
 //
@@ -44,16 +46,16 @@ func New(cfg idemhttp.Config) (echo.MiddlewareFunc, error) {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			outerRes, outerReq := c.Response(), c.Request()
-			defer func() {
-				c.SetResponse(outerRes)
-				c.SetRequest(outerReq)
-			}()
 			var herr error
 			mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if w == http.ResponseWriter(outerRes) && r == outerReq {
 					herr = next(c) // not protected: idemhttp handed the request on as it came
 					return
 				}
+				defer func() { // also when a handler panics
+					c.SetResponse(outerRes)
+					c.SetRequest(outerReq)
+				}()
 				c.SetRequest(r)
 				res := echo.NewResponse(w, c.Echo())
 				// As echo's own response: 200 until a status is written,

@@ -798,3 +798,36 @@ func TestInnerResponseStartsWithEchosStatus(t *testing.T) {
 		t.Errorf("statuses inside: before the handler %v, after it %v; want %v, as echo's own response", before, after, want)
 	}
 }
+
+// For a method the middleware does not protect it stays out of the way:
+// a request or response that a middleware inside it set (c.SetRequest
+// with a context value, say) is what the middlewares outside see after
+// next returns, as without the middleware.
+func TestUnprotectedMethodKeepsWhatTheChainSet(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, _ := idemecho.New(idemhttp.Config{Store: s})
+	type userKey struct{}
+	var seen []any
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc { // a logger outside
+		return func(c echo.Context) error {
+			err := next(c)
+			seen = append(seen, c.Request().Context().Value(userKey{}))
+			return err
+		}
+	}, mw, func(next echo.HandlerFunc) echo.HandlerFunc { // authentication inside
+		return func(c echo.Context) error {
+			c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), userKey{}, "alice")))
+			return next(c)
+		}
+	})
+	e.GET("/x", func(c echo.Context) error { return c.String(200, "ok") })
+	for i := range 2 {
+		if w := serve(e, "GET", "/x", ``, key("k")); w.Code != 200 {
+			t.Fatalf("GET %d: %d", i, w.Code)
+		}
+	}
+	if len(seen) != 2 || seen[0] != "alice" || seen[1] != "alice" {
+		t.Errorf("the logger outside saw users %v, want [alice alice]", seen)
+	}
+}
