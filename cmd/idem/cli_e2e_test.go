@@ -651,6 +651,32 @@ func TestUpstreamMistakes(t *testing.T) {
 	}
 }
 
+// TestRedisDSNOfAClusterNode: a redis:// DSN naming a node of a Redis
+// Cluster is refused, by every command, with the redis-cluster:// DSN
+// to give instead: used as a single server, the node would answer MOVED
+// for the keys of the other nodes' slots, and the proxy 503 for most of
+// its requests.
+func TestRedisDSNOfAClusterNode(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	node := c.Addrs()[0]
+	want := "redis at redis://" + node + " is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN redis-cluster://" + node
+	for _, args := range [][]string{
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+		{"migrate"},
+		{"purge"},
+		{"inspect", "--key", "k"},
+	} {
+		args = append(args, "--store", "redis://"+node)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("idem %q: exit %d, stderr %q; want 2 and %q", args, r.code, r.stderr, want)
+		}
+	}
+	dsn := "redis-cluster://" + node
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", dsn); r.code != 0 {
+		t.Errorf("idem migrate --store %s: exit %d, stderr %q; want 0", dsn, r.code, r.stderr)
+	}
+}
+
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged

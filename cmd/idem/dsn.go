@@ -279,6 +279,10 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		}
 		return nil, redisConnectError(redact(dsn), err)
 	}
+	if err := notAClusterNode(pctx, client, dsn); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
 	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
 	if err != nil {
 		_ = client.Close()
@@ -305,6 +309,23 @@ func redisClient(dsn string) (redis.UniversalClient, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	return redis.NewClient(opts), nil
+}
+
+// notAClusterNode refuses a redis:// or rediss:// DSN that names a node
+// of a Redis Cluster: the client would use it as a single server, and
+// every key of another node's slots would fail with MOVED (a 503 for most
+// of the proxy's requests, behind a /healthz that says ok). A server that
+// does not answer INFO (a command renamed or disabled) is not checked.
+func notAClusterNode(ctx context.Context, client redis.UniversalClient, dsn string) error {
+	c, ok := client.(*redis.Client)
+	if !ok { // a redis-cluster:// DSN's
+		return nil
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+		return nil
+	}
+	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN redis-cluster://%s (?addr=HOST:PORT… adds nodes to start from)", redact(dsn), c.Options().Addr)
 }
 
 // redisConnectError explains err, the failure of a first command to the
