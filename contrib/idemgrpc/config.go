@@ -179,14 +179,18 @@ func validMetadataName(n string) bool {
 // DefaultStoreCode records responses (codes.OK) and the errors that say
 // the request itself cannot succeed as sent, so that a retry gets the same
 // answer: InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
-// FailedPrecondition, OutOfRange and Unimplemented. The others (Canceled,
-// Unknown, DeadlineExceeded, ResourceExhausted, Aborted, Internal,
-// Unavailable, DataLoss, Unauthenticated) release the key: they may be
-// transient, and a retry runs the handler again.
+// FailedPrecondition and OutOfRange. The others (Canceled, Unknown,
+// DeadlineExceeded, ResourceExhausted, Aborted, Internal, Unavailable,
+// DataLoss, Unauthenticated, Unimplemented) release the key: they may be
+// transient, and a retry runs the handler again. Unimplemented is among
+// them because it is what a server answers that does not have the method
+// yet (a generated Unimplemented…Server stub), as during a rolling deploy:
+// a retry that reaches a newer server must run there, not be answered the
+// old server's Unimplemented for the rest of the retention.
 func DefaultStoreCode(c codes.Code) bool {
 	switch c {
 	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
-		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+		codes.FailedPrecondition, codes.OutOfRange:
 		return true
 	}
 	return false

@@ -44,8 +44,9 @@
 //
 // What is recorded: responses, and the errors whose codes Config.StoreCode
 // accepts (by default InvalidArgument, NotFound, AlreadyExists,
-// PermissionDenied, FailedPrecondition, OutOfRange and Unimplemented: the
-// answers a retry would get again). A handler that returns no message and
+// PermissionDenied, FailedPrecondition and OutOfRange: the answers a retry
+// would get again; not Unimplemented, which a retry may not get from a
+// newer server). A handler that returns no message and
 // no error, which gRPC answers with the empty message, is recorded as the
 // empty message of the method's response type (see replay below). Not
 // recorded, so a retry runs again: other codes (Unavailable,
