@@ -677,6 +677,39 @@ func TestRedisDSNOfAClusterNode(t *testing.T) {
 	}
 }
 
+// TestCommandLineWinsOverAnExcludedVariable: of two flags that exclude
+// each other, one given on the command line wins over the other's
+// variable, as it would over its own: the command runs (here to find no
+// record, or no database) instead of refusing flags the user did not
+// type together. Both on the command line are still refused.
+func TestCommandLineWinsOverAnExcludedVariable(t *testing.T) {
+	t.Parallel()
+	store := filepath.Join(t.TempDir(), "idem.db")
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", "sqlite:"+store); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	db := "postgres://127.0.0.1:1/db?connect_timeout=2"
+	q := regexp.QuoteMeta
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		code int
+		want string // a regular expression
+	}{
+		{[]string{"IDEM_AUTHORIZATION=Bearer t"}, []string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--scope", "s"}, 1, q(`no live record for key "k" in namespace http (scope "s")`)},
+		{[]string{"IDEM_SCOPE=s"}, []string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--authorization", "Bearer t"}, 1, q(`no live record for key "k" in namespace http (scope "`) + `[0-9a-f]{32}"\)`},
+		{[]string{"IDEM_DURABLE_CANCEL_KEY=k"}, []string{"durable", "cancel", "--id", "1", "--db", db}, 1, "unreachable"},
+		{[]string{"IDEM_DURABLE_SIGNAL_ID=1"}, []string{"durable", "signal", "--name", "go", "--key", "k", "--db", db}, 1, "unreachable"},
+		{[]string{"IDEM_SCOPE=s", "IDEM_AUTHORIZATION=Bearer t"}, []string{"inspect", "--store", "sqlite:" + store, "--key", "k"}, 2, "give --scope or --authorization, not both"},
+		{[]string{"IDEM_DURABLE_RETRY_KEY=k"}, []string{"durable", "retry", "--id", "1", "--key", "k2", "--db", db}, 2, "give --id or --key, not both"},
+	} {
+		r := runIdem(t, t.TempDir(), tc.env, tc.args...)
+		if r.code != tc.code || !regexp.MustCompile(tc.want).MatchString(r.stderr) {
+			t.Errorf("%q idem %q: exit %d, stderr %q; want %d and %s", tc.env, tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged

@@ -86,8 +86,16 @@ type durableCall struct {
 }
 
 // parse parses the subcommand's flags, IDEM_* variables first. Help asked
-// for goes to stdout, errors to stderr, as the other commands'.
-func (d *durableCall) parse() error { return parseWithHelp(d.fs, d.args, d.getenv, d.stdout) }
+// for goes to stdout, errors to stderr, as the other commands'. Of --id
+// and --key, one given on the command line wins over the other's
+// variable (commandLineWins).
+func (d *durableCall) parse() error {
+	if err := parseWithHelp(d.fs, d.args, d.getenv, d.stdout); err != nil {
+		return err
+	}
+	commandLineWins(d.fs, "id", "key")
+	return nil
+}
 
 // client connects to --db, which must be set.
 func (d *durableCall) client(ctx context.Context) (*durable.Client, error) {

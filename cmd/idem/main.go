@@ -17,7 +17,8 @@
 // mean different things in different commands: their variables name the
 // command too (IDEM_INSPECT_KEY, IDEM_DURABLE_LIST_KEY,
 // IDEM_DURABLE_CANCEL_ID…). A flag on the command line wins over the
-// environment. An IDEM_* variable that no command reads (a typo such as
+// environment, also over the variable of a flag it excludes (--scope over
+// IDEM_AUTHORIZATION, --id over IDEM_DURABLE_CANCEL_KEY). An IDEM_* variable that no command reads (a typo such as
 // IDEM_UPSTRAEM, or IDEM_KEY) is named in a warning on stderr and
 // otherwise ignored; one of another command's flags is ignored silently,
 // as one environment may serve several commands.
@@ -366,6 +367,27 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		}
 	})
 	return envErr
+}
+
+// commandLineWins settles flags a and b of fs, which exclude each other,
+// when the command line sets one and the other comes from its IDEM_*
+// variable: the command line wins, as it does over the variable of the
+// same flag, and the other flag is put back to its default. Both set on
+// the command line, or both by variables, are left for the command to
+// refuse.
+func commandLineWins(fs *flag.FlagSet, a, b string) {
+	fa, fb := fs.Lookup(a), fs.Lookup(b)
+	if fa == nil || fb == nil {
+		return
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true }) // the command line's, not the variables'
+	switch {
+	case set[a] && !set[b]:
+		_ = fb.Value.Set(fb.DefValue)
+	case set[b] && !set[a]:
+		_ = fa.Value.Set(fa.DefValue)
+	}
 }
 
 // boolGivenApart reports whether the first of args that fs did not parse

@@ -233,6 +233,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
+	commandLineWins(fs, "scope", "authorization")
 	ns, err := parseNamespace(*nsFlag)
 	if err != nil {
 		return err
