@@ -154,7 +154,8 @@ func TestInspectDecodesRecordedResponses(t *testing.T) {
 // Authorization header, given the value as the client sent it: HTTP drops
 // the spaces and tabs around a header's value before the proxy computes
 // the scope, so idem inspect drops them too (curl -H 'Authorization:
-// Bearer tok ' sends the trailing space).
+// Bearer tok ' sends the trailing space). Without --authorization, the
+// record not found, the message says to give it.
 func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
 	up := newCounting(t)
 	dsn := sqliteDSN(t)
@@ -173,6 +174,12 @@ func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("POST: status %d, want 201", res.StatusCode)
+	}
+	// Without --authorization, the record is not found, and the message
+	// says where it is.
+	r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "with-auth")
+	if want := `no live record for key "with-auth" in namespace http (scope ""); the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value`; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("idem inspect without --authorization: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 	}
 	for _, auth := range []string{"Bearer tok \t", "Bearer tok", " Bearer tok"} {
 		r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "with-auth", "--authorization", auth)

@@ -266,7 +266,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	defer st.close()
 	rec, err := st.Get(ctx, k)
 	if errors.Is(err, idem.ErrNotFound) {
-		return fmt.Errorf("no live record for key %q in namespace %s (scope %q)", k.Value(), ns, k.Scope())
+		hint := ""
+		if k.Scope() == "" { // the proxy keeps the key of a request with an Authorization header in a scope of its own
+			hint = "; the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value"
+		}
+		return fmt.Errorf("no live record for key %q in namespace %s (scope %q)%s", k.Value(), ns, k.Scope(), hint)
 	}
 	if err != nil {
 		return noTable(st, err)
