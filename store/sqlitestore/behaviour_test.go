@@ -179,3 +179,25 @@ func TestConcurrentLoad(t *testing.T) {
 		mustBegin(t, s, mustKey(t, ns, strconv.Itoa(i)), r, idem.PriorResult)
 	}
 }
+
+// TestPurgeAsOfBeyondMicroseconds: an asOf too far from 1970 for Unix
+// microseconds in an int64 (time.Unix(1<<62, 0), a "purge everything")
+// selects what its order says, every record after all of them and none
+// before, instead of wrapping around to another time.
+func TestPurgeAsOfBeyondMicroseconds(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, 2)
+	s := newStore(t, db, nil)
+	ctx := context.Background()
+	ns := idemtest.RandomNamespace(t)
+	r := mustRequest(t, `{}`)
+	for i := range 3 {
+		mustBegin(t, s, mustKey(t, ns, "k"+strconv.Itoa(i)), r, idem.Fresh)
+	}
+	if n, err := s.PurgeExpired(ctx, ns, time.Unix(-1<<62, 0)); err != nil || n != 0 {
+		t.Errorf("PurgeExpired(far past) = %d, %v; want 0", n, err)
+	}
+	if n, err := s.PurgeExpired(ctx, ns, time.Unix(1<<62, 0)); err != nil || n != 3 {
+		t.Errorf("PurgeExpired(far future) = %d, %v; want all 3", n, err)
+	}
+}

@@ -1,6 +1,9 @@
 package sqlitestore
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Timestamps are stored as Unix microseconds, the precision of the columns:
 // the current time rounded down, the ends of leases and retentions rounded
@@ -20,6 +23,25 @@ func after(t time.Time, d time.Duration) int64 {
 	}
 	return us
 }
+
+// micros returns t in Unix microseconds, moved to the int64 range's end
+// when it lies beyond (some 292,000 years from 1970), where UnixMicro would
+// wrap around to another time: no stored timestamp lies beyond either end,
+// so the clamped time compares with every record as t does.
+func micros(t time.Time) int64 {
+	switch {
+	case t.After(maxMicros):
+		return math.MaxInt64
+	case t.Before(minMicros):
+		return math.MinInt64
+	}
+	return t.UnixMicro()
+}
+
+var (
+	maxMicros = time.UnixMicro(math.MaxInt64)
+	minMicros = time.UnixMicro(math.MinInt64)
+)
 
 // timeOf converts a stored timestamp back to a time.Time, in UTC.
 func timeOf(us int64) time.Time { return time.UnixMicro(us).UTC() }

@@ -19,7 +19,7 @@ func (s *Store) purgeExpired(ctx context.Context, q querier, ns idem.Namespace, 
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		res, err := q.ExecContext(ctx, s.sql.purge, string(ns), asOf.UnixMicro(), purgeBatch)
+		res, err := q.ExecContext(ctx, s.sql.purge, string(ns), micros(asOf), purgeBatch)
 		if err != nil {
 			return total, dbError(ctx, err)
 		}
