@@ -410,6 +410,38 @@ func TestStoreDownGives503(t *testing.T) {
 	}
 }
 
+// TestHealthzWithTheStoreDown: with the store down, /healthz answers 503;
+// with --fail-open it answers 200, saying so, as the proxy forwards
+// requests unprotected: a load balancer or Kubernetes acting on a 503
+// would stop the traffic --fail-open lets through.
+func TestHealthzWithTheStoreDown(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newCounting(t)
+	closed := startProxy(t, "--upstream", up.srv.URL, "--store", srv.URL())
+	open := startProxy(t, "--upstream", up.srv.URL, "--store", srv.URL(), "--fail-open")
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	healthz := func(p *proxy) (int, string) {
+		res, err := http.Get(p.admin + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := healthz(closed); code != 503 || body != "store unavailable\n" {
+		t.Errorf("/healthz with the store down: %d %q, want 503", code, body)
+	}
+	if r := send(t, open.base, "open-1", `{}`); r.status != 201 {
+		t.Fatalf("--fail-open with the store down: %+v, want the upstream's 201", r)
+	}
+	if code, body := healthz(open); code != 200 || body != "ok: store unavailable, requests forwarded unprotected (--fail-open)\n" {
+		t.Errorf("/healthz with the store down and --fail-open: %d %q, want 200 saying so", code, body)
+	}
+}
+
 func TestUpstreamDownGives502(t *testing.T) {
 	up := newCounting(t)
 	url := up.srv.URL

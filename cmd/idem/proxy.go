@@ -152,7 +152,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			_ = ln.Close()
 			return err
 		}
-		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 		go func() { _ = adminSrv.Serve(aln) }()
 		fmt.Fprintf(stdout, "idem proxy: admin on http://%s (/healthz, /metrics)\n", aln.Addr())
 	}
@@ -234,7 +234,13 @@ func purgeLoop(ctx context.Context, st *openedStore, ns idem.Namespace, every ti
 	}
 }
 
-func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool) http.Handler {
+// adminHandler serves /healthz and /metrics. /healthz answers 503 while
+// the proxy starts or shuts down, and while the store does not answer
+// unless failOpen (--fail-open): the proxy then forwards requests
+// unprotected, and is as healthy as its upstream; taken out of service or
+// restarted for the store, it would stop the traffic --fail-open is
+// there to let through.
+func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool, failOpen bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -243,7 +249,11 @@ func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool) http.Handler 
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		if err := st.ping(ctx); err != nil {
+		switch err := st.ping(ctx); {
+		case err != nil && failOpen:
+			_, _ = io.WriteString(w, "ok: store unavailable, requests forwarded unprotected (--fail-open)\n")
+			return
+		case err != nil:
 			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 			return
 		}
