@@ -39,14 +39,10 @@ type claimed struct {
 	overdue atomic.Int64
 	// leaseEnd is the moment (see monoNow) before which the lease cannot
 	// have expired, as far as this engine knows: LeaseTTL after the
-	// statement that leased the row, or last extended it, was sent.
+	// statement that leased the row, or last extended it, was sent. The
+	// running step's context is cancelled then unless a heartbeat extends
+	// the lease meanwhile (see watch).
 	leaseEnd atomic.Int64
-	// heardEnd is the moment (see monoNow) at which the running step's
-	// context is cancelled unless the heartbeat hears of the claim again:
-	// leaseEnd, or LeaseTTL after a heartbeat found the claim still held
-	// but could not extend it, its row locked by a caller's transaction
-	// (see heartbeatSQL).
-	heardEnd atomic.Int64
 }
 
 // monoBase is the origin of the moments the claims keep: nanoseconds since
@@ -64,27 +60,13 @@ func mono(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 // leased records that the lease of c was set, or extended, to ttl by a
 // statement sent at at, or later.
 func (c *claimed) leased(at time.Time, ttl time.Duration) {
-	end := mono(at) + int64(ttl)
-	c.leaseEnd.Store(end)
-	c.heardEnd.Store(end)
-}
-
-// heard records that a statement sent at at, or later, found c still held,
-// its lease not extended.
-func (c *claimed) heard(at time.Time, ttl time.Duration) {
-	c.heardEnd.Store(mono(at) + int64(ttl))
+	c.leaseEnd.Store(mono(at) + int64(ttl))
 }
 
 // leaseLeft is how long the lease of c cannot have expired for, from now:
-// negative once it may have.
+// 0 or less once it may have.
 func (c *claimed) leaseLeft() time.Duration {
 	return time.Duration(c.leaseEnd.Load() - monoNow())
-}
-
-// heardLeft is how long from now the step of c keeps its context, unless
-// the heartbeat hears of c again: 0 or less once it may have lapsed.
-func (c *claimed) heardLeft() time.Duration {
-	return time.Duration(c.heardEnd.Load() - monoNow())
 }
 
 // setOverdue records that the step of c runs past its timeout once d from
@@ -134,18 +116,22 @@ func (c *claimed) loseLease() {
 
 // errLeaseLapsed is the cause of the cancellation of a step whose lease
 // may have lapsed, no heartbeat having extended it in time.
-var errLeaseLapsed = fmt.Errorf("%w: not extended within Config.LeaseTTL (the database may be unreachable)", ErrLeaseLost)
+var errLeaseLapsed = fmt.Errorf("%w: not extended within Config.LeaseTTL (the database may be unreachable, or a caller's transaction held the row's lock)", ErrLeaseLost)
 
 // watch starts the step of c, under the context that cancel cancels: it
 // cancels that context, with errLeaseLapsed as the cause, once the lease
 // may have lapsed, LeaseTTL after the last heartbeat that extended it (or
-// the claim) was sent, unless a heartbeat hears of c again meanwhile. It
-// reports false, arming nothing, when that moment has already passed: the
-// step must not start. unwatch must be called once the step has returned.
-// The clock is read once; the timer, when it fires early because a later
-// heartbeat moved the moment, is armed again.
+// the claim) was sent, unless a heartbeat extends it meanwhile. Only an
+// extension counts: a claim the heartbeat found still held but could not
+// extend, its row locked by a caller's transaction (see heartbeatSQL),
+// lapses all the same, since once that transaction ends the reaper of any
+// engine may take the row back and run its step again. It reports false,
+// arming nothing, when that moment has already passed: the step must not
+// start. unwatch must be called once the step has returned. The clock is
+// read once; the timer, when it fires early because a later heartbeat
+// moved the moment, is armed again.
 func (c *claimed) watch(cancel context.CancelCauseFunc) bool {
-	left := c.heardLeft()
+	left := c.leaseLeft()
 	if left <= 0 {
 		return false
 	}
@@ -164,7 +150,7 @@ func (c *claimed) lapse() {
 	if c.watchdog == nil { // the step has returned
 		return
 	}
-	if left := c.heardLeft(); left > 0 { // heard of again meanwhile
+	if left := c.leaseLeft(); left > 0 { // extended meanwhile
 		c.watchdog.Reset(left)
 		return
 	}

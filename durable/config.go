@@ -71,8 +71,12 @@ type Config struct {
 	// LeaseTTL is how long a claimed row stays leased to this engine
 	// without a heartbeat. When a lease expires the reaper of any engine
 	// returns the row to runnable with its attempt increased, and the
-	// outcome of the step that held it is no longer committed. At least
-	// 1µs, the resolution leases are stored at. Defaults to 30s.
+	// outcome of the step that held it is no longer committed. A running
+	// step whose lease no heartbeat extends for LeaseTTL (the database is
+	// unreachable, or a caller's transaction, SignalTx or CancelTx, holds
+	// the row's lock that long) has its context cancelled, with cause
+	// ErrLeaseLost, once the lease may have lapsed. At least 1µs, the
+	// resolution leases are stored at. Defaults to 30s.
 	LeaseTTL time.Duration
 
 	// HeartbeatInterval is how often the leases of the rows this engine

@@ -89,10 +89,15 @@
 // succeeded was sent, on the engine's monotonic clock, and by then the
 // step's context is cancelled with cause ErrLeaseLost, whether the
 // heartbeats failed or hung; a claimed step whose lease lapsed before it
-// started does not start. A step that fails so cancelled is not charged
-// with the failure: its error handling is not called, and its row, if the
-// engine still holds it, is handed back with its attempt unchanged
-// (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
+// started does not start. So it is too for a row that a caller's
+// transaction (SignalTx, CancelTx) keeps locked past the end of its lease:
+// the heartbeat skips the row, rather than wait for the lock, and does not
+// extend its lease, so the step's context is cancelled when the lease may
+// lapse, before the reaper of any engine may take the row once the lock is
+// released; a lock released sooner costs the step nothing. A step that
+// fails so cancelled is not charged with the failure: its error handling
+// is not called, and its row, if the engine still holds it, is handed back
+// with its attempt unchanged (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
 // its leases until its running steps return, and commits their outcomes;
 // a step that fails once its context is so cancelled has its row handed
 // back, runnable with its attempt unchanged, rather than spending an

@@ -14,10 +14,14 @@ import (
 // caller's SignalTx or CancelTx holds one until its transaction ends):
 // waiting for one would keep every other lease of the engine from being
 // extended meanwhile, and the reaper would take them back while their
-// steps still run. heldSQL then tells a skipped claim, extended on a later
-// beat, from a lost one. Skipping, the heartbeat never waits for a lock,
-// so it cannot deadlock with Cancel's cascade or a child's commit either;
-// it still locks in ascending id order, as they do.
+// steps still run. A skipped row's lease is not extended: if the lock is
+// held past its end, the step's context is cancelled then (see
+// claimed.watch), as the reaper may take the row once the lock is
+// released; a lock released before, the next beat extends the lease.
+// heldSQL then tells a skipped claim from a lost one. Skipping, the
+// heartbeat never waits for a lock, so it cannot deadlock with Cancel's
+// cascade or a child's commit either; it still locks in ascending id
+// order, as they do.
 const heartbeatSQL = `
 WITH held AS (
     SELECT i.id FROM durable_instance i
@@ -35,7 +39,7 @@ RETURNING i.id, i.claims`
 // heldSQL returns which of the claims ($2, $3: ids and claim counts) the
 // engine $1 still holds, without locking: those heartbeatSQL skipped as
 // locked by another transaction are still this engine's, only not
-// extended this time.
+// extended this time, and are not lost.
 const heldSQL = `
 SELECT i.id, i.claims FROM durable_instance i
 JOIN unnest($2::bigint[], $3::bigint[]) AS h(id, claims) ON i.id = h.id AND i.claims = h.claims
@@ -47,7 +51,8 @@ WHERE i.status = 'executing' AND i.lease_owner = $1`
 // context is cancelled. Its outcome would be fenced off anyway. Each beat
 // is bounded by the first moment one of the leases may lapse; a running
 // step whose lease no beat extends in time has its context cancelled then
-// by its own watchdog (see claimed.watch), whether the beats fail or hang.
+// by its own watchdog (see claimed.watch), whether the beats fail, hang or
+// skip its row, locked by a caller's transaction.
 func (e *engine) heartbeat() {
 	cfg := &e.c.cfg
 	e.every(cfg.HeartbeatInterval, func() {
@@ -79,19 +84,17 @@ func (e *engine) heartbeat() {
 			return
 		}
 		ids, claims = fence(missed)
-		at = time.Now()
 		still, err := e.claimsIn(ctx, heldSQL, e.owner, ids, claims)
 		if err != nil {
 			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 			return
 		}
 		for _, c := range missed {
-			if still[claimKey{c.id, c.claims}] {
-				// Skipped as locked by a caller's transaction, which the
-				// reaper skips too: its step goes on, and the lease is
-				// extended once the lock is released.
-				c.heard(at, cfg.LeaseTTL)
-			} else if e.isHeld(c) {
+			// A claim still held was skipped as locked by a caller's
+			// transaction: not lost, but not extended either. Its step
+			// goes on until its lease may lapse, and the next beat after
+			// the lock's release extends it.
+			if !still[claimKey{c.id, c.claims}] && e.isHeld(c) {
 				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
 				c.loseLease()
 			}
@@ -109,7 +112,7 @@ func (e *engine) heartbeat() {
 func (e *engine) beatDeadline(held []*claimed, at time.Time) time.Time {
 	now, first := mono(at), int64(0)
 	for _, c := range held {
-		if end := c.heardEnd.Load(); end > now && (first == 0 || end < first) {
+		if end := c.leaseEnd.Load(); end > now && (first == 0 || end < first) {
 			first = end
 		}
 	}

@@ -3,11 +3,15 @@ package durable_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgo/idem/durable"
 )
@@ -154,62 +158,137 @@ func TestHeartbeatKeepsLongStepsLeased(t *testing.T) {
 	}
 }
 
-// A caller's transaction that holds one executing instance's row lock
-// (SignalTx, for longer than a lease) must not keep the engine from
-// extending its other leases: those steps keep running once, unreaped;
-// and the locked instance's claim is not taken for lost meanwhile.
-func TestHeartbeatSkipsRowsLockedByCallers(t *testing.T) {
-	t.Parallel()
-	var (
-		mu        sync.Mutex
-		starts    = map[int64]int{}
-		cancelled = map[int64]bool{}
-	)
-	release := make(chan struct{})
-	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+// lockedRuns records the runs of the step of lockedFSM: the attempt of
+// each, how many run at once, and how the first one of each instance was
+// cancelled, if it was.
+type lockedRuns struct {
+	mu           sync.Mutex
+	attempts     map[int64][]int
+	afterRelease map[int64][]bool // for each run: whether the caller's lock had been released when it started
+	running      map[int64]int
+	maxRunning   map[int64]int
+	cancelled    map[int64]stepCancel
+	released     bool // the caller's lock is released, or is being
+}
+
+// stepCancel is when the context of a step was cancelled, as the step saw
+// it, and its cause.
+type stepCancel struct {
+	at    time.Time
+	cause error
+}
+
+func newLockedRuns() *lockedRuns {
+	return &lockedRuns{attempts: map[int64][]int{}, afterRelease: map[int64][]bool{}, running: map[int64]int{},
+		maxRunning: map[int64]int{}, cancelled: map[int64]stepCancel{}}
+}
+
+// lockedFSM is an FSM whose step, on its first run, holds until release
+// is closed or its context is cancelled (then it fails with the
+// context's error), and on any later run is done at once; r records its
+// runs.
+func lockedFSM(t *testing.T, r *lockedRuns, release chan struct{}) *durable.FSM[struct{}] {
+	return mustFSM(t, durable.FSMConfig[struct{}]{
 		Name:    "locked",
 		Initial: "a",
 		Steps: map[string]durable.StepFunc[struct{}]{
 			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
-				mu.Lock()
-				starts[s.ID]++
-				mu.Unlock()
+				r.mu.Lock()
+				r.attempts[s.ID] = append(r.attempts[s.ID], s.Attempt)
+				r.afterRelease[s.ID] = append(r.afterRelease[s.ID], r.released)
+				first := len(r.attempts[s.ID]) == 1
+				r.running[s.ID]++
+				r.maxRunning[s.ID] = max(r.maxRunning[s.ID], r.running[s.ID])
+				r.mu.Unlock()
+				defer func() {
+					r.mu.Lock()
+					r.running[s.ID]--
+					r.mu.Unlock()
+				}()
+				if !first {
+					return durable.Done(nil), nil
+				}
 				select {
 				case <-release:
+					return durable.Done(nil), nil
 				case <-ctx.Done():
-					mu.Lock()
-					cancelled[s.ID] = true
-					mu.Unlock()
+					r.mu.Lock()
+					r.cancelled[s.ID] = stepCancel{time.Now(), context.Cause(ctx)}
+					r.mu.Unlock()
+					return durable.Outcome{}, ctx.Err()
 				}
-				return durable.Done(nil), nil
 			},
 		},
 	})
-	cfg := fast(fsm)
-	// Heartbeats 40 times per lease: on a loaded machine (make test runs
-	// packages side by side, every test's engine polling) one may come
-	// late by a second or more, which must not let the unlocked row's
-	// lease lapse. The test waits on the leases, not the clock, so a long
-	// lease costs little more than its length.
-	const ttl = 4 * time.Second
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
-	b := setup(t, cfg)
-	b.start(t)
-	locked := b.insert(t, fsm.With(struct{}{}), nil) // the lower id: locked first in id order
-	other := b.insert(t, fsm.With(struct{}{}), nil)
-	waitFor(t, "both steps to start", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return starts[locked] == 1 && starts[other] == 1
-	})
+}
+
+// lockRow takes instance id's row lock with SignalTx, in a transaction of
+// b's, as a caller would, and returns the transaction, rolled back when t
+// ends unless committed before.
+func (b *testBundle) lockRow(t *testing.T, id int64) pgx.Tx {
+	t.Helper()
 	tx, err := b.pool.Begin(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(locked), "note", nil, ""); err != nil {
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(id), "note", nil, ""); err != nil {
 		t.Fatal(err)
 	}
+	return tx
+}
+
+// A caller's transaction that holds one executing instance's row lock
+// (SignalTx) for longer than the rest of its lease must not keep the
+// engine from extending its other leases: those steps keep running once,
+// unreaped. The locked row's lease is not extended meanwhile, so its step
+// is cancelled (the lease lapsed; it is not taken for lost) once the
+// lease the engine last extended may have lapsed, and not before: once
+// the caller commits, the reaper of any engine may take the row. The step
+// then runs again, after the lock is released, and never while its first
+// run still goes on.
+func TestRowLockedPastItsLeaseLapsesItsStepOnly(t *testing.T) {
+	t.Parallel()
+	runs, release := newLockedRuns(), make(chan struct{})
+	closeAtCleanup(t, release)
+	fsm := lockedFSM(t, runs, release)
+	cfg := fast(fsm)
+	// Heartbeats 30 times per lease: on a loaded machine (make test runs
+	// packages side by side, every test's engine polling) one may come
+	// late by a second or more, which must not let the unlocked row's
+	// lease lapse. The test waits on the leases, not the clock, so a long
+	// lease costs little more than its length.
+	const ttl = 3 * time.Second
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b := setup(t, nil)
+	beats := newHeartbeatHang() // never on: it records when the heartbeats that succeeded were sent
+	engine := newClient(t, hangingPool(t, b.url, beats), cfg, b.events)
+	startClient(t, engine)
+
+	locked := b.insert(t, fsm.With(struct{}{}), nil) // the lower id: locked first in id order
+	other := b.insert(t, fsm.With(struct{}{}), nil)
+	var started time.Time
+	waitFor(t, "both steps to start", func() bool {
+		runs.mu.Lock()
+		defer runs.mu.Unlock()
+		if len(runs.attempts[locked]) == 1 && len(runs.attempts[other]) == 1 && started.IsZero() {
+			started = time.Now()
+		}
+		return !started.IsZero()
+	})
+	waitFor(t, "a heartbeat sent after both steps started to succeed", func() bool {
+		lastOK, _ := beats.state()
+		return lastOK.After(started)
+	})
+	// The last heartbeat that succeeded before the lock was taken extended
+	// the row's lease: the step's context must be kept for a LeaseTTL
+	// after it was sent, at least. A later one may have extended it too,
+	// until the lock was taken.
+	extended, _ := beats.state()
+	tx := b.lockRow(t, locked)
+	lockTaken := time.Now()
 	// Locked, the row's lease is no longer extended: as long as the lock
 	// is held, it is where the last heartbeat before SignalTx left it.
 	lockedUntil := b.get(t, locked).LeaseExpiresAt
@@ -220,30 +299,132 @@ func TestHeartbeatSkipsRowsLockedByCallers(t *testing.T) {
 	waitFor(t, "the unlocked instance's lease to outlast the locked one's by a lease", func() bool {
 		return b.get(t, other).LeaseExpiresAt.After(lockedUntil.Add(ttl))
 	})
-	// The locked row's lease has expired meanwhile (leases are in the
-	// database's time), unextended: its claim, skipped by every heartbeat
-	// since SignalTx, must not have been taken for lost.
 	if until := b.get(t, locked).LeaseExpiresAt; !until.Equal(lockedUntil) {
 		t.Fatalf("the locked instance's lease changed from %v to %v under the caller's lock", lockedUntil, until)
-	}
-	mu.Lock()
-	n, lost := starts[other], cancelled[locked]
-	mu.Unlock()
-	if n != 1 {
-		t.Errorf("the unlocked instance's step started %d times while another row was locked, want 1", n)
-	}
-	if lost {
-		t.Error("the locked instance's step was cancelled as if its lease were lost")
 	}
 	if got := b.get(t, locked); got.Status != durable.StatusExecuting || got.Attempt != 1 {
 		t.Errorf("locked instance: %s attempt %d, want still executing its first attempt", got.Status, got.Attempt)
 	}
+	// By now the locked row's lease has expired (leases are in the
+	// database's time), unextended: its step must have been cancelled as
+	// its lease lapsed, not taken for lost (the claim is still this
+	// engine's), neither before the lease the engine extended last may
+	// lapse nor long after the last one it may have extended.
+	var (
+		c                         stepCancel
+		cancelled, otherCancelled bool
+	)
+	for deadline := lockTaken.Add(ttl + 5*time.Second); ; time.Sleep(5 * time.Millisecond) {
+		runs.mu.Lock()
+		c, cancelled = runs.cancelled[locked]
+		_, otherCancelled = runs.cancelled[other]
+		runs.mu.Unlock()
+		if cancelled || time.Now().After(deadline) {
+			break
+		}
+	}
+	switch {
+	case !cancelled:
+		t.Error("the locked instance's step was not cancelled once its lease, not extended under the lock, may have lapsed")
+	case c.cause == durable.ErrLeaseLost || !errors.Is(c.cause, durable.ErrLeaseLost):
+		t.Errorf("the locked instance's step was cancelled with cause %v, want its lease's lapse (wrapping ErrLeaseLost, not it)", c.cause)
+	case c.at.Before(extended.Add(ttl - time.Second/2)):
+		// The engine reads its clock before it takes a connection to
+		// send a heartbeat on: allow it half a second.
+		t.Errorf("the locked instance's step was cancelled %v before its lease may have lapsed", extended.Add(ttl).Sub(c.at))
+	case c.at.After(lockTaken.Add(ttl + time.Second)):
+		// The step sees the cancellation a little after it happened:
+		// allow a loaded machine a second to schedule it.
+		t.Errorf("the locked instance's step was cancelled %v after its lease may have lapsed", c.at.Sub(lockTaken.Add(ttl)))
+	}
+	if otherCancelled {
+		t.Error("the unlocked instance's step was cancelled")
+	}
+	if strings.Contains(logs.String(), "lease lost") {
+		t.Errorf("the locked claim was taken for lost:\n%s", logs.String())
+	}
+
+	// The caller commits: the row runs again, its first run over.
+	runs.mu.Lock()
+	runs.released = true
+	runs.mu.Unlock()
 	if err := tx.Commit(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	in := b.waitStatus(t, locked, durable.StatusDone)
 	close(release)
 	if in := b.waitStatus(t, other, durable.StatusDone); in.Attempt != 1 {
 		t.Errorf("unlocked instance done at attempt %d, want 1", in.Attempt)
+	}
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	if a := runs.attempts[other]; len(a) != 1 {
+		t.Errorf("the unlocked instance's step ran at attempts %v while another row was locked, want once", a)
+	}
+	// Handed back (attempt unchanged) or reaped (attempt increased),
+	// whichever takes the row first once the lock is released.
+	if a, after := runs.attempts[locked], runs.afterRelease[locked]; len(a) != 2 || !after[1] || in.Attempt != a[1] {
+		t.Errorf("the locked instance's step ran at attempts %v (after the lock's release: %v), done at attempt %d; want a second run after the release",
+			a, after, in.Attempt)
+	}
+	t.Logf("the locked instance's step ran at attempts %v", runs.attempts[locked])
+	if n := runs.maxRunning[locked]; n > 1 {
+		t.Errorf("%d runs of the locked instance's step overlapped", n)
+	}
+}
+
+// A caller's transaction that holds an executing instance's row lock for
+// less than the rest of its lease costs the step nothing: it is not
+// cancelled, and the heartbeat extends the lease again once the lock is
+// released.
+func TestRowLockedWithinItsLeaseKeepsItsStep(t *testing.T) {
+	t.Parallel()
+	runs, release := newLockedRuns(), make(chan struct{})
+	closeAtCleanup(t, release)
+	fsm := lockedFSM(t, runs, release)
+	cfg := fast(fsm)
+	const ttl = 4 * time.Second
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
+	b := setup(t, cfg)
+	b.start(t)
+	locked := b.insert(t, fsm.With(struct{}{}), nil)
+	other := b.insert(t, fsm.With(struct{}{}), nil)
+	waitFor(t, "both steps to start", func() bool {
+		runs.mu.Lock()
+		defer runs.mu.Unlock()
+		return len(runs.attempts[locked]) == 1 && len(runs.attempts[other]) == 1
+	})
+	// A fresh lease, then the lock, held while the heartbeat extends the
+	// other lease by a second past the locked one's start (a few beats
+	// skip the locked row), well within the locked lease.
+	start := b.get(t, locked).LeaseExpiresAt
+	waitFor(t, "the locked instance's lease to be extended", func() bool {
+		return b.get(t, locked).LeaseExpiresAt.After(start)
+	})
+	tx := b.lockRow(t, locked)
+	lockedUntil := b.get(t, locked).LeaseExpiresAt
+	waitFor(t, "the unlocked instance's lease to outlast the locked one's by a second", func() bool {
+		return b.get(t, other).LeaseExpiresAt.After(lockedUntil.Add(time.Second))
+	})
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the locked instance's lease to be extended after the lock's release", func() bool {
+		return b.get(t, locked).LeaseExpiresAt.After(lockedUntil)
+	})
+	close(release)
+	for _, id := range []int64{locked, other} {
+		if in := b.waitStatus(t, id, durable.StatusDone); in.Attempt != 1 {
+			t.Errorf("instance %d done at attempt %d, want 1", id, in.Attempt)
+		}
+	}
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	if c, ok := runs.cancelled[locked]; ok {
+		t.Errorf("the step of the instance locked within its lease was cancelled (cause %v)", c.cause)
+	}
+	if a := runs.attempts[locked]; len(a) != 1 {
+		t.Errorf("the step of the instance locked within its lease ran at attempts %v, want once", a)
 	}
 }
 
