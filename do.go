@@ -18,9 +18,11 @@ type DoOpts struct {
 	// it well below the lease: a longer interval lets the lease lapse
 	// between heartbeats, and another Begin may then take the key over.
 	HeartbeatEvery time.Duration
-	// SettleTimeout bounds the Commit or Fail call after fn returns. That
-	// call runs even when ctx is cancelled, so that finished work is
-	// recorded. Zero or negative means the default, 10 seconds.
+	// SettleTimeout bounds the Commit or Fail call after fn returns, and
+	// separately the release (FailTransient) that follows a Commit or
+	// FailPermanent that failed. These calls run even when ctx is
+	// cancelled, so that finished work is recorded. Zero or negative means
+	// the default, 10 seconds.
 	SettleTimeout time.Duration
 }
 
@@ -192,16 +194,25 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	sctx, scancel := settleContext(ctx, opts)
 	defer scancel()
+	// release frees the key after a settle call that recorded nothing, so
+	// that a retry runs fn again instead of waiting out the lease. It is a
+	// settle call of its own, with its own time: the one that failed may
+	// have failed because its time ran out.
+	release := func() {
+		rctx, rcancel := settleContext(ctx, opts)
+		defer rcancel()
+		_ = t.FailTransient(rctx, key, lease)
+	}
 	if err != nil {
-		var serr error
-		if IsPermanent(err) {
-			serr = t.FailPermanent(sctx, key, lease, err)
-		} else {
-			serr = t.FailTransient(sctx, key, lease)
+		if !IsPermanent(err) {
+			if serr := t.FailTransient(sctx, key, lease); serr != nil {
+				return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
+			}
+			return res, err
 		}
-		if serr != nil {
+		if serr := t.FailPermanent(sctx, key, lease, err); serr != nil {
 			if !errors.Is(serr, ErrStaleToken) {
-				_ = t.FailTransient(sctx, key, lease) // not recorded: a retry runs fn again
+				release() // not recorded, and the key not another owner's
 			}
 			return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
 		}
@@ -210,9 +221,9 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	if cerr := t.Commit(sctx, key, lease, res); cerr != nil {
 		if !errors.Is(cerr, ErrStaleToken) {
 			// Not recorded (say, a result that does not encode or is too
-			// large), and the key not another owner's: free it, so that a
-			// retry runs fn again instead of waiting out the lease.
-			_ = t.FailTransient(sctx, key, lease)
+			// large, or a store that did not answer in time), and the key
+			// not another owner's.
+			release()
 		}
 		return res, fmt.Errorf("idem: result not recorded: %w", cerr)
 	}

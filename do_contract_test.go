@@ -504,3 +504,41 @@ func TestDoLeaseLostErrorSaysSo(t *testing.T) {
 		t.Errorf("Get = %v; want the key released (ErrNotFound)", err)
 	}
 }
+
+// stalling is a store whose Commit and FailPermanent hang until their
+// context ends, as over a network partition, and then fail as networked
+// stores do.
+type stalling struct{ idem.Store }
+
+func (s *stalling) Commit(ctx context.Context, _ idem.Key, _ idem.Lease, _ []byte) error {
+	<-ctx.Done()
+	return idem.Unavailable(ctx.Err())
+}
+
+func (s *stalling) FailPermanent(ctx context.Context, _ idem.Key, _ idem.Lease, _ idem.StoredError) error {
+	<-ctx.Done()
+	return idem.Unavailable(ctx.Err())
+}
+
+// TestDoReleasesAfterSettleTimesOut: a Commit or FailPermanent cut short by
+// DoOpts.SettleTimeout did not record anything, and Do releases the key
+// with a settle call of its own, not with the context that has just run
+// out: a retry runs fn again at once instead of waiting out the lease.
+func TestDoReleasesAfterSettleTimesOut(t *testing.T) {
+	ctx := context.Background()
+	mem := newMem(t, nil)
+	s := &stalling{mem}
+	opts := &idem.DoOpts{SettleTimeout: 50 * time.Millisecond}
+	for name, fn := range map[string]func(context.Context) (int, error){
+		"commit":    func(context.Context) (int, error) { return 3, nil },
+		"permanent": func(context.Context) (int, error) { return 0, idem.Permanent("declined", errors.New("declined")) },
+	} {
+		k := testKey(t, "settle-times-out-"+name)
+		if _, err := idem.Do(ctx, s, k, "req", fn, opts); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Do = %v, want the settle call's context.DeadlineExceeded", name, err)
+		}
+		if rec, err := mem.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("%s: record after a settle call that timed out: %+v, %v; want the key released", name, rec, err)
+		}
+	}
+}
