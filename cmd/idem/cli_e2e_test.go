@@ -416,6 +416,10 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:"}, nil, "idem proxy: sqlite DSN has no path"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://:secret/x@127.0.0.1:1"}, nil, "idem proxy: bad redis DSN"},
 		{[]string{"migrate", "--store", "postgres://127.0.0.1:99999/db"}, nil, "idem migrate: bad postgres DSN"},
+		// Not the file idem.db: files named for the whole strings.
+		{[]string{"migrate", "--store", "sqlite:file:idem.db"}, nil, `idem migrate: sqlite DSN "sqlite:file:idem.db": want sqlite:PATH`},
+		{[]string{"migrate", "--store", "sqlite:idem.db?_pragma=busy_timeout(5000)"}, nil, "not a SQLite URI or parameters"},
+		{[]string{"migrate", "--store", "sqlite:idem.db?cache=shared&mode=ro"}, nil, "not a SQLite URI or parameters"},
 		{[]string{"purge", "--store", "sqlite:" + store, "--namespace", "a b"}, nil, "idem purge: --namespace"},
 		{[]string{"purge", "--store", "memory"}, nil, "idem purge: --store memory"},
 		{[]string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--scope", "s", "--authorization", "Bearer t"}, nil, "idem inspect: give --scope or --authorization, not both"},

@@ -145,6 +145,12 @@ var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)
 // urlScheme is what a URL's scheme may be (RFC 3986).
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
+// sqliteQuery matches a path that ends in what reads as the query of a
+// SQLite URI or of the driver's DSN (idem.db?mode=ro,
+// idem.db?_pragma=busy_timeout(5000)) rather than a file name: a '?' and,
+// after it, a parameter that SQLite or the driver knows, with its '='.
+var sqliteQuery = regexp.MustCompile(`\?(?:.*&)?(?:_pragma|_txlock|_time_format|mode|cache|vfs|immutable|nolock|psow)=`)
+
 // sqliteParams configure every SQLite connection: WAL so readers never
 // block the writer, a busy timeout so writers queue instead of failing,
 // synchronous=FULL so a committed record survives a power cut, and
@@ -159,6 +165,10 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		return nil, usagef(`sqlite::memory: would be a file named ":memory:"; for a store in memory use the DSN memory`)
 	case strings.HasPrefix(path, "//"):
 		return nil, usagef("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a URL", "sqlite:"+path)
+	case strings.HasPrefix(path, "file:"), sqliteQuery.MatchString(path):
+		// Taken as a path, it would be a database of its own, in a file
+		// named for the whole string.
+		return nil, usagef("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a SQLite URI or parameters: idem sets the connection's (WAL, busy_timeout, synchronous) itself", "sqlite:"+path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
