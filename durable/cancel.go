@@ -159,8 +159,9 @@ func (c *Client) Cancel(ctx context.Context, target Target, reason string) error
 // or rolls back: the instance is cancelled only once tx commits, and until
 // then tx holds its row lock, and its parent's and its descendants': the
 // commits of their steps, and of the ends of their children, wait for tx
-// meanwhile, their leases kept (see SignalTx). On an error tx is left
-// usable only if the error is ErrNoTarget, ErrAmbiguousTarget or
+// meanwhile, their leases kept, except that a step of a locked row still
+// running when its lease ends is cancelled (see SignalTx). On an error tx
+// is left usable only if the error is ErrNoTarget, ErrAmbiguousTarget or
 // ErrTerminal, and then holds none of the locks CancelTx took: an ended
 // instance is not held up by tx, nor is the parent of an instance that
 // ended while CancelTx waited for the parent's lock.

@@ -231,7 +231,11 @@ func (c *Client) Signal(ctx context.Context, target Target, name string, payload
 // counts itself off its parent in the transaction that ends it, under the
 // parent's row lock. Such commits wait for tx, each holding a worker of
 // its queue and a connection, while the engine keeps their leases (a
-// child that waits is neither reaped nor run again): keep tx short. On an
+// child that waits is neither reaped nor run again). The lease of the
+// instance's own row, though, cannot be extended while tx holds its lock:
+// a step of it still running when that lease ends is cancelled (it may
+// have lapsed) and runs again once tx has ended, never beside the first
+// run. Keep tx short, well under Config.LeaseTTL. On an
 // error tx is left usable only if the error is ErrNoTarget,
 // ErrAmbiguousTarget or ErrUnstorable (an argument, or a target key,
 // PostgreSQL cannot store: nothing was sent). An instance that has ended
