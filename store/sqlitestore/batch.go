@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"sync"
 	"sync/atomic"
 )
@@ -90,27 +91,55 @@ func (b *batcher) doneDirect() {
 	b.busy = false
 }
 
-// runQueue runs batches until the queue is empty. Each transaction starts
-// (and, with _txlock=immediate, takes the write lock) before its calls are
-// taken from the queue, so that they can leave while it waits.
+// runQueue runs batches until the queue is empty. Each transaction starts,
+// taking the write lock, before its calls are taken from the queue, so that
+// they can leave while it waits.
 func (b *batcher) runQueue() {
 	for b.pending() {
-		// The calls' own contexts are not the transaction's: a statement
-		// interrupted by one caller's context would roll back everyone's.
-		tx, err := b.db.BeginTx(context.Background(), nil)
+		conn, err := b.begin()
 		batch := b.take()
 		switch {
 		case batch == nil:
 			if err == nil {
-				_ = tx.Rollback()
+				rollback(conn)
 			}
 			return
 		case err != nil:
 			finish(batch, err)
 		default:
-			b.runBatch(tx, batch)
+			b.runBatch(conn, batch)
 		}
 	}
+}
+
+// begin takes a connection of the pool and starts on it the transaction of
+// a batch with BEGIN IMMEDIATE, which takes the write lock (waiting for it
+// under busy_timeout) whatever the DSN's _txlock says, as a lease-mode
+// Begin's own transaction does. The calls' own contexts are not the
+// transaction's: a statement interrupted by one caller's context would roll
+// back everyone's.
+func (b *batcher) begin() (*sql.Conn, error) {
+	ctx := context.Background()
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		rollback(conn)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// rollback ends the transaction on conn, if any, and hands conn back to the
+// pool. A connection whose ROLLBACK fails, as it does when SQLite has
+// already ended the transaction or none was started, is discarded, never
+// returned to the pool inside a transaction holding the write lock.
+func rollback(conn *sql.Conn) {
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
 }
 
 // pending reports whether a call waits in the queue, and ends the run
@@ -163,34 +192,41 @@ func (b *batcher) take() []*batchCall {
 	return batch
 }
 
-// runBatch runs the calls of batch in tx, each in a savepoint, commits and
-// finishes them.
-func (b *batcher) runBatch(tx *sql.Tx, batch []*batchCall) {
+// runBatch runs the calls of batch in the transaction open on conn, each
+// in a savepoint, commits and finishes them. The transaction is rolled back
+// unless it committed (a COMMIT that fails may leave it open).
+func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 	ctx := context.Background()
 	var failed error
-	defer func() { finish(batch, failed) }()
-	fail := func(err error) {
-		_ = tx.Rollback()
-		failed = err
-	}
+	committed := false
+	defer func() {
+		if committed {
+			_ = conn.Close()
+		} else {
+			rollback(conn)
+		}
+		finish(batch, failed)
+	}()
 	for _, c := range batch {
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT idem_call"); err != nil {
-			fail(err)
+		if _, err := conn.ExecContext(ctx, "SAVEPOINT idem_call"); err != nil {
+			failed = err
 			return
 		}
-		c.err = c.run(context.WithoutCancel(c.ctx), tx)
+		c.err = c.run(context.WithoutCancel(c.ctx), conn)
 		if c.err != nil {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
-				fail(err)
+			if _, err := conn.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
+				failed = err
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE idem_call"); err != nil {
-			fail(err)
+		if _, err := conn.ExecContext(ctx, "RELEASE idem_call"); err != nil {
+			failed = err
 			return
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		failed = err
+		return
 	}
+	committed = true
 }

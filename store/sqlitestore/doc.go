@@ -60,8 +60,9 @@
 //     it fails at once with SQLITE_BUSY (idem.ErrUnavailable) if another
 //     connection holds the write lock then, a lease-mode Begin for instance,
 //     or wrote since the read.
-//     Lease mode does not depend on it: the one transaction it opens, for
-//     Begin, it starts with BEGIN IMMEDIATE itself.
+//     Lease mode does not depend on it: the transactions it opens, for
+//     Begin and for the batches of Config.Batch, it starts with
+//     BEGIN IMMEDIATE itself.
 //
 // Use a file. ":memory:" gives every pooled connection a database of its own.
 // With github.com/mattn/go-sqlite3 (driver "sqlite3") the same settings are
@@ -98,13 +99,13 @@
 // then run together in one transaction, each in a savepoint (a failing
 // call is rolled back alone), and one commit, one sync of the log, makes
 // them all durable before any returns. A call waits in the queue until its
-// batch's transaction holds the write lock (with _txlock=immediate, as
-// recommended), so that while another transaction holds it, a call whose
-// context ends returns at once with that context's error and never runs;
-// once running, it finishes first. With synchronous(FULL) and 16 concurrent callers on one
-// connection it did 3.9× the Begin+Commit pairs per second of plain
-// statements (bench/sqlitestore_test.go). A lone caller runs at once, as
-// without Batch.
+// batch's transaction holds the write lock, so that while another
+// transaction holds it, a call whose context ends returns at once with that
+// context's error and never runs; once running, it finishes first. With
+// synchronous(FULL) and 16 concurrent callers on one connection it did
+// 3.9× the Begin+Commit pairs per second of plain statements
+// (bench/sqlitestore_test.go). A lone caller runs at once, as without
+// Batch.
 //
 // Several processes may share one file (two proxies, or a proxy and idem
 // purge): each key is still run once in total, with the settings above
