@@ -13,7 +13,19 @@ type records struct {
 	// goes back is the exception, and is put in order on the way in. A
 	// store sees few retentions (one per configuration), so few queues.
 	expiry map[int64]*expiryQueue
+	// queued counts the items of all queues. Each record has one item
+	// for its current expiry; the others are left by records released,
+	// replaced or extended since, and are dropped by compact once they
+	// outnumber the records, so that memory follows the records kept and
+	// not the Begins answered (a key released and reserved again and
+	// again, by a client retrying a failing request, leaves an item each
+	// time).
+	queued int
 }
+
+// compactSlack is how many items beyond twice the records the queues
+// may hold before compact runs.
+var compactSlack = 256
 
 func newRecords() *records {
 	return &records{byKey: make(map[string]*entry), expiry: make(map[int64]*expiryQueue)}
@@ -28,6 +40,41 @@ func (r *records) written(key string, retention, expires int64) {
 		r.expiry[retention] = q
 	}
 	q.push(expiryItem{key: key, expires: expires})
+	if r.queued++; r.queued > 2*len(r.byKey)+compactSlack {
+		r.compact()
+	}
+}
+
+// compact drops the items that no longer stand for a record: at least
+// half of them, as it runs only when they outnumber the records, so its
+// cost is amortized over the writes that queued them. A record keeps the
+// item of its current expiry, which every queue holds in order.
+func (r *records) compact() {
+	kept := make(map[*entry]struct{}, len(r.byKey))
+	r.queued = 0
+	for retention, q := range r.expiry {
+		items := q.items[:0]
+		for _, it := range q.items[q.head:] {
+			e := r.byKey[it.key]
+			if e == nil || e.expires != it.expires {
+				continue
+			}
+			if _, dup := kept[e]; dup {
+				continue // written twice with the same expiry
+			}
+			kept[e] = struct{}{}
+			items = append(items, it)
+		}
+		clear(q.items[len(items):])
+		if cap(items) > 2*len(items)+16 {
+			items = slices.Clip(slices.Clone(items))
+		}
+		q.items, q.head = items, 0
+		if q.empty() {
+			delete(r.expiry, retention)
+		}
+		r.queued += len(items)
+	}
 }
 
 // purge deletes the records expired at asOf and returns how many.
@@ -35,6 +82,7 @@ func (r *records) purge(asOf int64) int {
 	n := 0
 	for retention, q := range r.expiry {
 		for it := range q.popExpired(asOf) {
+			r.queued--
 			// A key written again since has another item, later in
 			// some queue; one deleted since has none to delete.
 			if e := r.byKey[it.key]; e != nil && e.expires == it.expires {

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -65,4 +66,54 @@ func TestReleasedPayloadsAreFreed(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(s)
+}
+
+// TestReleasedKeysDoNotPileUp pins that the memory a store holds follows
+// the records it keeps, not the Begins it answered: a key reserved and
+// released again and again (a client retrying a request that keeps
+// failing) leaves nothing behind each time, even before any PurgeExpired,
+// with a clock that moves and with one that stands still.
+func TestReleasedKeysDoNotPileUp(t *testing.T) {
+	ctx := context.Background()
+	const attempts = 200_000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	ns := idem.MustNamespace("retries")
+	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("retried"))}
+	for _, c := range []struct {
+		name string
+		tick time.Duration
+	}{{"moving clock", time.Millisecond}, {"still clock", 0}} {
+		now := time.Now()
+		s, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]idem.Key, 3)
+		for i := range keys {
+			if keys[i], err = idem.ParseKey(ns, fmt.Sprintf("a-key-that-keeps-failing-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := heap()
+		for i := range attempts {
+			k := keys[i%len(keys)]
+			o, err := s.Begin(ctx, k, req, nil)
+			if err != nil || o.Kind != idem.Fresh {
+				t.Fatalf("%s: Begin %d = %v, %v; want fresh", c.name, i, o.Kind, err)
+			}
+			if err := s.FailTransient(ctx, k, o.Lease); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(c.tick)
+		}
+		if grew := int64(heap()) - int64(before); grew > 1<<20 {
+			t.Errorf("%s: after %d Begins released at once the heap grew by %d KiB, want next to nothing", c.name, attempts, grew>>10)
+		}
+		runtime.KeepAlive(s)
+	}
 }

@@ -1,0 +1,10 @@
+package memstore
+
+// SetCompactSlack sets how many items beyond twice the records the expiry
+// queues may hold before they are compacted, and returns a function that
+// puts the default back.
+func SetCompactSlack(n int) (restore func()) {
+	old := compactSlack
+	compactSlack = n
+	return func() { compactSlack = old }
+}
