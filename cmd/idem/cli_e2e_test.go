@@ -714,6 +714,37 @@ func TestCommandLineWinsOverAnExcludedVariable(t *testing.T) {
 	}
 }
 
+// TestReadOnlyPostgresIsRefused: a Postgres store whose transactions are
+// read-only (a standby, a read replica; here default_transaction_read_only
+// set by the DSN) is refused by the commands that write, the proxy
+// first, which would otherwise answer 503 to every protected request
+// behind a healthy /healthz; idem inspect, which only reads, uses it.
+func TestReadOnlyPostgresIsRefused(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.URL(t)
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", dsn); r.code != 0 {
+		t.Fatalf("idem migrate: exit %d, stderr %q", r.code, r.stderr)
+	}
+	ro := dsn + "&default_transaction_read_only=on"
+	if !strings.Contains(dsn, "?") {
+		ro = dsn + "?default_transaction_read_only=on"
+	}
+	for _, args := range [][]string{
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--migrate=false"},
+		{"migrate"},
+		{"purge"},
+	} {
+		args = append(args, "--store", ro)
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, "is read-only (a standby, a read replica, or default_transaction_read_only): the store writes a record for every request; give the DSN of the primary") {
+			t.Errorf("idem %q: exit %d, stderr %q; want 1 and a message saying the server is read-only", args, r.code, r.stderr)
+		}
+	}
+	if r := runIdem(t, t.TempDir(), nil, "inspect", "--key", "k", "--store", ro); r.code != 1 || !strings.Contains(r.stderr, `no live record for key "k"`) {
+		t.Errorf("idem inspect on a read-only server: exit %d, stderr %q; want 1 and no live record", r.code, r.stderr)
+	}
+}
+
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // the cgo-free SQLite driver, registered as "sqlite"
 
@@ -240,12 +241,32 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 	if err != nil {
 		return nil, err
 	}
+	if !o.readOnly {
+		if err := notReadOnly(ctx, pool, redact(dsn)); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch})
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+}
+
+// notReadOnly refuses a Postgres server at (a redacted DSN) whose
+// transactions are read-only: a standby, a read replica's endpoint, or a
+// database or role with default_transaction_read_only. The store writes
+// for every request: the proxy would start, /healthz would say ok, and
+// every protected request would get 503. A failure to ask is no refusal:
+// the store's own calls report it.
+func notReadOnly(ctx context.Context, pool *pgxpool.Pool, at string) error {
+	var ro string
+	if err := pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&ro); err != nil || ro != "on" {
+		return nil
+	}
+	return fmt.Errorf("postgres at %s is read-only (a standby, a read replica, or default_transaction_read_only): the store writes a record for every request; give the DSN of the primary", at)
 }
 
 // pgConnectError explains err, the failure of a first connection to the
