@@ -745,6 +745,33 @@ func TestReadOnlyPostgresIsRefused(t *testing.T) {
 	}
 }
 
+// TestRedisReplicaIsRefused: a redis:// DSN naming a replica is refused
+// by the commands that write, the proxy first, which would otherwise
+// answer 503 to every protected request (READONLY) behind a healthy
+// /healthz; idem inspect, which only reads, uses it.
+func TestRedisReplicaIsRefused(t *testing.T) {
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer c.Close()
+	if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ReplicaOf(context.Background(), "NO", "ONE")
+	for _, args := range [][]string{
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+		{"purge"},
+	} {
+		args = append(args, "--store", replica.URL())
+		if r := runIdem(t, t.TempDir(), nil, args...); r.code != 1 || !strings.Contains(r.stderr, "redis at "+replica.URL()+" is a replica: the store writes a record for every request; give the DSN of its primary") {
+			t.Errorf("idem %q: exit %d, stderr %q; want 1 and a message saying the server is a replica", args, r.code, r.stderr)
+		}
+	}
+	if r := runIdem(t, t.TempDir(), nil, "inspect", "--key", "k", "--store", replica.URL()); r.code != 1 || !strings.Contains(r.stderr, `no live record for key "k"`) {
+		t.Errorf("idem inspect on a replica: exit %d, stderr %q; want 1 and no live record", r.code, r.stderr)
+	}
+}
+
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged

@@ -314,6 +314,12 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		_ = client.Close()
 		return nil, err
 	}
+	if !o.readOnly {
+		if err := notAReplica(pctx, client, redact(dsn)); err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+	}
 	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
 	if err != nil {
 		_ = client.Close()
@@ -357,6 +363,24 @@ func notAClusterNode(ctx context.Context, client redis.UniversalClient, dsn stri
 		return nil
 	}
 	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN redis-cluster://%s (?addr=HOST:PORT… adds nodes to start from)", redact(dsn), c.Options().Addr)
+}
+
+// notAReplica refuses a redis:// or rediss:// DSN that names a replica,
+// at (the DSN redacted): the store writes a record for every request, and
+// a replica refuses writes (READONLY) or, made writable, keeps them from
+// its primary; the proxy would start, /healthz would say ok, and every
+// protected request would get 503. A server that does not answer INFO is
+// not checked.
+func notAReplica(ctx context.Context, client redis.UniversalClient, at string) error {
+	c, ok := client.(*redis.Client)
+	if !ok { // a redis-cluster:// DSN's, which finds the masters itself
+		return nil
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil || !strings.Contains(info, "role:slave") {
+		return nil
+	}
+	return fmt.Errorf("redis at %s is a replica: the store writes a record for every request; give the DSN of its primary", at)
 }
 
 // redisConnectError explains err, the failure of a first command to the
