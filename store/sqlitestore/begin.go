@@ -18,6 +18,11 @@ func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Req
 	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
 		return idem.Outcome{}, err
 	}
+	return s.beginChecked(ctx, q, key, req, opts)
+}
+
+// beginChecked is begin with its arguments checked.
+func (s *Store) beginChecked(ctx context.Context, q querier, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, err
 	}

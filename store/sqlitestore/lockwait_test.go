@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,4 +77,85 @@ func callsLeaveWithTheirContext(t *testing.T, db *sql.DB, batch bool) {
 		})
 	}
 	wg.Wait()
+}
+
+// With Config.Batch, invalid arguments are rejected before any I/O, as
+// without it: while another transaction holds the write lock past the
+// busy timeout, a call with a bad argument gets its own error at once,
+// not a place in the queue behind the lock and then the batch's
+// ErrUnavailable.
+func TestBatchRejectsInvalidArgumentsWithoutWaiting(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "idem.db"), "?_pragma=busy_timeout(300)&_pragma=journal_mode(WAL)&_txlock=immediate", 8)
+	migrate(t, db)
+	s, err := sqlitestore.New(db, sqlitestore.Config{Batch: true, MaxPayload: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := idem.MustNamespace("lock")
+	k, _ := idem.ParseKey(ns, "k")
+	req, err := idem.NewRequest([]byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := s.WithTx(tx).Begin(ctx, k, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A valid call waits for the lock on its own; the others queue.
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := s.Begin(ctx, mustKey(t, ns, "valid"), req, nil)
+		blocked <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+
+	lease := idem.Lease{Token: "t", Fence: 1}
+	var wg sync.WaitGroup
+	for name, call := range map[string]func() (error, func(error) bool){
+		"Begin/zero fingerprint": func() (error, func(error) bool) {
+			_, err := s.Begin(ctx, k, idem.Request{}, nil)
+			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidFingerprint) }
+		},
+		"Begin/negative lease": func() (error, func(error) bool) {
+			_, err := s.Begin(ctx, k, req, &idem.BeginOpts{Lease: -1})
+			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidOptions) }
+		},
+		"Commit/not JSON": func() (error, func(error) bool) {
+			return s.Commit(ctx, k, lease, []byte(`{`)), func(err error) bool { return errors.Is(err, idem.ErrInvalidPayload) }
+		},
+		"Commit/empty token": func() (error, func(error) bool) {
+			return s.Commit(ctx, k, idem.Lease{}, []byte(`1`)), func(err error) bool { return errors.Is(err, idem.ErrStaleToken) }
+		},
+		"FailPermanent/too large": func() (error, func(error) bool) {
+			err := s.FailPermanent(ctx, k, lease, idem.StoredError{Class: "c", Message: strings.Repeat("m", 100)})
+			return err, func(err error) bool {
+				var tooLarge *idem.PayloadTooLargeError
+				return errors.As(err, &tooLarge)
+			}
+		},
+		"FailTransient/zero key": func() (error, func(error) bool) {
+			return s.FailTransient(ctx, idem.Key{}, lease), func(err error) bool { return errors.Is(err, idem.ErrInvalidKey) }
+		},
+		"Heartbeat/zero key": func() (error, func(error) bool) {
+			_, err := s.Heartbeat(ctx, idem.Key{}, lease, 0)
+			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidKey) }
+		},
+	} {
+		wg.Go(func() {
+			start := time.Now()
+			err, ok := call()
+			if took := time.Since(start); !ok(err) || took > 200*time.Millisecond {
+				t.Errorf("%s: returned after %v with %v; want its own error at once", name, took.Round(time.Millisecond), err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-blocked; !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("the valid Begin: %v, want ErrUnavailable after the busy timeout", err)
+	}
 }

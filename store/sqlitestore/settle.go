@@ -14,27 +14,42 @@ import (
 // is read first, so nothing can change in between.
 
 func (s *Store) commit(ctx context.Context, q querier, key idem.Key, lease idem.Lease, result []byte) error {
-	if err := idem.CheckLease(key, lease); err != nil {
-		return err
-	}
-	if err := idem.CheckPayload("result", result, s.cfg.MaxPayload); err != nil {
+	if err := s.checkCommit(key, lease, result); err != nil {
 		return err
 	}
 	return s.change(ctx, q, s.sql.commit, key, lease, string(result))
 }
 
-func (s *Store) failPermanent(ctx context.Context, q querier, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+// checkCommit checks the arguments of Commit.
+func (s *Store) checkCommit(key idem.Key, lease idem.Lease, result []byte) error {
 	if err := idem.CheckLease(key, lease); err != nil {
 		return err
 	}
-	b, err := json.Marshal(e)
+	return idem.CheckPayload("result", result, s.cfg.MaxPayload)
+}
+
+func (s *Store) failPermanent(ctx context.Context, q querier, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	stored, err := s.encodeError(key, lease, e)
 	if err != nil {
 		return err
 	}
-	if err := idem.CheckPayload("error", b, s.cfg.MaxPayload); err != nil {
-		return err
+	return s.change(ctx, q, s.sql.failPermanent, key, lease, stored)
+}
+
+// encodeError checks the arguments of FailPermanent and returns e as it is
+// stored.
+func (s *Store) encodeError(key idem.Key, lease idem.Lease, e idem.StoredError) (string, error) {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return "", err
 	}
-	return s.change(ctx, q, s.sql.failPermanent, key, lease, string(b))
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	if err := idem.CheckPayload("error", b, s.cfg.MaxPayload); err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 func (s *Store) failTransient(ctx context.Context, q querier, key idem.Key, lease idem.Lease) error {
@@ -48,6 +63,11 @@ func (s *Store) heartbeat(ctx context.Context, q querier, key idem.Key, lease id
 	if err := idem.CheckLease(key, lease); err != nil {
 		return idem.Lease{}, err
 	}
+	return s.extend(ctx, q, key, lease, extend)
+}
+
+// extend is heartbeat with its arguments checked.
+func (s *Store) extend(ctx context.Context, q querier, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
 	if extend <= 0 {
 		extend = s.cfg.Lease
 	}

@@ -78,9 +78,12 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	if s.batch == nil {
 		return s.begin(ctx, s.db, key, req, opts)
 	}
+	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
+		return idem.Outcome{}, err
+	}
 	var o idem.Outcome
 	err := s.batch.do(ctx, func(ctx context.Context, q querier) (err error) {
-		o, err = s.begin(ctx, q, key, req, opts)
+		o, err = s.beginChecked(ctx, q, key, req, opts)
 		return err
 	})
 	if err != nil {
@@ -89,7 +92,9 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	return o, nil
 }
 
-// write runs a settle call or Heartbeat on the database, or in a batch.
+// write runs run, a settle call or Heartbeat whose arguments the caller
+// has checked, on the database or in a batch. Checking them first rejects
+// invalid ones before any I/O, not after waiting for a batch.
 func (s *Store) write(ctx context.Context, run func(ctx context.Context, q querier) error) error {
 	if s.batch == nil {
 		return run(ctx, s.db)
@@ -99,24 +104,43 @@ func (s *Store) write(ctx context.Context, run func(ctx context.Context, q queri
 
 // Commit implements idem.Store.
 func (s *Store) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
-	return s.write(ctx, func(ctx context.Context, q querier) error { return s.commit(ctx, q, key, lease, result) })
+	if err := s.checkCommit(key, lease, result); err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		return s.change(ctx, q, s.sql.commit, key, lease, string(result))
+	})
 }
 
 // FailPermanent implements idem.Store.
 func (s *Store) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
-	return s.write(ctx, func(ctx context.Context, q querier) error { return s.failPermanent(ctx, q, key, lease, e) })
+	stored, err := s.encodeError(key, lease, e)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		return s.change(ctx, q, s.sql.failPermanent, key, lease, stored)
+	})
 }
 
 // FailTransient implements idem.Store.
 func (s *Store) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
-	return s.write(ctx, func(ctx context.Context, q querier) error { return s.failTransient(ctx, q, key, lease) })
+	if err := idem.CheckLease(key, lease); err != nil {
+		return err
+	}
+	return s.write(ctx, func(ctx context.Context, q querier) error {
+		return s.change(ctx, q, s.sql.failTransient, key, lease)
+	})
 }
 
 // Heartbeat implements idem.Store.
 func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	if err := idem.CheckLease(key, lease); err != nil {
+		return idem.Lease{}, err
+	}
 	var l idem.Lease
 	err := s.write(ctx, func(ctx context.Context, q querier) (err error) {
-		l, err = s.heartbeat(ctx, q, key, lease, extend)
+		l, err = s.extend(ctx, q, key, lease, extend)
 		return err
 	})
 	if err != nil {
