@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -40,15 +42,43 @@ const (
 )
 
 type batchCall struct {
-	ctx   context.Context
-	run   func(ctx context.Context, q querier) error
-	state atomic.Int32
-	done  chan struct{}
-	err   error
+	ctx      context.Context
+	run      func(ctx context.Context, q querier) error
+	state    atomic.Int32
+	done     chan struct{}
+	err      error
+	panicked *batchPanic // run panicked: do panics with it in the caller's goroutine
+}
+
+// batchPanic is what a caller of do panics with when its call panicked in
+// a batch, on the batcher's goroutine: the value run panicked with, and the
+// stack where it did.
+type batchPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *batchPanic) Error() string {
+	return fmt.Sprintf("sqlitestore: a batched call panicked: %v\n\n%s", p.value, p.stack)
+}
+
+// call runs c in q. A panic of run is caught, to be raised again in the
+// caller's goroutine, where the caller may recover it, as it may a panic of
+// a call run on its own: the batcher's goroutine goes on, c's savepoint is
+// rolled back, and the other calls of the batch are not told that they
+// succeeded as the panic unwinds.
+func (c *batchCall) call(q querier) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.panicked = &batchPanic{value: p, stack: debug.Stack()}
+		}
+	}()
+	c.err = c.run(context.WithoutCancel(c.ctx), q)
 }
 
 // do runs run, alone or in a batch, and returns its error, or the commit's
-// when its batch failed to commit (then nothing of it was written).
+// when its batch failed to commit (then nothing of it was written). If run
+// panics, do panics, in a batch with a *batchPanic.
 func (b *batcher) do(ctx context.Context, run func(ctx context.Context, q querier) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -69,14 +99,16 @@ func (b *batcher) do(ctx context.Context, run func(ctx context.Context, q querie
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.err
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(batchQueued, batchAbandoned) {
 			return ctx.Err()
 		}
 		<-c.done
-		return c.err
 	}
+	if c.panicked != nil {
+		panic(c.panicked)
+	}
+	return c.err
 }
 
 // doneDirect ends a call that ran on its own: the calls that queued
@@ -158,11 +190,12 @@ func (b *batcher) pending() bool {
 	return true
 }
 
-// finish ends the calls of batch, giving those that have no error yet
-// err, as seen from each caller's context (nothing of theirs was written).
+// finish ends the calls of batch, giving those that have no error (and did
+// not panic) err, as seen from each caller's context (nothing of theirs
+// was written).
 func finish(batch []*batchCall, err error) {
 	for _, c := range batch {
-		if c.err == nil && err != nil {
+		if c.err == nil && c.panicked == nil && err != nil {
 			c.err = dbError(c.ctx, err)
 		}
 		close(c.done)
@@ -212,8 +245,8 @@ func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 			failed = err
 			return
 		}
-		c.err = c.run(context.WithoutCancel(c.ctx), conn)
-		if c.err != nil {
+		c.call(conn)
+		if c.err != nil || c.panicked != nil {
 			if _, err := conn.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
 				failed = err
 				return

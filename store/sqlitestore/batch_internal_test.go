@@ -120,3 +120,66 @@ func waitBatcher(t *testing.T, b *batcher, cond func() bool) {
 		}
 	}
 }
+
+// TestBatchPanicIsTheCallersAlone: a call that panics in a batch panics in
+// its caller's goroutine, as it would without Batch, where the caller may
+// recover it; the batcher's goroutine goes on, the call's savepoint is
+// rolled back, and the other calls of its batch are committed and told so.
+func TestBatchPanicIsTheCallersAlone(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	b := &batcher{db: db, max: maxBatch}
+
+	release := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- b.do(ctx, func(context.Context, querier) error { <-release; return nil })
+	}()
+	waitBatcher(t, b, func() bool { return b.busy })
+
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	recovered := make([]any, 3)
+	for i := range 3 {
+		wg.Go(func() {
+			defer func() { recovered[i] = recover() }()
+			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error {
+				if _, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?)", i); err != nil {
+					return err
+				}
+				if i == 1 {
+					panic("call 1 panics")
+				}
+				return nil
+			})
+		})
+	}
+	waitBatcher(t, b, func() bool { return len(b.queue) == 3 })
+	close(release)
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[2] != nil || recovered[0] != nil || recovered[2] != nil {
+		t.Errorf("calls 0 and 2: errors %v, %v, panics %v, %v; want success", errs[0], errs[2], recovered[0], recovered[2])
+	}
+	if p, ok := recovered[1].(*batchPanic); !ok || p.value != "call 1 panics" {
+		t.Errorf("call 1 panicked with %#v, want its own panic", recovered[1])
+	}
+	var sum, n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(k), 0) FROM t").Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 2 {
+		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
+	}
+	waitBatcher(t, b, func() bool { return !b.busy })
+}
