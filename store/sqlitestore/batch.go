@@ -190,6 +190,18 @@ func (b *batcher) pending() bool {
 	return true
 }
 
+// ended is the error of the other calls of a batch when the savepoint of
+// c, a call that failed, cannot be rolled back (err): SQLite has ended the
+// whole transaction, as it does when some statements fail in it (a full
+// database or disk, an I/O error), and the batch's writes with it. Their
+// error says so, with c's failure, the cause, in its chain.
+func ended(c *batchCall, err error) error {
+	if c.err == nil { // c panicked
+		return err
+	}
+	return fmt.Errorf("the batch's transaction ended, writing nothing, when another call in it failed: %w", c.err)
+}
+
 // finish ends the calls of batch, giving those that have no error (and did
 // not panic) err, as seen from each caller's context (nothing of theirs
 // was written).
@@ -248,7 +260,7 @@ func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 		c.call(conn)
 		if c.err != nil || c.panicked != nil {
 			if _, err := conn.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
-				failed = err
+				failed = ended(c, err)
 				return
 			}
 		}

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idemgo/idem"
 )
 
 // TestBatchCallsShareATransaction holds the batcher busy while three calls
@@ -180,6 +183,70 @@ func TestBatchPanicIsTheCallersAlone(t *testing.T) {
 	}
 	if n != 2 || sum != 2 {
 		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
+	}
+	waitBatcher(t, b, func() bool { return !b.busy })
+}
+
+// TestBatchEndedByAFailingCall: when a call fails in a way that makes
+// SQLite end the whole transaction (a full database here), the other calls
+// of its batch, whose writes went with it, are told why, the failing
+// call's error in their chain, not that a savepoint of the store's own is
+// missing.
+func TestBatchEndedByAFailingCall(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=max_page_count(20)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER, v BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	b := &batcher{db: db, max: maxBatch}
+
+	release := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- b.do(ctx, func(context.Context, querier) error { <-release; return nil })
+	}()
+	waitBatcher(t, b, func() bool { return b.busy })
+
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Go(func() {
+			size := 10
+			if i == 1 {
+				size = 1 << 20 // more than the 20 pages the database may have
+			}
+			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error {
+				_, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?, zeroblob(?))", i, size)
+				return err
+			})
+		})
+	}
+	waitBatcher(t, b, func() bool { return len(b.queue) == 3 })
+	close(release)
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	var sqliteErr *sqlite.Error
+	if !errors.As(errs[1], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
+		t.Fatalf("call 1: %v, want SQLITE_FULL", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if !errors.Is(errs[i], idem.ErrUnavailable) || !errors.As(errs[i], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
+			t.Errorf("call %d: %v, want ErrUnavailable with call 1's SQLITE_FULL in its chain", i, errs[i])
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows, want none: the batch's transaction ended", n)
 	}
 	waitBatcher(t, b, func() bool { return !b.busy })
 }
