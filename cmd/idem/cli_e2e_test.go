@@ -345,7 +345,8 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"help", "frobnicate"}, "unknown command"},
 		{[]string{"proxy", "--bogus"}, "-upstream"},
-		{[]string{"inspect", "--key", "k", "extra"}, "unexpected arguments"},
+		{[]string{"inspect", "--key", "k", "extra"}, `idem inspect: unexpected arguments: ["extra"]: it takes only flags ('idem inspect -h' lists them)`},
+		{[]string{"durable", "list", "--db", "x", "extra"}, `idem durable list: unexpected arguments: ["extra"]: it takes only flags ('idem durable list -h' lists them)`},
 	} {
 		r := runIdem(t, t.TempDir(), nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {

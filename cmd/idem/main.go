@@ -356,7 +356,7 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 			fmt.Fprintf(out, "%s: --%s takes no separate value: write --%s=%s (--%s alone means true)\n", fs.Name(), name, name, v, name)
 			return errUsage
 		}
-		fmt.Fprintf(out, "unexpected arguments: %q\n", fs.Args())
+		fmt.Fprintf(out, "%s: unexpected arguments: %q: it takes only flags ('%s -h' lists them)\n", fs.Name(), fs.Args(), fs.Name())
 		return errUsage
 	}
 	fs.Visit(func(f *flag.Flag) { delete(envErrs, f.Name) }) // set on the command line
