@@ -50,19 +50,15 @@ func (r *records) written(key string, retention, expires int64) {
 // cost is amortized over the writes that queued them. A record keeps the
 // item of its current expiry, which every queue holds in order.
 func (r *records) compact() {
-	kept := make(map[*entry]struct{}, len(r.byKey))
 	r.queued = 0
 	for retention, q := range r.expiry {
 		items := q.items[:0]
 		for _, it := range q.items[q.head:] {
 			e := r.byKey[it.key]
-			if e == nil || e.expires != it.expires {
-				continue
+			if e == nil || e.expires != it.expires || e.queued {
+				continue // released, replaced, or written twice with the same expiry
 			}
-			if _, dup := kept[e]; dup {
-				continue // written twice with the same expiry
-			}
-			kept[e] = struct{}{}
+			e.queued = true
 			items = append(items, it)
 		}
 		clear(q.items[len(items):])
@@ -74,6 +70,11 @@ func (r *records) compact() {
 			delete(r.expiry, retention)
 		}
 		r.queued += len(items)
+	}
+	for _, q := range r.expiry {
+		for _, it := range q.items {
+			r.byKey[it.key].queued = false
+		}
 	}
 }
 

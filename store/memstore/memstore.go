@@ -75,6 +75,7 @@ type Store struct {
 type entry struct {
 	status       idem.Status
 	fp           idem.Fingerprint
+	queued       bool   // for records.compact: an item of e is kept (in fp's padding)
 	key          string // the key in records.byKey (mapKey)
 	token        string
 	request      string
