@@ -38,18 +38,25 @@ type Classifier interface {
 // from the first error in the chain implementing Classifier with a class
 // that is not empty (a wrapped replayed *StoredError is one; else the Go
 // type of err, like "*fs.PathError"), Message from err.Error() and Cause
-// from errors.Unwrap(err).Error().
+// from errors.Unwrap(err).Error(). A replayed *StoredError itself, or one
+// marked with Permanent, is recorded as it is, with Permanent's class
+// when that is not empty.
 func ErrorOf(err error) StoredError {
 	if err == nil {
 		return StoredError{Class: "nil"}
 	}
-	var se *StoredError
-	if errors.As(err, &se) && se == err {
-		return *se
-	}
 	var class string
 	if p, ok := err.(*permanentError); ok {
 		class, err = p.class, p.err
+	}
+	if se, ok := err.(*StoredError); ok && se != nil {
+		// A replayed failure, marked Permanent again or not: recorded as
+		// it was, under the class given if any.
+		e := *se
+		if class != "" {
+			e.Class = class
+		}
+		return e
 	}
 	e := StoredError{Class: fmt.Sprintf("%T", err), Message: err.Error()}
 	if class == "" {

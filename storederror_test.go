@@ -46,6 +46,8 @@ func TestErrorOf(t *testing.T) {
 		{"joined", errors.Join(errors.New("a"), &declined{"limit"}), idem.StoredError{Class: "payment.declined", Message: "a\ndeclined: limit"}},
 		{"classifier through As", asClassified{}, idem.StoredError{Class: "payment.declined", Message: "wrapped by As"}},
 		{"path error", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist}, idem.StoredError{Class: "*fs.PathError", Message: "open /x: file does not exist", Cause: "file does not exist"}},
+		{"stored marked permanent", idem.Permanent("", &idem.StoredError{Class: "c", Message: "m", Cause: "z"}), idem.StoredError{Class: "c", Message: "m", Cause: "z"}},
+		{"stored marked with a class", idem.Permanent("d", &idem.StoredError{Class: "c", Cause: "z"}), idem.StoredError{Class: "d", Cause: "z"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, idem.ErrorOf(tc.err)); diff != "" {
