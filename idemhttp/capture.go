@@ -188,16 +188,24 @@ func (c *capture) own(fields []headerField) []headerField {
 	})
 }
 
-// Flush delivers what was written so far and, unless the handler writes a
-// whole body (see capture.whole), abandons the recording.
-func (c *capture) Flush() {
+// Flush is FlushError for http.Flusher, which has no error.
+func (c *capture) Flush() { _ = c.FlushError() }
+
+// FlushError delivers what was written so far and, unless the handler
+// writes a whole body (see capture.whole), abandons the recording. It is
+// what http.ResponseController.Flush calls, and it reports the failure to
+// deliver as a write does (see delivered): to a streaming handler, whose
+// context does not end when its client goes away, it is how it learns to
+// stop.
+func (c *capture) FlushError() error {
 	if !c.wroteHeader {
 		c.WriteHeader(http.StatusOK)
 	}
 	if !c.whole {
 		c.abandoned = true
 	}
-	_ = http.NewResponseController(c.w).Flush()
+	_, err := c.delivered(0, 0, http.NewResponseController(c.w).Flush())
+	return err
 }
 
 // Hijack hands the connection to the handler and abandons the recording;

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -541,6 +542,49 @@ func TestH19StreamingNotStored(t *testing.T) {
 	}
 	if runs.Load() != 2 {
 		t.Errorf("runs = %d, want 2 (streams are not stored)", runs.Load())
+	}
+}
+
+// TestStreamSeesFlushFailures checks that a streaming handler learns from
+// http.ResponseController.Flush that its client has gone: its context,
+// detached from the client's, does not tell it, so without the error it
+// would stream on, its key held, for as long as it has something to send.
+func TestStreamSeesFlushFailures(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for _, withKey := range []bool{true, false} {
+		stopped := make(chan error, 1)
+		h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			rc := http.NewResponseController(w)
+			for i := 0; i < 500; i++ {
+				_, _ = io.WriteString(w, "data: x\n\n") // the error is looked for in Flush's
+				if err := rc.Flush(); err != nil {
+					stopped <- err
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			stopped <- nil
+		}))
+		srv := httptest.NewServer(h)
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+		if withKey {
+			req += "Idempotency-Key: stream-1\r\n"
+		}
+		_, _ = io.WriteString(c, req+"\r\n")
+		if _, err := c.Read(make([]byte, 64)); err != nil { // the stream has started
+			t.Fatal(err)
+		}
+		_ = c.(*net.TCPConn).SetLinger(0) // reset: the server's next writes fail
+		_ = c.Close()
+		if err := <-stopped; err == nil {
+			t.Errorf("key %v: the handler streamed 5 s to a client gone without a Flush error", withKey)
+		}
+		srv.Close()
 	}
 }
 
