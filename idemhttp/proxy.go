@@ -48,7 +48,9 @@ type ProxyConfig struct {
 	// the Transport under the lower-case map key "idempotency-key" (the
 	// same header on the wire), which http.Header's methods do not find; a
 	// Transport of your own that needs the key reads
-	// r.Header["idempotency-key"].
+	// r.Header["idempotency-key"]. It may also answer by itself: a
+	// response without a Request or a Body is completed as http.Client
+	// completes it.
 	Transport http.RoundTripper
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -86,6 +88,8 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		t.MaxIdleConnsPerHost = t.MaxIdleConns
 		t.IdleConnTimeout = time.Second
 		cfg.Transport = t
+	} else {
+		cfg.Transport = ownTransport{cfg.Transport}
 	}
 	mwcfg := cfg.Middleware
 	if err := mwcfg.validate(); err != nil {
@@ -248,6 +252,31 @@ func bufferResponse(res *http.Response, c *capture) error {
 	res.TransferEncoding = nil
 	c.whole = true
 	return nil
+}
+
+// ownTransport is a Transport of the user's own, whose responses it
+// completes as http.Client does those of any RoundTripper: net/http's
+// Transport sets a response's Request and gives it a Body even when
+// empty, which the proxy relies on, but a RoundTripper that answers by
+// itself need not.
+type ownTransport struct{ rt http.RoundTripper }
+
+func (t ownTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := t.rt.RoundTrip(r)
+	switch {
+	case err != nil:
+		return nil, err
+	case res == nil:
+		return nil, fmt.Errorf("idemhttp: ProxyConfig.Transport (%T) returned a nil *Response with a nil error", t.rt)
+	case res.Body == nil && res.ContentLength > 0:
+		return nil, fmt.Errorf("idemhttp: ProxyConfig.Transport (%T) returned a *Response with content length %d but a nil Body", t.rt, res.ContentLength)
+	case res.Body == nil:
+		res.Body = http.NoBody
+	}
+	if res.Request == nil {
+		res.Request = r
+	}
+	return res, nil
 }
 
 // isEventStream reports whether a Content-Type is text/event-stream,

@@ -250,3 +250,34 @@ func TestProxyOwnTransportSeesTheKey(t *testing.T) {
 		t.Fatalf("%d: the upstream got key %q", res.StatusCode, upstreamKey)
 	}
 }
+
+// A Transport of the user's own that answers by itself, leaving out what
+// only net/http's Transport fills in (Response.Request, an empty Body), as
+// http.Client allows of any RoundTripper, serves its answers: a keyed
+// request's is recorded and replayed, a keyless one's and an empty one's
+// delivered.
+func TestProxyOwnTransportAnswering(t *testing.T) {
+	var calls atomic.Int32
+	own := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n := calls.Add(1)
+		if r.URL.Path == "/empty" {
+			return &http.Response{StatusCode: http.StatusNoContent, Header: http.Header{}}, nil
+		}
+		body := fmt.Sprintf(`{"call":%d}`, n)
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, nil
+	})
+	p := serveProxy(t, "http://upstream.invalid", idemhttp.ProxyConfig{Transport: own})
+	for i := range 2 {
+		res, body := post(t, p.URL+"/x", "own-answer", `{}`)
+		if res.StatusCode != http.StatusCreated || body != `{"call":1}` {
+			t.Fatalf("try %d: %d %q, want 201 {\"call\":1}", i+1, res.StatusCode, body)
+		}
+	}
+	if res, body := post(t, p.URL+"/x", "", `{}`); res.StatusCode != http.StatusCreated || body != `{"call":2}` {
+		t.Fatalf("without a key: %d %q, want 201 {\"call\":2}", res.StatusCode, body)
+	}
+	if res, body := post(t, p.URL+"/empty", "own-empty", `{}`); res.StatusCode != http.StatusNoContent || body != "" {
+		t.Fatalf("empty answer: %d %q, want 204", res.StatusCode, body)
+	}
+}
