@@ -136,19 +136,15 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	o, err := m.cfg.Store.Begin(call.ctx, key, req, m.beginOpts)
 	x.done(call)
 	if err != nil {
-		x.ev.Err = err
-		if m.cfg.FailOpen {
-			x.ev.Outcome = OutcomeStoreError
-			x.lendBody()
-			x.pass(next)
-			return
-		}
-		x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "The request was not run. Retry it later with the same key.", RetryAfter: time.Second})
+		x.storeFailed(next, err)
 		return
 	}
 	switch o.Kind {
 	case idem.Fresh:
+		if o.Lease.Token == "" { // the handler cannot run as the key's owner (Owner.Run would not run it)
+			x.storeFailed(next, fmt.Errorf("idemhttp: %T.Begin answered Fresh without a lease", m.cfg.Store))
+			return
+		}
 		x.run(next, key, o.Lease)
 	case idem.PriorResult:
 		x.replay(o.Result)
@@ -162,6 +158,20 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded failure", Status: http.StatusInternalServerError,
 			Detail: "The original request failed permanently."})
 	}
+}
+
+// storeFailed answers a request whose Begin failed with err: 503, or the
+// handler unprotected with FailOpen.
+func (x *exchange) storeFailed(next http.Handler, err error) {
+	x.ev.Err = err
+	if x.m.cfg.FailOpen {
+		x.ev.Outcome = OutcomeStoreError
+		x.lendBody()
+		x.pass(next)
+		return
+	}
+	x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
+		Detail: "The request was not run. Retry it later with the same key.", RetryAfter: time.Second})
 }
 
 // readBody reads the whole request body within MaxBody and puts it back

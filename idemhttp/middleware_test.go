@@ -761,6 +761,36 @@ func TestMaxBodyAtTheInt64Limit(t *testing.T) {
 // A custom KeyScope or Fingerprint that fails answers 500 without its
 // error text, counted as OutcomeInternal with the error in the event, and
 // never reaches the store (nor, with FailOpen, the handler).
+// leaselessStore is a store whose Begin answers Fresh without a lease, as
+// a store of one's own (or a wrapper around one) that drops it would.
+type leaselessStore struct{ *memstore.Store }
+
+func (s leaselessStore) Begin(ctx context.Context, k idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	o, err := s.Store.Begin(ctx, k, req, opts)
+	o.Lease = idem.Lease{}
+	return o, err
+}
+
+// TestFreshWithoutLeaseIsAStoreFailure checks that a store answering Fresh
+// without a lease, under which the handler cannot run as the key's owner,
+// is answered as a failing store is (503, or passed through with
+// FailOpen), not with an empty 200 for a request that never ran.
+func TestFreshWithoutLeaseIsAStoreFailure(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	b := setup(t, idemhttp.Config{Store: leaselessStore{s}})
+	w := b.do(t, "POST", "/x", `{}`, key("no-lease"))
+	wantProblem(t, w, 503, idemhttp.ProblemStoreUnavailable)
+	if e := <-b.events; e.Outcome != idemhttp.OutcomeStoreError || e.Err == nil || e.Status != 503 {
+		t.Errorf("event %+v, want OutcomeStoreError, 503, with the error", e)
+	}
+	wantRuns(t, b, 0)
+	open := setup(t, idemhttp.Config{Store: leaselessStore{s}, FailOpen: true})
+	if w := open.do(t, "POST", "/x", `{}`, key("no-lease-open")); w.Code != 201 {
+		t.Errorf("fail-open: %d %s", w.Code, w.Body)
+	}
+	wantRuns(t, open, 1)
+}
+
 func TestConfigFunctionsThatFail(t *testing.T) {
 	for name, cfg := range map[string]idemhttp.Config{
 		"fingerprint error": {Fingerprint: func(*http.Request, []byte) (idem.Fingerprint, error) {
