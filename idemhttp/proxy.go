@@ -118,10 +118,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 					pr.Out.Header[strings.ToLower(name)] = v
 				}
 			}
-			// The middleware has read a recorded request's body, and
-			// the client has had its 100 Continue: an upstream asked to
-			// send one would only hold up the body the proxy has.
-			if callOf(pr.In.Context()).recording != nil {
+			// The middleware has read the body of a request with a key
+			// (recorded, or passed through by FailOpen), and the client
+			// has had its 100 Continue: an upstream asked to send one
+			// would only hold up the body the proxy has.
+			if _, held := pr.In.Body.(*bodyReader); held {
 				delete(pr.Out.Header, "Expect")
 			}
 		},

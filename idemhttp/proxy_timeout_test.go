@@ -175,22 +175,29 @@ func TestProxyDoesNotForwardExpectForABodyItHolds(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer up.Close()
-	p := newProxy(t, up.URL, 5*time.Second)
-	req, _ := http.NewRequest("POST", p.URL+"/x", strings.NewReader(`{"a":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "expect-1")
-	req.Header.Set("Expect", "100-continue")
-	tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
-	defer tr.CloseIdleConnections()
-	res, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("status %d", res.StatusCode)
-	}
-	if got := expect.Load(); got != "" {
-		t.Errorf("the upstream got Expect: %q; want none", got)
+	for name, p := range map[string]*httptest.Server{
+		"recorded": newProxy(t, up.URL, 5*time.Second),
+		// The store is down: the request goes through unrecorded, but with
+		// the body the middleware has read.
+		"fail-open": serveProxy(t, up.URL, idemhttp.ProxyConfig{Middleware: idemhttp.Config{Store: failingStore{}, FailOpen: true}}),
+	} {
+		expect.Store("(no request)")
+		req, _ := http.NewRequest("POST", p.URL+"/x", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "expect-1")
+		req.Header.Set("Expect", "100-continue")
+		tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
+		res, err := (&http.Client{Transport: tr}).Do(req)
+		tr.CloseIdleConnections()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: status %d", name, res.StatusCode)
+		}
+		if got := expect.Load(); got != "" {
+			t.Errorf("%s: the upstream got Expect: %q; want none", name, got)
+		}
 	}
 }
