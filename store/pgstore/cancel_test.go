@@ -57,19 +57,7 @@ func TestCancelledBeginWritesNothing(t *testing.T) {
 				begun <- err
 			}()
 			// Until the Begin waits on the server for the row.
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-				var n int
-				if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE wait_event_type = 'Lock' AND query LIKE '%pg_try_advisory_xact_lock%'`).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				if n == 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the Begin did not wait for the row in 5s")
-				}
-			}
+			pgstore.WaitActive(t, tb.pool, `wait_event_type = 'Lock' AND query LIKE '%pg_try_advisory_xact_lock%'`, "the Begin did not wait for the row")
 			cancel()
 			start := time.Now()
 			if err := <-begun; !errors.Is(err, context.Canceled) {

@@ -263,19 +263,7 @@ func TestPipelineBatchEndsWhenEveryCallerGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Until the statement runs on the server: it was sent in a batch.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE query LIKE '%nobody waits%' AND state = 'active' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the statement did not start in 5s")
-		}
-	}
+	waitActive(t, pool, `query LIKE '%nobody waits%' AND state = 'active'`, "the statement did not start")
 	cancel()
 	if err := <-returned; !errors.Is(err, context.Canceled) {
 		t.Fatalf("exec = %v, want context.Canceled", err)
@@ -379,19 +367,7 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	}()
 	waitFor(t, p, func() bool { return len(p.queue) == 2 })
 	// Until the batch is on the server: the slow statement runs.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE query LIKE '%ahead of the Begin%' AND state = 'active' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the batch did not start in 5s")
-		}
-	}
+	waitActive(t, pool, `query LIKE '%ahead of the Begin%' AND state = 'active'`, "the batch did not start")
 	cancel()
 	if err := <-begun; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin = %v, want context.Canceled", err)
@@ -484,19 +460,7 @@ func TestPipelineBatchNobodyWaitsForWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Until the Begin waits on the server for the row.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%pg_try_advisory_xact_lock%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Begin did not wait for the row in 5s")
-		}
-	}
+	waitActive(t, pool, `wait_event_type = 'Lock' AND query LIKE '%pg_try_advisory_xact_lock%'`, "the Begin did not wait for the row")
 	cancel()
 	if err := <-begun; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin = %v, want context.Canceled", err)
@@ -510,5 +474,25 @@ func TestPipelineBatchNobodyWaitsForWritesNothing(t *testing.T) {
 	o, err := s.Begin(ctx, key, req, nil)
 	if err != nil || o.Kind != idem.Fresh {
 		t.Fatalf("the next Begin = %s, %v; want Fresh: the abandoned Begin reserved the key", o.Kind, err)
+	}
+}
+
+// waitActive waits, up to 5 s, until one other session of pool's server
+// matches where (a condition on pg_stat_activity), and fails the test
+// naming what did not happen otherwise.
+func waitActive(t testing.TB, pool *pgxpool.Pool, where, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what + " in 5s")
+		}
 	}
 }

@@ -1,0 +1,4 @@
+package pgstore
+
+// WaitActive is waitActive, for the tests of package pgstore_test.
+var WaitActive = waitActive
