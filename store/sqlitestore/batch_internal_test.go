@@ -129,14 +129,79 @@ func waitBatcher(t *testing.T, b *batcher, cond func() bool) {
 // recover it; the batcher's goroutine goes on, the call's savepoint is
 // rolled back, and the other calls of its batch are committed and told so.
 func TestBatchPanicIsTheCallersAlone(t *testing.T) {
+	db, errs, recovered := threeInOneBatch(t, "&_txlock=immediate", "CREATE TABLE t (k INTEGER)",
+		func(ctx context.Context, q querier, i int) error {
+			if _, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?)", i); err != nil {
+				return err
+			}
+			if i == 1 {
+				panic("call 1 panics")
+			}
+			return nil
+		})
+	if errs[0] != nil || errs[2] != nil || recovered[0] != nil || recovered[2] != nil {
+		t.Errorf("calls 0 and 2: errors %v, %v, panics %v, %v; want success", errs[0], errs[2], recovered[0], recovered[2])
+	}
+	if p, ok := recovered[1].(*batchPanic); !ok || p.value != "call 1 panics" {
+		t.Errorf("call 1 panicked with %#v, want its own panic", recovered[1])
+	}
+	var sum, n int
+	if err := db.QueryRowContext(context.Background(), "SELECT count(*), coalesce(sum(k), 0) FROM t").Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 2 {
+		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
+	}
+}
+
+// TestBatchEndedByAFailingCall: when a call fails in a way that makes
+// SQLite end the whole transaction (a full database here), the other calls
+// of its batch, whose writes went with it, are told why, the failing
+// call's error in their chain, not that a savepoint of the store's own is
+// missing.
+func TestBatchEndedByAFailingCall(t *testing.T) {
+	db, errs, _ := threeInOneBatch(t, "&_pragma=max_page_count(20)", "CREATE TABLE t (k INTEGER, v BLOB)",
+		func(ctx context.Context, q querier, i int) error {
+			size := 10
+			if i == 1 {
+				size = 1 << 20 // more than the 20 pages the database may have
+			}
+			_, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?, zeroblob(?))", i, size)
+			return err
+		})
+	var sqliteErr *sqlite.Error
+	if !errors.As(errs[1], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
+		t.Fatalf("call 1: %v, want SQLITE_FULL", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if !errors.Is(errs[i], idem.ErrUnavailable) || !errors.As(errs[i], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
+			t.Errorf("call %d: %v, want ErrUnavailable with call 1's SQLITE_FULL in its chain", i, errs[i])
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows, want none: the batch's transaction ended", n)
+	}
+}
+
+// threeInOneBatch opens a database (WAL, with the DSN parameters params
+// added), runs schema, and has a batcher on it run call(i) for i = 0, 1,
+// 2 in one batch, queued while a call before them holds the batcher. It
+// returns the database, each call's error, and what each call's panic, if
+// any, was recovered as in its caller's goroutine.
+func threeInOneBatch(t *testing.T, params, schema string, call func(ctx context.Context, q querier, i int) error) (*sql.DB, []error, []any) {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"+params)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER)"); err != nil {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
 		t.Fatal(err)
 	}
 	b := &batcher{db: db, max: maxBatch}
@@ -154,15 +219,7 @@ func TestBatchPanicIsTheCallersAlone(t *testing.T) {
 	for i := range 3 {
 		wg.Go(func() {
 			defer func() { recovered[i] = recover() }()
-			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error {
-				if _, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?)", i); err != nil {
-					return err
-				}
-				if i == 1 {
-					panic("call 1 panics")
-				}
-				return nil
-			})
+			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error { return call(ctx, q, i) })
 		})
 	}
 	waitBatcher(t, b, func() bool { return len(b.queue) == 3 })
@@ -171,82 +228,6 @@ func TestBatchPanicIsTheCallersAlone(t *testing.T) {
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
 	}
-	if errs[0] != nil || errs[2] != nil || recovered[0] != nil || recovered[2] != nil {
-		t.Errorf("calls 0 and 2: errors %v, %v, panics %v, %v; want success", errs[0], errs[2], recovered[0], recovered[2])
-	}
-	if p, ok := recovered[1].(*batchPanic); !ok || p.value != "call 1 panics" {
-		t.Errorf("call 1 panicked with %#v, want its own panic", recovered[1])
-	}
-	var sum, n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(k), 0) FROM t").Scan(&n, &sum); err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 || sum != 2 {
-		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
-	}
 	waitBatcher(t, b, func() bool { return !b.busy })
-}
-
-// TestBatchEndedByAFailingCall: when a call fails in a way that makes
-// SQLite end the whole transaction (a full database here), the other calls
-// of its batch, whose writes went with it, are told why, the failing
-// call's error in their chain, not that a savepoint of the store's own is
-// missing.
-func TestBatchEndedByAFailingCall(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=max_page_count(20)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER, v BLOB)"); err != nil {
-		t.Fatal(err)
-	}
-	b := &batcher{db: db, max: maxBatch}
-
-	release := make(chan struct{})
-	blocked := make(chan error, 1)
-	go func() {
-		blocked <- b.do(ctx, func(context.Context, querier) error { <-release; return nil })
-	}()
-	waitBatcher(t, b, func() bool { return b.busy })
-
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range 3 {
-		wg.Go(func() {
-			size := 10
-			if i == 1 {
-				size = 1 << 20 // more than the 20 pages the database may have
-			}
-			errs[i] = b.do(ctx, func(ctx context.Context, q querier) error {
-				_, err := q.ExecContext(ctx, "INSERT INTO t VALUES (?, zeroblob(?))", i, size)
-				return err
-			})
-		})
-	}
-	waitBatcher(t, b, func() bool { return len(b.queue) == 3 })
-	close(release)
-	wg.Wait()
-	if err := <-blocked; err != nil {
-		t.Fatal(err)
-	}
-	var sqliteErr *sqlite.Error
-	if !errors.As(errs[1], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
-		t.Fatalf("call 1: %v, want SQLITE_FULL", errs[1])
-	}
-	for _, i := range []int{0, 2} {
-		if !errors.Is(errs[i], idem.ErrUnavailable) || !errors.As(errs[i], &sqliteErr) || sqliteErr.Code() != sqlite3.SQLITE_FULL {
-			t.Errorf("call %d: %v, want ErrUnavailable with call 1's SQLITE_FULL in its chain", i, errs[i])
-		}
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Errorf("%d rows, want none: the batch's transaction ended", n)
-	}
-	waitBatcher(t, b, func() bool { return !b.busy })
+	return db, errs, recovered
 }
