@@ -122,7 +122,8 @@ type Config struct {
 	StoreStatus func(status int) bool
 	// Fingerprint, when set, replaces the request fingerprint (method, path,
 	// query and body, the body by its canonical JSON form when the
-	// Content-Type is JSON). body is the whole request body. An error, or
+	// Content-Type is JSON). body is the whole request body; the handler
+	// gets it whole even if Fingerprint reads r.Body. An error, or
 	// the zero Fingerprint, answers 500 (OutcomeInternal, the error in
 	// Event.Err, not in the response).
 	Fingerprint func(r *http.Request, body []byte) (idem.Fingerprint, error)

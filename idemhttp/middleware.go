@@ -233,6 +233,10 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 	var err error
 	if x.m.cfg.Fingerprint != nil {
 		fp, err = x.m.cfg.Fingerprint(r, body)
+		// One that read r.Body rather than body leaves the handler the
+		// whole body all the same.
+		x.body.Reset(body)
+		r.Body = &x.body
 	} else {
 		fp, err = defaultFingerprint(r.Method, target, contentType, body)
 	}

@@ -791,6 +791,27 @@ func TestFreshWithoutLeaseIsAStoreFailure(t *testing.T) {
 	wantRuns(t, open, 1)
 }
 
+// TestFingerprintReadingTheBodyLeavesItToTheHandler checks that a
+// Config.Fingerprint that reads r.Body (rather than its body argument), as
+// one written for a plain handler would, leaves the handler the whole body
+// all the same, and a retry replays.
+func TestFingerprintReadingTheBodyLeavesItToTheHandler(t *testing.T) {
+	b := setup(t, idemhttp.Config{Fingerprint: func(r *http.Request, _ []byte) (idem.Fingerprint, error) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return idem.Fingerprint{}, err
+		}
+		return idem.FingerprintRequest(idem.RequestParts{Method: r.Method, Target: r.URL.RequestURI(), Body: body})
+	}})
+	for i := range 2 {
+		w := b.do(t, "POST", "/x", `{"a":1}`, key("fp-reads"))
+		if w.Code != 201 || w.Body.String() != `{"run":1,"echo":"{\"a\":1}"}` {
+			t.Fatalf("try %d: %d %s, want the handler to have read the body", i+1, w.Code, w.Body)
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
 func TestConfigFunctionsThatFail(t *testing.T) {
 	for name, cfg := range map[string]idemhttp.Config{
 		"fingerprint error": {Fingerprint: func(*http.Request, []byte) (idem.Fingerprint, error) {
