@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/store/sqlitestore"
 )
 
 // cancelAtBegin is a driver.Connector over modernc.org/sqlite whose
@@ -91,26 +93,11 @@ func (w *cancelAtBeginConn) ExecContext(ctx context.Context, q string, args []dr
 func TestBeginRollsBackABeginReportedAsFailed(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	conn := &cancelAtBegin{dsn: path + dsnParams}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	migrate(t, db)
-	s := newStore(t, db, nil)
-	ns := idemtest.RandomNamespace(t)
-	r := mustRequest(t, `{"a":1}`)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conn.cancel.Store(&cancel)
-	conn.armed.Store(true)
-	k := mustKey(t, ns, "cancelled")
-	if o, err := s.Begin(ctx, k, r, nil); !errors.Is(err, context.Canceled) {
+	s, o, err := beginCancelledAt(t, path, "")
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin = %s, %v; want context.Canceled", o.Kind, err)
 	}
-	if conn.armed.Load() {
-		t.Fatal("Begin sent no BEGIN IMMEDIATE")
-	}
+	ns, k, r := s.ns, s.k, s.r
 
 	// Another connection can write (with the write lock held, its Begin
 	// would fail after its busy timeout), and finds the key free.
@@ -128,31 +115,48 @@ func TestBeginRollsBackABeginReportedAsFailed(t *testing.T) {
 // lease lapsed. COMMIT is not interrupted by the context.
 func TestBeginAnswersACommittedTransaction(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "idem.db")
-	conn := &cancelAtBegin{dsn: path + dsnParams, stmt: "COMMIT"}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	migrate(t, db)
-	s := newStore(t, db, nil)
-	ns := idemtest.RandomNamespace(t)
-	r := mustRequest(t, `{"a":1}`)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conn.cancel.Store(&cancel)
-	conn.armed.Store(true)
-	k := mustKey(t, ns, "cancelled")
-	o, err := s.Begin(ctx, k, r, nil)
+	s, o, err := beginCancelledAt(t, filepath.Join(t.TempDir(), "idem.db"), "COMMIT")
 	if err != nil || o.Kind != idem.Fresh {
 		t.Fatalf("Begin = %s, %v; want Fresh", o.Kind, err)
 	}
-	if conn.armed.Load() {
-		t.Fatal("Begin sent no COMMIT")
-	}
+	k, r := s.k, s.r
 	// The lease Begin answered is the record's: it settles the key.
 	if err := s.Commit(context.Background(), k, o.Lease, []byte(`{"ok":true}`)); err != nil {
 		t.Fatalf("Commit with the answered lease: %v", err)
 	}
 	mustBegin(t, s, k, r, idem.PriorResult)
+}
+
+// cancelledBegin is the store of beginCancelledAt, with the namespace, key
+// and request of its Begin.
+type cancelledBegin struct {
+	*sqlitestore.Store
+	ns idem.Namespace
+	k  idem.Key
+	r  idem.Request
+}
+
+// beginCancelledAt makes a store on one connection to a database at path
+// through cancelAtBegin, armed for stmt (see cancelAtBegin), and begins
+// a key on it with a context that ends as stmt completes. It
+// returns the store and Begin's answer.
+func beginCancelledAt(t *testing.T, path, stmt string) (cancelledBegin, idem.Outcome, error) {
+	t.Helper()
+	conn := &cancelAtBegin{dsn: path + dsnParams, stmt: stmt}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	migrate(t, db)
+	ns := idemtest.RandomNamespace(t)
+	s := cancelledBegin{Store: newStore(t, db, nil), ns: ns, k: mustKey(t, ns, "cancelled"), r: mustRequest(t, `{"a":1}`)}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn.cancel.Store(&cancel)
+	conn.armed.Store(true)
+	o, err := s.Begin(ctx, s.k, s.r, nil)
+	if conn.armed.Load() {
+		t.Fatalf("Begin sent no %s", cmp.Or(stmt, "BEGIN IMMEDIATE"))
+	}
+	return s, o, err
 }
