@@ -198,16 +198,23 @@ func (t *Tracker) Release(scope, key string) {
 //
 // Seen returns false on a nil or unstarted Tracker.
 func (t *Tracker) Seen(scope, key string) bool {
+	e, ok, now := t.lookup(scope, key)
+	return ok && e.live(now)
+}
+
+// lookup returns the entry of key in scope, if any, as it is now, and
+// the tracker's time then; ok is false on a nil or unstarted Tracker.
+func (t *Tracker) lookup(scope, key string) (e entry, ok bool, now int64) {
 	if !t.started() {
-		return false
+		return entry{}, false, 0
 	}
-	now := t.clock()
+	now = t.clock()
 	k := scopedKey{scope, key}
 	s := t.shardOf(k)
 	s.mu.Lock()
-	e, ok := s.keys[k]
+	e, ok = s.keys[k]
 	s.mu.Unlock()
-	return ok && e.live(now)
+	return e, ok, now
 }
 
 // Completed reports whether key was completed and is still kept (Seen, and
@@ -243,15 +250,7 @@ func (t *Tracker) Completed(scope, key string) bool {
 // was taken, and not for one taken where the tracker's time stands still
 // (see Config.Now), which never lapses.
 func (t *Tracker) Reserved(scope, key string) (time.Duration, bool) {
-	if !t.started() {
-		return 0, false
-	}
-	now := t.clock()
-	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
-	e, ok := s.keys[k]
-	s.mu.Unlock()
+	e, ok, now := t.lookup(scope, key)
 	if !ok || !e.live(now) || e.owner == 0 {
 		return 0, false
 	}
