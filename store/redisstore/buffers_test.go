@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
-	"github.com/idemgo/idem/internal/redistest"
 	"github.com/idemgo/idem/store/redisstore"
 )
 
@@ -31,15 +28,7 @@ import (
 // then released, as its caller has left).
 func TestAutoPipelineKeepsNoCallerBuffer(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = client.Close() })
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = admin.Close() })
-	s, err := redisstore.New(client, redisstore.Config{AutoPipeline: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, admin, s := privateAutoPipelined(t, redisstore.Config{AutoPipeline: true})
 	ctx := context.Background()
 	ns := idemtest.RandomNamespace(t)
 	owned := mustKey(t, ns, "owned")

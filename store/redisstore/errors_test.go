@@ -306,15 +306,7 @@ func TestNewNilClient(t *testing.T) {
 // server answers again, however long that takes).
 func TestAutoPipelineContextEnds(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's timeouts and retries
-	t.Cleanup(func() { _ = client.Close() })
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = admin.Close() })
-	s, err := redisstore.New(client, redisstore.Config{AutoPipeline: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, admin, s := privateAutoPipelined(t, redisstore.Config{AutoPipeline: true})
 	ctx := context.Background()
 	key := mustKey(t, idemtest.RandomNamespace(t), "paused")
 	req := mustRequest(t, `{}`)
@@ -363,15 +355,7 @@ func TestAutoPipelineContextEnds(t *testing.T) {
 // lease lapses.
 func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = client.Close() })
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = admin.Close() })
-	s, err := redisstore.New(client, redisstore.Config{AutoPipeline: true, Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, admin, s := privateAutoPipelined(t, redisstore.Config{AutoPipeline: true, Lease: time.Hour})
 	ctx := context.Background()
 	ns := idemtest.RandomNamespace(t)
 	req := mustRequest(t, `{}`)
@@ -383,7 +367,7 @@ func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	}
 	key := mustKey(t, ns, "unheard")
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = s.Begin(cctx, key, req, nil)
+	_, err := s.Begin(cctx, key, req, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Begin on a paused server: %v, want context.DeadlineExceeded", err)
@@ -402,4 +386,23 @@ func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// privateAutoPipelined starts a Redis server of the test's own (which the
+// test may pause) and returns it, a client of it for the test's own
+// commands, and a store on it made with cfg and AutoPipeline, on a client
+// with go-redis's default timeouts and retries.
+func privateAutoPipelined(t *testing.T, cfg redisstore.Config) (*redistest.Server, *redis.Client, *redisstore.Store) {
+	t.Helper()
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	cfg.AutoPipeline = true
+	s, err := redisstore.New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, admin, s
 }
