@@ -48,9 +48,9 @@ type ProxyConfig struct {
 	// the Transport under the lower-case map key "idempotency-key" (the
 	// same header on the wire), which http.Header's methods do not find; a
 	// Transport of your own that needs the key reads
-	// r.Header["idempotency-key"]. It may also answer by itself: a
-	// response without a Request or a Body is completed as http.Client
-	// completes it.
+	// r.Header["idempotency-key"]. It may also answer by itself, or send
+	// a request of its own: a response without a Body is completed as
+	// http.Client completes it, and its Request is the proxy's.
 	Transport http.RoundTripper
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -257,9 +257,10 @@ func bufferResponse(res *http.Response, c *capture) error {
 
 // ownTransport is a Transport of the user's own, whose responses it
 // completes as http.Client does those of any RoundTripper: net/http's
-// Transport sets a response's Request and gives it a Body even when
-// empty, which the proxy relies on, but a RoundTripper that answers by
-// itself need not.
+// Transport gives a response a Body even when empty, and sets its Request
+// to the one the proxy sent, whose context the proxy finds the call in;
+// a RoundTripper that answers by itself, or sends a request of its own,
+// need not.
 type ownTransport struct{ rt http.RoundTripper }
 
 func (t ownTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -274,9 +275,7 @@ func (t ownTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	case res.Body == nil:
 		res.Body = http.NoBody
 	}
-	if res.Request == nil {
-		res.Request = r
-	}
+	res.Request = r
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -264,8 +265,12 @@ func TestProxyOwnTransportAnswering(t *testing.T) {
 			return &http.Response{StatusCode: http.StatusNoContent, Header: http.Header{}}, nil
 		}
 		body := fmt.Sprintf(`{"call":%d}`, n)
-		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
-			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, nil
+		res := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
+		if r.URL.Path == "/detached" { // sent as another request, with a context of its own
+			res.Request = r.Clone(context.Background())
+		}
+		return res, nil
 	})
 	p := serveProxy(t, "http://upstream.invalid", idemhttp.ProxyConfig{Transport: own})
 	for i := range 2 {
@@ -279,5 +284,10 @@ func TestProxyOwnTransportAnswering(t *testing.T) {
 	}
 	if res, body := post(t, p.URL+"/empty", "own-empty", `{}`); res.StatusCode != http.StatusNoContent || body != "" {
 		t.Fatalf("empty answer: %d %q, want 204", res.StatusCode, body)
+	}
+	for i := range 2 {
+		if res, body := post(t, p.URL+"/detached", "own-detached", `{}`); res.StatusCode != http.StatusCreated || body != `{"call":4}` {
+			t.Fatalf("answer to another request, try %d: %d %q, want 201 {\"call\":4}", i+1, res.StatusCode, body)
+		}
 	}
 }
