@@ -318,27 +318,7 @@ func TestPurgeDoesNotWaitForThePipeline(t *testing.T) {
 // nobody holds, until that lease lapses.
 func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := New(pool, Config{Pipeline: true, PipelineLanes: 1, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := s.lease.q.(*pipeline)
-	key, err := idem.ParseKey(idem.MustNamespace("orphan"), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := idem.NewRequest([]byte(`{"a":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p, pool, key, req := oneLaneStore(t, Config{Lease: time.Minute}, "orphan")
 
 	// The only lane is busy; a slow statement, then the Begin, queue
 	// behind it and go out as one batch, the Begin waiting on the server
@@ -403,28 +383,8 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 // would reserve the key once the row is free, under a lease nobody holds.
 func TestPipelineBatchNobodyWaitsForWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	now := time.Now()
-	s, err := New(pool, Config{Pipeline: true, PipelineLanes: 1, Lease: time.Minute, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := s.lease.q.(*pipeline)
-	key, err := idem.ParseKey(idem.MustNamespace("nobody-waits"), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := idem.NewRequest([]byte(`{"a":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p, pool, key, req := oneLaneStore(t, Config{Lease: time.Minute, Now: func() time.Time { return now }}, "nobody-waits")
 	if _, err := s.Begin(ctx, key, req, &idem.BeginOpts{Retention: time.Second, Lease: time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -495,4 +455,34 @@ func waitActive(t testing.TB, pool *pgxpool.Pool, where, what string) {
 			t.Fatal(what + " in 5s")
 		}
 	}
+}
+
+// oneLaneStore returns a migrated store made with cfg and a pipeline of
+// one lane, that pipeline, the store's pool, a key "k" of namespace ns and
+// a request for it.
+func oneLaneStore(t *testing.T, cfg Config, ns string) (*Store, *pipeline, *pgxpool.Pool, idem.Key, idem.Request) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cfg.Pipeline, cfg.PipelineLanes = true, 1
+	s, err := New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key, err := idem.ParseKey(idem.MustNamespace(ns), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := idem.NewRequest([]byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, s.lease.q.(*pipeline), pool, key, req
 }
