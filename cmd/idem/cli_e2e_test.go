@@ -367,9 +367,9 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 		{[]string{"proxy"}, "idem proxy: --upstream is required"},
 		{[]string{"proxy", "--store", "memory", "--listen", "127.0.0.1:0"}, "idem proxy: --upstream is required"},
 		{[]string{"inspect", "--store", "memory"}, "idem inspect: --key is required"},
-		{[]string{"durable", "stats"}, "idem durable: --db URL (or IDEM_DB) is required"},
-		{[]string{"durable", "signal", "--id", "1", "--db", "postgres://127.0.0.1:1/db"}, "idem durable: --name is required"},
-		{[]string{"durable", "cancel", "--db", "postgres://127.0.0.1:1/db"}, "idem durable: --id or --key is required"},
+		{[]string{"durable", "stats"}, "idem durable stats: --db URL (or IDEM_DB) is required"},
+		{[]string{"durable", "signal", "--id", "1", "--db", "postgres://127.0.0.1:1/db"}, "idem durable signal: --name is required"},
+		{[]string{"durable", "cancel", "--db", "postgres://127.0.0.1:1/db"}, "idem durable cancel: --id or --key is required"},
 	} {
 		r := runIdem(t, t.TempDir(), nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
@@ -425,17 +425,17 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{[]string{"purge", "--store", "memory"}, nil, "idem purge: --store memory"},
 		{[]string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--scope", "s", "--authorization", "Bearer t"}, nil, "idem inspect: give --scope or --authorization, not both"},
 		{[]string{"inspect", "--store", "sqlite:" + store, "--key", strings.Repeat("k", 1000)}, nil, "idem inspect: --key"},
-		{append([]string{"durable", "inspect", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
-		{append([]string{"durable", "cancel", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
-		{append([]string{"durable", "retry", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
-		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--key", "k"}, db...), nil, "idem durable: give --id or --key, not both"},
-		{append([]string{"durable", "cancel", "--id", "-1"}, db...), nil, "idem durable: --id -1"},
-		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, "idem durable: --payload is not JSON"},
-		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil, "idem durable: --at is not an RFC 3339 time"},
-		{append([]string{"durable", "list", "--limit", "-1"}, db...), nil, "idem durable: --limit -1: want 0 to 10000"},
-		{append([]string{"durable", "list", "--limit", "10001"}, db...), nil, "idem durable: --limit 10001"},
-		{append([]string{"durable", "list", "--status", "bogus"}, db...), nil, "idem durable: --status \"bogus\": want one of runnable"},
-		{[]string{"durable", "stats", "--db", "postgres://127.0.0.1:99999/db"}, nil, "idem durable: bad postgres DSN"},
+		{append([]string{"durable", "inspect", "--id", "1", "--key", "k"}, db...), nil, "idem durable inspect: give --id or --key, not both"},
+		{append([]string{"durable", "cancel", "--id", "1", "--key", "k"}, db...), nil, "idem durable cancel: give --id or --key, not both"},
+		{append([]string{"durable", "retry", "--id", "1", "--key", "k"}, db...), nil, "idem durable retry: give --id or --key, not both"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--key", "k"}, db...), nil, "idem durable signal: give --id or --key, not both"},
+		{append([]string{"durable", "cancel", "--id", "-1"}, db...), nil, "idem durable cancel: --id -1"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, "idem durable signal: --payload is not JSON"},
+		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil, "idem durable retry: --at is not an RFC 3339 time"},
+		{append([]string{"durable", "list", "--limit", "-1"}, db...), nil, "idem durable list: --limit -1: want 0 to 10000"},
+		{append([]string{"durable", "list", "--limit", "10001"}, db...), nil, "idem durable list: --limit 10001"},
+		{append([]string{"durable", "list", "--status", "bogus"}, db...), nil, "idem durable list: --status \"bogus\": want one of runnable"},
+		{[]string{"durable", "stats", "--db", "postgres://127.0.0.1:99999/db"}, nil, "idem durable stats: bad postgres DSN"},
 	} {
 		r := runIdem(t, t.TempDir(), tc.env, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" || strings.Contains(r.stderr, "secret") {
@@ -965,10 +965,10 @@ func TestKeyAndIDVariablesArePerCommand(t *testing.T) {
 		code int
 		want []string
 	}{
-		{cancel, []string{"IDEM_KEY=order:1"}, 2, []string{"idem durable: --id or --key is required", "IDEM_KEY is ignored: idem durable cancel reads --key from IDEM_DURABLE_CANCEL_KEY"}},
-		{cancel, []string{"IDEM_ID=1"}, 2, []string{"idem durable: --id or --key is required", "IDEM_ID is ignored: idem durable cancel reads --id from IDEM_DURABLE_CANCEL_ID"}},
-		{cancel, []string{"IDEM_INSPECT_KEY=order:1", "IDEM_DURABLE_INSPECT_ID=1", "IDEM_DURABLE_LIST_KEY=order:1"}, 2, []string{"idem durable: --id or --key is required"}},
-		{cancel, []string{"IDEM_DURABLE_CANCEL_KEY=order:1"}, 1, []string{"unreachable"}},
+		{cancel, []string{"IDEM_KEY=order:1"}, 2, []string{"idem durable cancel: --id or --key is required", "IDEM_KEY is ignored: idem durable cancel reads --key from IDEM_DURABLE_CANCEL_KEY"}},
+		{cancel, []string{"IDEM_ID=1"}, 2, []string{"idem durable cancel: --id or --key is required", "IDEM_ID is ignored: idem durable cancel reads --id from IDEM_DURABLE_CANCEL_ID"}},
+		{cancel, []string{"IDEM_INSPECT_KEY=order:1", "IDEM_DURABLE_INSPECT_ID=1", "IDEM_DURABLE_LIST_KEY=order:1"}, 2, []string{"idem durable cancel: --id or --key is required"}},
+		{cancel, []string{"IDEM_DURABLE_CANCEL_KEY=order:1"}, 1, []string{"idem durable cancel: postgres at 127.0.0.1:1 is unreachable"}},
 		{cancel, []string{"IDEM_DURABLE_CANCEL_ID=1"}, 1, []string{"unreachable"}},
 		{inspect, []string{"IDEM_KEY=k"}, 2, []string{"idem inspect: --key is required", "IDEM_KEY is ignored: idem inspect reads --key from IDEM_INSPECT_KEY"}},
 		{inspect, []string{"IDEM_DURABLE_LIST_KEY=k"}, 2, []string{"idem inspect: --key is required"}},

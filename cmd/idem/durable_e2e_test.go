@@ -119,8 +119,8 @@ func TestDurableRefusedConnection(t *testing.T) {
 	}
 	u.Path = "/idem_no_such_database"
 	r := runDurable(t, 30*time.Second, "list", "--db", u.String())
-	if r.code != 1 || !strings.Contains(r.stderr, `has no database "idem_no_such_database"`) {
-		t.Fatalf("exit %d, stderr %q; want 1, naming the missing database", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, `idem durable list: postgres at `) || !strings.Contains(r.stderr, `has no database "idem_no_such_database"`) {
+		t.Fatalf("exit %d, stderr %q; want 1, naming the subcommand and the missing database", r.code, r.stderr)
 	}
 }
 

@@ -86,7 +86,8 @@ func isHelp(arg string) bool {
 // IDEM_* variables of environ ("NAME=value") that no command reads are
 // warned about first (warnUnread). Help asked for goes to stdout, with exit
 // code 0; usage printed because of a mistake goes to stderr, with exit
-// code 2.
+// code 2. An error is printed after the command as the user typed it,
+// with its subcommand: "idem durable list: …".
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env, environ []string) int {
 	switch {
 	case len(args) == 0:
@@ -102,7 +103,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			warnUnread(stderr, commandPath(args), environ)
+			path := commandPath(args)
+			warnUnread(stderr, path, environ)
 			err := c.run(ctx, args[1:], stdout, stderr, getenv)
 			switch {
 			case err == nil:
@@ -112,10 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 			case errors.Is(err, errUsage):
 				return 2
 			case isUsage(err):
-				fmt.Fprintf(stderr, "idem %s: %v\n", c.name, err)
+				fmt.Fprintf(stderr, "idem %s: %v\n", path, err)
 				return 2
 			default:
-				fmt.Fprintf(stderr, "idem %s: %v\n", c.name, err)
+				fmt.Fprintf(stderr, "idem %s: %v\n", path, err)
 				return 1
 			}
 		}
