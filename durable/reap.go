@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -34,9 +35,9 @@ LIMIT $2`
 
 // failReapedSQL fails row $1 as cappedSQL found it, if it still is so once
 // locked, with an error that begins with $3 (ErrReapedTooOften). Its
-// parent's lock is taken first (lockParentSQL), in the engine's lock
-// order, and the statements that follow drop its inbox and release its
-// parent, as the end of a step does.
+// parent's lock and its own are taken first (lockReapedParentSQL,
+// lockReapedSQL), in the engine's lock order, and the statements that
+// follow drop its inbox and release its parent, as the end of a step does.
 const failReapedSQL = `
 UPDATE durable_instance
 SET status = 'failed', attempt = attempt + 1, finished_at = now(),
@@ -47,8 +48,28 @@ SET status = 'failed', attempt = attempt + 1, finished_at = now(),
     updated_at = now()
 WHERE id = $1 AND status = 'executing' AND lease_expires_at < now() AND ` + reapsNowSQL + ` >= $2`
 
+// lockReapedParentSQL takes, without waiting, the lock of the parent that
+// instance $1 would release (lockParentSQL, skipping a locked row): it
+// returns the parent's id, or 0 if there is none, and no row if the
+// parent is locked.
+const lockReapedParentSQL = `
+WITH parent AS (SELECT parent_id AS id FROM durable_instance WHERE id = $1 AND releases_parent),
+locked AS (
+    SELECT p.id FROM durable_instance p WHERE p.id = (SELECT id FROM parent)
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT coalesce((SELECT id FROM parent), 0) WHERE NOT EXISTS (SELECT 1 FROM parent) OR EXISTS (SELECT 1 FROM locked)`
+
+// lockReapedSQL takes, without waiting, the lock of row $1, after its
+// parent's.
+const lockReapedSQL = `SELECT id FROM durable_instance WHERE id = $1 FOR UPDATE SKIP LOCKED`
+
 // failReaped fails the rows whose lease expired Config.MaxReaps times in a
-// row, each in a transaction of its own.
+// row, each in a transaction of its own. It skips a row whose lock, or
+// whose parent's, another transaction holds (a caller's SignalTx or
+// CancelTx holds one until its transaction ends), as reapSQL does: waiting
+// would hold up the rest of the pass, every other expired lease with it.
+// The next pass takes the row again.
 func (e *engine) failReaped() {
 	cfg := &e.c.cfg
 	if cfg.MaxReaps <= 0 {
@@ -70,21 +91,7 @@ func (e *engine) failReaped() {
 			return
 		}
 		ctx, cancel := e.dbContext()
-		b := &pgx.Batch{}
-		b.Queue(lockParentSQL, id)
-		b.Queue(failReapedSQL, id, cfg.MaxReaps, ErrReapedTooOften.Error())
-		b.Queue(dropInboxSQL, id)
-		b.Queue(releaseParentSQL, id)
-		br := e.c.pool.SendBatch(ctx, b)
-		_, err := br.Exec()
-		var failed bool
-		if err == nil {
-			tag, xerr := br.Exec()
-			failed, err = tag.RowsAffected() == 1, xerr
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		failed, err := e.failReapedOne(ctx, id)
 		cancel()
 		switch {
 		case err != nil:
@@ -94,4 +101,37 @@ func (e *engine) failReaped() {
 				slog.Int64("id", id), slog.Int("max_reaps", cfg.MaxReaps))
 		}
 	}
+}
+
+// failReapedOne fails row id as cappedSQL found it, in the engine's lock
+// order, parent first, and reports whether it did: not if either lock is
+// held by another transaction, or the row changed meanwhile.
+func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err error) {
+	err = pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error {
+		var parent int64
+		if err := tx.QueryRow(ctx, lockReapedParentSQL, id).Scan(&parent); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // the parent is locked
+			}
+			return err
+		}
+		if err := tx.QueryRow(ctx, lockReapedSQL, id).Scan(&id); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // locked, or gone
+			}
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(failReapedSQL, id, e.c.cfg.MaxReaps, ErrReapedTooOften.Error())
+		b.Queue(dropInboxSQL, id)
+		b.Queue(releaseParentSQL, id)
+		br := tx.SendBatch(ctx, b)
+		tag, err := br.Exec()
+		failed = err == nil && tag.RowsAffected() == 1
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	return failed && err == nil, err
 }

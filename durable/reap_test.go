@@ -121,3 +121,51 @@ func TestReaperWithoutMaxReaps(t *testing.T) {
 		t.Fatalf("attempt %d, want %d", in.Attempt, durable.DefaultMaxReaps+3)
 	}
 }
+
+// The reaper skips an instance to fail whose row, or whose parent's, a
+// caller's transaction has locked, rather than wait for the lock: the
+// other instances it fails in the same pass are not held up, and the
+// skipped ones fail once the locks are released.
+func TestReaperFailingSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	var after atomic.Int32
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: ctl.With(ctlState{}), Opts: elsewhere}}
+	}, &after)
+	b := setup(t, reapedEngine(1, ctl, parent))
+	b.start(t)
+	p := b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	kid := b.childIDs(t, p)[0]
+	locked := b.insert(t, ctl.With(ctlState{}), elsewhere)
+	free := b.insert(t, ctl.With(ctlState{}), elsewhere)
+
+	// Leases that expire shortly, in this order, once the caller's
+	// transaction holds the locks of locked and of kid's parent.
+	for i, id := range []int64{locked, kid, free} {
+		b.exec(t, `UPDATE durable_instance SET status = 'executing', lease_owner = 'dead',
+			lease_expires_at = now() + $2 * interval '1 millisecond', claims = claims + 1
+			WHERE id = $1 AND status = 'runnable'`, id, 300+10*i)
+	}
+	tx, _ := beginTx(t, b)
+	for _, id := range []int64{locked, p} {
+		if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(id), "go", 1, ""); err != nil {
+			t.Fatalf("SignalTx(%d): %v", id, err)
+		}
+	}
+	start := time.Now()
+	b.waitStatus(t, free, durable.StatusFailed)
+	if d := time.Since(start); d > 3*time.Second { // LeaseTTL is 10 s
+		t.Fatalf("the free instance failed after %v: the reaper waited for the locked rows", d)
+	}
+	if s := b.get(t, locked).Status; s != durable.StatusExecuting {
+		t.Fatalf("locked instance %s while its lock is held", s)
+	}
+	if err := tx.Rollback(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, locked, durable.StatusFailed)
+	b.waitStatus(t, kid, durable.StatusFailed)
+	b.waitStatus(t, p, durable.StatusDone)
+}
