@@ -3,6 +3,8 @@ package durable_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,4 +283,72 @@ func TestClaimWhoseLeaseLapsedInTheBufferDoesNotRun(t *testing.T) {
 	}
 	hang.lift()
 	b.waitStatus(t, first, durable.StatusDone)
+}
+
+// A step whose lease lapsed because a caller's transaction held its row's
+// lock, and which could not be handed back within LeaseTTL because the
+// lock was still held, is logged as a warning that names the lapse and
+// the lock, not as an error of the engine's: the row is left to the
+// reaper, which runs the step again once the lock is released.
+func TestHandBackOfALapsedStepWhoseRowStaysLockedWarns(t *testing.T) {
+	t.Parallel()
+	started, done := make(chan struct{}, 1), make(chan struct{})
+	defer close(done)
+	var runs atomic.Int32
+	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "lapsing", Initial: "a",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
+				if runs.Add(1) == 1 {
+					started <- struct{}{}
+					select {
+					case <-ctx.Done():
+					case <-done:
+					}
+					return durable.Outcome{}, ctx.Err()
+				}
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	const ttl = 300 * time.Millisecond
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 50*time.Millisecond, 50*time.Millisecond
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b := setup(t, cfg)
+	b.start(t)
+	id := b.insert(t, fsm.With(struct{}{}), nil)
+	<-started
+
+	tx, _ := beginTx(t, b)
+	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(id), "go", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hand-back to give up", func() bool {
+		for _, e := range b.events.stepEvents() {
+			if e.CommitErr != nil {
+				return true
+			}
+		}
+		return false
+	})
+	if err := tx.Rollback(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(t, id, durable.StatusDone)
+	var warned bool
+	for line := range strings.Lines(logs.String()) {
+		if !strings.Contains(line, "hand") {
+			continue
+		}
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged as an error: %s", line)
+		}
+		warned = warned || strings.Contains(line, "level=WARN") &&
+			strings.Contains(line, "lapse of its lease") && strings.Contains(line, "locked")
+	}
+	if !warned {
+		t.Errorf("no warning naming the lapse of the lease and the lock:\n%s", logs.String())
+	}
 }

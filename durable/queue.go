@@ -207,12 +207,15 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	}
 
 	// interrupted names what cancelled the step, if the engine's hard
-	// stop or the loss of its lease did (as the step saw it: not after
-	// its StepTimeout), so that a failure of the step is handed back.
+	// stop or the loss or lapse of its lease did (as the step saw it: not
+	// after its StepTimeout), so that a failure of the step is handed
+	// back.
 	interrupted := func() string {
 		switch {
 		case e.workCtx.Err() != nil:
 			return "the engine's stop"
+		case errors.Is(context.Cause(ctx), errLeaseLapsed):
+			return "the lapse of its lease"
 		case errors.Is(context.Cause(ctx), ErrLeaseLost):
 			return "the loss of its lease"
 		}
@@ -307,13 +310,27 @@ func (e *engine) handBackLapsed(c *claimed) {
 // runnable again at once, attempt unchanged, as a claim handed back before
 // it ran, and a wake-up hint goes to every engine serving its queue. why
 // names the cause in the log.
+//
+// The hand-back waits up to LeaseTTL for the row's lock, which a caller's
+// SignalTx or CancelTx may hold (a lease lapses that way): queued behind
+// that lock, it takes the row before the reaper, which skips locked rows,
+// so that the step costs no attempt and no reap. A lock held longer than
+// that, against SignalTx's advice, is not the engine's failure: it logs a
+// warning and leaves the row to the reaper, which takes it once the lock
+// is released, and counts it as a reap (MaxReaps), as it cannot tell that
+// lapse from another, the row's lock barring any mark on it.
 func (e *engine) handBack(c *claimed, r ranStep, why string) {
 	cfg := &e.c.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaseTTL)
 	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
+	timedOut := ctx.Err() != nil
 	cancel()
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("step_error", r.err)}
 	switch {
+	case err != nil && timedOut:
+		cfg.Logger.Warn("durable: a step interrupted by "+why+" could not be handed back within LeaseTTL "+
+			"(its row locked by another transaction, or the database unreachable); the reaper will take it back once unlocked, and the step run again",
+			append(attrs, slog.Any("error", err))...)
 	case err != nil:
 		cfg.Logger.Error("durable: handing back a step interrupted by "+why+" failed; the lease will expire and the step run again",
 			append(attrs, slog.Any("error", err))...)
