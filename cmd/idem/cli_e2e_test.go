@@ -183,6 +183,42 @@ func TestMigrateHintsPasteIntoAShell(t *testing.T) {
 	}
 }
 
+// TestMigrateHintsHideThePassword: the migrate command a message suggests
+// for a Postgres DSN with a password shows the DSN without it (xxxxx) and
+// says so, as the command pasted as it is would fail to authenticate; with
+// the password put back in place of xxxxx, it migrates.
+func TestMigrateHintsHideThePassword(t *testing.T) {
+	t.Parallel()
+	pg := strings.Replace(pgtest.URL(t), "postgres://postgres@", "postgres://postgres:secret@", 1)
+	if !strings.Contains(pg, ":secret@") {
+		t.Fatalf("cannot put a password into %s", pg)
+	}
+	hint := regexp.MustCompile(`run (idem (?:durable )?migrate --(?:store|db) \S+) to create`)
+	for _, tc := range []struct {
+		args []string
+		done string // what the migration prints
+	}{
+		{[]string{"inspect", "--key", "k", "--store", pg}, "schema up to date"},
+		{[]string{"durable", "list", "--db", pg}, `"migrated": true`},
+	} {
+		r := runIdem(t, t.TempDir(), nil, tc.args...)
+		m := hint.FindStringSubmatch(r.stderr)
+		if r.code != 1 || m == nil || strings.Contains(r.stderr, "secret") || !strings.Contains(m[1], ":xxxxx@") ||
+			!strings.Contains(r.stderr, "with the DSN's password in place of xxxxx (it is not shown here)") {
+			t.Errorf("idem %q: exit %d, stderr %q; want 1, a hint to migrate with the password hidden, saying it is", tc.args[:2], r.code, r.stderr)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		sh := exec.CommandContext(ctx, "bash", "-O", "failglob", "-c", strings.Replace(m[1], "xxxxx", "secret", 1))
+		sh.Dir = t.TempDir()
+		sh.Env = append(testEnv(), "PATH="+filepath.Dir(idemBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		if out, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(out), tc.done) {
+			t.Errorf("the hint with the password put back, %s: %v, output %q; want the schema migrated", m[1], err, out)
+		}
+		cancel()
+	}
+}
+
 // TestProxyNamesItsStore: the proxy's start-up line names the SQLite
 // file by its absolute path and other stores by their address, without
 // the password.

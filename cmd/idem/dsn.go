@@ -52,6 +52,7 @@ type openedStore struct {
 	idem.Store
 	kind    string
 	name    string                          // the store as messages show it: a redacted DSN, a SQLite file's absolute path
+	note    string                          // passwordNote of the DSN, for a command a message suggests with name
 	table   string                          // the SQL stores' table, as messages name it
 	migrate func(ctx context.Context) error // nil when the backend has no schema
 	ping    func(ctx context.Context) error
@@ -114,6 +115,17 @@ func redact(dsn string) string {
 	// Also a password the query does not name as such: sslpassword, or
 	// one after a stray '?' (?sslmode=off?password=…).
 	return queryPassword.ReplaceAllString(u.Redacted(), "${1}xxxxx")
+}
+
+// passwordNote is what a message that suggests a command with dsn, shown
+// redacted, adds after it when redact hid a password of dsn: pasted as it
+// is, the command would fail to authenticate, and the password is never
+// shown. Empty when there is no password to hide.
+func passwordNote(dsn string) string {
+	if strings.Count(redact(dsn), "xxxxx") <= strings.Count(dsn, "xxxxx") {
+		return ""
+	}
+	return ", with the DSN's password in place of xxxxx (it is not shown here)"
 }
 
 // urlError is err without the URL a *url.Error quotes, password and all.
@@ -252,7 +264,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), note: passwordNote(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
 }
 
 // notReadOnly refuses a Postgres server at (a redacted DSN) whose

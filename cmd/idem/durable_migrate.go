@@ -29,7 +29,8 @@ func durableMigrate(ctx context.Context, d *durableCall) error {
 
 // explainSchema explains err when PostgreSQL says that a table or column
 // of the engine is not there: the database was never migrated, or was by
-// an older idem, and idem durable migrate is the cure. Other errors are
+// an older idem, and idem durable migrate is the cure (its --db shown
+// without the password, saying so: passwordNote). Other errors are
 // returned as they are.
 func (d *durableCall) explainSchema(err error) error {
 	pe, ok := errors.AsType[*pgconn.PgError](err)
@@ -38,9 +39,9 @@ func (d *durableCall) explainSchema(err error) error {
 	}
 	switch pe.Code {
 	case "42P01": // undefined_table
-		return fmt.Errorf("the durable engine's tables are not in this database (%s); run idem durable migrate --db %s to create them", pe.Message, shellWord(redact(d.dsn)))
+		return fmt.Errorf("the durable engine's tables are not in this database (%s); run idem durable migrate --db %s to create them%s", pe.Message, shellWord(redact(d.dsn)), passwordNote(d.dsn))
 	case "42703": // undefined_column
-		return fmt.Errorf("the durable engine's tables are out of date (%s); run idem durable migrate --db %s to update them", pe.Message, shellWord(redact(d.dsn)))
+		return fmt.Errorf("the durable engine's tables are out of date (%s); run idem durable migrate --db %s to update them%s", pe.Message, shellWord(redact(d.dsn)), passwordNote(d.dsn))
 	}
 	return err
 }

@@ -30,9 +30,10 @@ func parseNamespace(s string) (idem.Namespace, error) {
 
 // noTable explains err, from a store call, when it says that the store's
 // table is not there (Postgres's undefined_table): idem migrate creates
-// it; or that the table of that name lacks a column of the store's
-// (Postgres's undefined_column, SQLite's "no such column"), which no
-// version of the store's schema does: the table is another program's,
+// it (the DSN suggested with it is shown without its password, and says
+// so: passwordNote); or that the table of that name lacks a column of the
+// store's (Postgres's undefined_column, SQLite's "no such column"), which
+// no version of the store's schema does: the table is another program's,
 // which neither idem migrate nor any other command changes. Other errors
 // are returned as they are.
 func noTable(st *openedStore, err error) error {
@@ -40,7 +41,7 @@ func noTable(st *openedStore, err error) error {
 	var column string
 	switch {
 	case isPg && pe.Code == "42P01": // undefined_table
-		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table", st.kind, st.name, pe.Message, shellWord(st.name))}
+		return notMigrated{fmt.Errorf("%s store %s: %s; run idem migrate --store %s to create the table%s", st.kind, st.name, pe.Message, shellWord(st.name), st.note)}
 	case isPg && pe.Code == "42703": // undefined_column
 		column = pe.Message
 	case !isPg && st.kind == "sqlite" && err != nil && strings.Contains(err.Error(), "no such column: "):
