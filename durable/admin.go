@@ -62,7 +62,8 @@ LIMIT $6`
 
 // List returns the instances that match opts, in id order. It is meant for
 // operators (idem durable list): it reads the table directly and is not
-// tuned for large scans.
+// tuned for large scans. A filter PostgreSQL cannot store (a NUL, invalid
+// UTF-8) fails with ErrUnstorable.
 func (c *Client) List(ctx context.Context, opts *ListOpts) ([]Summary, error) {
 	var o ListOpts
 	if opts != nil {
@@ -76,6 +77,15 @@ func (c *Client) List(ctx context.Context, opts *ListOpts) ([]Summary, error) {
 	}
 	if o.Status != "" && !o.Status.valid() {
 		return nil, fmt.Errorf("durable: ListOpts.Status: unknown status %q", o.Status)
+	}
+	// Text a column cannot store would fail the statement with the
+	// database's encoding error: no instance carries it.
+	for _, f := range [...]struct{ what, s string }{
+		{"ListOpts.Queue", o.Queue}, {"ListOpts.FSM", o.FSM}, {"ListOpts.CorrelationKey", o.CorrelationKey},
+	} {
+		if err := checkText(f.what, f.s); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := c.pool.Query(ctx, listSQL, o.AfterID, string(o.Status), o.Queue, o.FSM, o.CorrelationKey, o.Limit)
 	if err != nil {

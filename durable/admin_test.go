@@ -91,3 +91,21 @@ func TestAdminErrorsNameTheCall(t *testing.T) {
 		}
 	}
 }
+
+// List filters that hold text PostgreSQL cannot store (a NUL, invalid
+// UTF-8) fail with ErrUnstorable, as Lookup's key does, rather than with
+// the database's encoding error: no instance can match them.
+func TestListUnstorableFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, bad := range []string{"a\x00b", "a\xffb"} {
+		for field, opts := range map[string]*durable.ListOpts{
+			"Queue": {Queue: bad}, "FSM": {FSM: bad}, "CorrelationKey": {CorrelationKey: bad},
+		} {
+			if _, err := b.client.List(ctxT(t), opts); !errors.Is(err, durable.ErrUnstorable) ||
+				!strings.Contains(err.Error(), "ListOpts."+field) {
+				t.Errorf("List with %s %q: %v, want ErrUnstorable naming ListOpts.%s", field, bad, err, field)
+			}
+		}
+	}
+}
