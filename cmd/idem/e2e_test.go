@@ -156,9 +156,19 @@ func freeAddr(t *testing.T) string {
 // startProxy starts idem proxy with args and waits until /healthz is 200.
 func startProxy(t *testing.T, args ...string) *proxy {
 	t.Helper()
+	return startProxyVia(t, nil, args...)
+}
+
+// startProxyVia is startProxy running the proxy through the command via
+// (none when nil), which gets the binary and its arguments after its own
+// and must exec the binary in its own process, as bash -c 'exec "$0" "$@"'
+// does.
+func startProxyVia(t *testing.T, via []string, args ...string) *proxy {
+	t.Helper()
 	listen, admin := freeAddr(t), freeAddr(t)
 	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(idemBin, append([]string{"proxy", "--listen", listen, "--admin", admin}, args...)...)
+	argv := append(append(append([]string{}, via...), idemBin, "proxy", "--listen", listen, "--admin", admin), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -639,35 +649,50 @@ func TestShutdownTimeoutLeavesKeyReserved(t *testing.T) {
 	}
 }
 
-// A second SIGTERM during the graceful shutdown stops the proxy at once.
+// A second SIGTERM or SIGINT during the graceful shutdown stops the proxy
+// at once; so does a second SIGINT when the proxy was started with SIGINT
+// ignored, as a background job of a non-interactive shell is (the first
+// one still starts the graceful shutdown).
 func TestSecondSignalStopsAtOnce(t *testing.T) {
-	up := newCounting(t)
-	up.block = make(chan struct{})
-	up.started = make(chan struct{}, 1)
-	defer close(up.block)
-	p := startProxy(t, "--upstream", up.srv.URL, "--store", "memory", "--shutdown-timeout", "1m")
-	go func() {
-		req, _ := http.NewRequest("POST", p.base+"/x", strings.NewReader(`{}`))
-		req.Header.Set("Idempotency-Key", "held")
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			res.Body.Close()
-		}
-	}()
-	<-up.started
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	p.waitOutput(t, "shutting down") // the first one handled before the second comes
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-		if p.err == nil {
-			t.Error("the proxy exited 0 after a second SIGTERM; want it killed by the signal")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the proxy still drains after a second SIGTERM")
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		via  []string
+	}{
+		{"SIGTERM", syscall.SIGTERM, nil},
+		{"SIGINT", syscall.SIGINT, nil},
+		{"SIGINT ignored at start", syscall.SIGINT, []string{"bash", "-c", `trap '' INT; exec "$0" "$@"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newCounting(t)
+			up.block = make(chan struct{})
+			up.started = make(chan struct{}, 1)
+			defer close(up.block)
+			p := startProxyVia(t, tc.via, "--upstream", up.srv.URL, "--store", "memory", "--shutdown-timeout", "1m")
+			go func() {
+				req, _ := http.NewRequest("POST", p.base+"/x", strings.NewReader(`{}`))
+				req.Header.Set("Idempotency-Key", "held")
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					res.Body.Close()
+				}
+			}()
+			<-up.started
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			p.waitOutput(t, "shutting down") // the first one handled before the second comes
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.exited:
+				if p.err == nil {
+					t.Errorf("the proxy exited 0 after a second %v; want it stopped by the signal", tc.sig)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the proxy still drains after a second %v", tc.sig)
+			}
+		})
 	}
 }
 

@@ -48,10 +48,24 @@ import (
 )
 
 func main() {
+	// Asked before NotifyContext, which stops SIGINT being ignored.
+	interruptIgnored := signal.Ignored(os.Interrupt)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
+		if interruptIgnored {
+			// stop would put back the disposition SIGINT had at start,
+			// ignored (a background job of a non-interactive shell), and
+			// a second SIGINT would do nothing: it is caught instead, to
+			// end the process with the status of one SIGINT ended.
+			second := make(chan os.Signal, 1)
+			signal.Notify(second, os.Interrupt)
+			go func() {
+				<-second
+				os.Exit(128 + int(syscall.SIGINT))
+			}()
+		}
 		stop() // the signals' default action again: a second one ends the process
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
