@@ -26,6 +26,12 @@ type claimed struct {
 	claims         int64 // the row's claim count when leased: with owner and attempt, the fence
 	awaiting       []string
 	inbox          []Signal
+	// inboxUpTo, when not 0, is the id of the last signal of an inbox the
+	// claim did not load (see claimInboxSignals): loadInbox loads it.
+	inboxUpTo int64
+	// inboxErr is why loadInbox could not load the inbox: the step does
+	// not run, and fails with it.
+	inboxErr error
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // of the running step; nil until it runs
@@ -181,7 +187,7 @@ func (c *claimed) unwatch() {
 // bucket of the rows it locked is locked in turn, refilled, and grants its
 // rows, in pick order, as long as it holds their cost; it keeps what is
 // left. It returns each leased row with its inbox, read in the same
-// statement (kind 0), then a line per bucket with due rows (kind 1; see
+// statement unless too large (see claimInboxSignals) (kind 0), then a line per bucket with due rows (kind 1; see
 // rateHeadsSQL).
 const claimSQL = `
 WITH RECURSIVE conf AS (
@@ -272,15 +278,28 @@ const (
 
 	// claimColumnsSQL and claimLeasedRowsSQL are the result: the leased
 	// rows (kind 0), to which each statement adds its lines.
+	// claimInboxSignals and claimInboxBytes bound the inbox a claim
+	// loads with its row: more signals, or more bytes of stored payloads,
+	// and it returns instead the id of the last signal (a JSON number),
+	// and the worker loads the inbox apart (loadInboxSQL). A huge inbox
+	// (more JSON than PostgreSQL builds in one value, 1 GiB) would fail
+	// the claim, and every claim after it, of the whole queue.
+	claimInboxSignals = `1000`
+	claimInboxBytes   = `16777216`
+
+	// inboxAggSQL is an inbox as the JSON array of the signals s.
+	inboxAggSQL = `coalesce(json_agg(json_build_object(
+                       'ID', s.id, 'Name', s.name, 'Payload', s.payload,
+                       'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')`
+
 	claimColumnsSQL = `kind, id, fsm, fsm_version, step, state, correlation_key, attempt, claims, awaiting, npicked, inbox,
        rate_limit, known, due, head_cost, tokens`
 	claimLeasedRowsSQL = `
     SELECT 0 AS kind, l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, '') AS correlation_key,
            l.attempt, l.claims, l.awaiting, (SELECT count(*) FROM picked) AS npicked,
-           (SELECT coalesce(json_agg(json_build_object(
-                       'ID', s.id, 'Name', s.name, 'Payload', s.payload,
-                       'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')
-            FROM durable_signal s WHERE s.instance_id = l.id) AS inbox,
+           coalesce((SELECT to_json(max(s.id)) FROM durable_signal s WHERE s.instance_id = l.id
+                     HAVING count(*) > ` + claimInboxSignals + ` OR sum(pg_column_size(s.payload)) > ` + claimInboxBytes + `),
+                    (SELECT ` + inboxAggSQL + ` FROM durable_signal s WHERE s.instance_id = l.id)) AS inbox,
            coalesce(l.rate_limit, '') AS rate_limit, true AS known, 0::bigint AS due,
            0::float8 AS head_cost, 0::float8 AS tokens, l.priority, l.eligible_at
     FROM leased l`
@@ -390,6 +409,16 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 			continue
 		}
 		c.version, c.attempt, c.rateKey = int(version), int(attempt), w.key
+		if len(inbox) > 0 && inbox[0] != '[' { // too large to load here
+			if uerr := json.Unmarshal(inbox, &c.inboxUpTo); uerr != nil {
+				if err == nil {
+					err = fmt.Errorf("inbox of instance %d: %w", c.id, uerr)
+				}
+				continue
+			}
+			res.rows = append(res.rows, c)
+			continue
+		}
 		if uerr := json.Unmarshal(inbox, &c.inbox); uerr != nil {
 			if err == nil {
 				err = fmt.Errorf("inbox of instance %d: %w", c.id, uerr)
@@ -402,6 +431,31 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 		err = rerr
 	}
 	return res, err
+}
+
+// loadInboxSQL loads the inbox of instance $1, up to signal $2, apart from
+// the claim.
+const loadInboxSQL = `SELECT ` + inboxAggSQL + ` FROM durable_signal s WHERE s.instance_id = $1 AND s.id <= $2`
+
+// loadInbox loads the inbox of c that its claim did not (c.inboxUpTo),
+// before its step runs. If it cannot (more JSON than PostgreSQL builds in
+// one value), c.inboxErr says why: the step does not run and fails with
+// it, through its FSM's error handling, and the other rows of its queue
+// run on.
+func (e *engine) loadInbox(c *claimed) {
+	if c.inboxUpTo == 0 {
+		return
+	}
+	ctx, cancel := e.dbContext()
+	defer cancel()
+	var doc []byte
+	err := e.c.pool.QueryRow(ctx, loadInboxSQL, c.id, c.inboxUpTo).Scan(&doc)
+	if err == nil {
+		err = json.Unmarshal(doc, &c.inbox)
+	}
+	if err != nil {
+		c.inboxErr = fmt.Errorf("durable: the inbox of instance %d could not be loaded (too many or too large unconsumed signals?): %w", c.id, err)
+	}
 }
 
 // releaseSQL hands claimed rows that never ran back: runnable again, with

@@ -196,6 +196,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		e.unlease(c) // cancelled, perhaps: its slot is free
 		return
 	}
+	e.loadInbox(c)
 	ctx, cancel := context.WithCancelCause(e.workCtx)
 	if !c.watch(cancel) {
 		cancel(errLeaseLapsed)

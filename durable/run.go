@@ -53,6 +53,8 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int, interrupted fun
 	if derr := unmarshalJSON(c.state, &step.State); derr != nil {
 		err = fmt.Errorf("durable: state of instance %d does not decode as %T: %w", c.id, step.State, derr)
 		undecoded = true
+	} else if c.inboxErr != nil {
+		err = c.inboxErr
 	} else if fn, ok := f.cfg.Steps[c.step]; !ok {
 		err = fmt.Errorf("%w %q in FSM %q version %d", ErrUnknownStep, c.step, f.cfg.Name, f.cfg.Version)
 	} else {
