@@ -6,9 +6,18 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"database/sql"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -716,6 +725,152 @@ func TestRedisDSNOfAClusterNode(t *testing.T) {
 	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", dsn); r.code != 0 {
 		t.Errorf("idem migrate --store %s: exit %d, stderr %q; want 0", dsn, r.code, r.stderr)
 	}
+}
+
+// TestRedisClusterNodeHintKeepsTheUser: the redis-cluster:// DSN suggested
+// for a redis:// DSN naming a node of a Redis Cluster keeps the DSN's user,
+// and its password hidden (xxxxx), saying so; with the password put back
+// in, it opens the cluster.
+func TestRedisClusterNodeHintKeepsTheUser(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	node := c.Addrs()[0]
+	// The cluster's default user has no password, and takes any.
+	r := runIdem(t, t.TempDir(), nil, "migrate", "--store", "redis://default:secret@"+node)
+	hint := regexp.MustCompile(`give the DSN (redis-cluster://\S+) `)
+	m := hint.FindStringSubmatch(r.stderr)
+	if r.code != 2 || m == nil || m[1] != "redis-cluster://default:xxxxx@"+node || strings.Contains(r.stderr, "secret") ||
+		!strings.Contains(r.stderr, "with the DSN's password in place of xxxxx (it is not shown here)") {
+		t.Fatalf("idem migrate on a cluster node: exit %d, stderr %q; want 2 and the DSN redis-cluster://default:xxxxx@%s, saying the password is hidden", r.code, r.stderr, node)
+	}
+	dsn := strings.Replace(m[1], "xxxxx", "secret", 1)
+	if r := runIdem(t, t.TempDir(), nil, "migrate", "--store", dsn); r.code != 0 || !strings.Contains(r.stdout, "redis store") {
+		t.Errorf("idem migrate --store %s: exit %d, stdout %q, stderr %q; want 0", dsn, r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRedissCluster: a rediss-cluster:// DSN is a Redis Cluster over TLS:
+// idem migrate and a proxy work through a TLS front to each node of a
+// cluster that announces the fronts' addresses, with the certificate
+// checked against the DSN's host name (the test's CA is made trusted by
+// SSL_CERT_FILE); redis-cluster:// to the fronts, without TLS, does not.
+func TestRedissCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	caFile, cfg := selfSignedTLS(t)
+	var fronts []string
+	for _, node := range c.Addrs() {
+		front := tlsFront(t, cfg, node)
+		fronts = append(fronts, front)
+		_, port, _ := net.SplitHostPort(front)
+		client := redis.NewClient(&redis.Options{Addr: node})
+		err := client.ConfigSet(context.Background(), "cluster-announce-port", port).Err()
+		_ = client.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each node learns the others' new ports by gossip.
+	for _, node := range c.Addrs() {
+		client := redis.NewClient(&redis.Options{Addr: node})
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			nodes, err := client.ClusterNodes(context.Background()).Result()
+			announced := err == nil
+			for _, f := range fronts {
+				announced = announced && strings.Contains(nodes, f+"@")
+			}
+			if announced {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s does not announce the fronts %v: %v\n%s", node, fronts, err, nodes)
+			}
+		}
+		_ = client.Close()
+	}
+	env := []string{"SSL_CERT_FILE=" + caFile}
+	dsn := "rediss-cluster://" + fronts[0] + "?addr=" + fronts[1]
+	if r := runIdem(t, t.TempDir(), env, "migrate", "--store", dsn); r.code != 0 || !strings.Contains(r.stdout, "redis store") {
+		t.Errorf("idem migrate --store %s: exit %d, stdout %q, stderr %q; want 0", dsn, r.code, r.stdout, r.stderr)
+	}
+	r := runIdem(t, t.TempDir(), env, "migrate", "--store", "redis-cluster://"+fronts[0]+"?dial_timeout=1s&max_retries=-1")
+	if r.code != 1 || !strings.Contains(r.stderr, "unreachable") {
+		t.Errorf("idem migrate --store redis-cluster:// to the TLS fronts: exit %d, stderr %q; want 1, unreachable", r.code, r.stderr)
+	}
+	up := newCounting(t)
+	p := startProxyVia(t, []string{"env", "SSL_CERT_FILE=" + caFile}, "--upstream", up.srv.URL, "--store", dsn)
+	for k := range 5 {
+		key := fmt.Sprintf("tls-cluster-%d", k)
+		r1, r2 := sendUntilDone(t, p.base, key, `{}`), sendUntilDone(t, p.base, key, `{}`)
+		if r1.status != 201 || !r2.replayed || up.runs(key) != 1 {
+			t.Fatalf("%s: %+v then %+v, %d runs; want one run, replayed", key, r1, r2, up.runs(key))
+		}
+	}
+}
+
+// selfSignedTLS makes a self-signed certificate for 127.0.0.1, its own
+// CA, and returns the file of the CA in PEM and a server configuration
+// presenting it.
+func selfSignedTLS(t *testing.T) (caFile string, cfg *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "idem test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+}
+
+// tlsFront serves TLS on an address of its own, which it returns, and
+// relays each connection's bytes to and from target.
+func tlsFront(t *testing.T, cfg *tls.Config, target string) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
+			wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
+		}
+	})
+	return ln.Addr().String()
 }
 
 // TestCommandLineWinsOverAnExcludedVariable: of two flags that exclude

@@ -31,6 +31,11 @@ import (
 // DefaultDSN is the embedded default store.
 const DefaultDSN = "sqlite:idem.db"
 
+// storeDSNs are the forms of a store DSN but memory, for the --store
+// flag's help: TLS is rediss:// for a Redis server, rediss-cluster:// for
+// a Redis Cluster.
+const storeDSNs = "sqlite:PATH, postgres://…, redis://… (rediss://… for TLS), or redis-cluster://HOST:PORT?addr=HOST:PORT… for a Redis Cluster (rediss-cluster://… for TLS)"
+
 // storeOpts are the store settings the commands pass through.
 type storeOpts struct {
 	retention, lease time.Duration
@@ -73,10 +78,10 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), o)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn, o)
-	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"):
+	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"), strings.HasPrefix(dsn, "rediss-cluster://"):
 		return openRedis(ctx, dsn, o)
 	default:
-		return nil, usagef("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://… or redis-cluster://…", redact(dsn))
+		return nil, usagef("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://…, rediss://…, redis-cluster://… or rediss-cluster://…", redact(dsn))
 	}
 }
 
@@ -340,14 +345,22 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
 }
 
-// redisClient makes the client of a redis:// or redis-cluster:// DSN. Its
-// calls end at their context's deadline (--store-timeout), not only at the
-// client's read and write timeouts.
+// redisClient makes the client of a redis:// or rediss:// DSN, or of a
+// redis-cluster:// or rediss-cluster:// DSN, read as redis.ParseClusterURL
+// reads a redis:// or rediss:// URL: rediss-cluster:// connects to every
+// node with TLS, each node's certificate checked against the host name of
+// the DSN (go-redis's TLS configuration of a cluster, shared by its
+// nodes). Its calls end at their context's deadline (--store-timeout),
+// not only at the client's read and write timeouts.
 func redisClient(dsn string) (redis.UniversalClient, error) {
-	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
-		opts, err := redis.ParseClusterURL("redis://" + rest)
+	for _, scheme := range []string{"redis", "rediss"} {
+		rest, ok := strings.CutPrefix(dsn, scheme+"-cluster://")
+		if !ok {
+			continue
+		}
+		opts, err := redis.ParseClusterURL(scheme + "://" + rest)
 		if err != nil {
-			return nil, usagef("bad redis-cluster DSN %q: %w", redact(dsn), urlError(err))
+			return nil, usagef("bad %s-cluster DSN %q: %w", scheme, redact(dsn), urlError(err))
 		}
 		opts.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opts), nil
@@ -363,8 +376,10 @@ func redisClient(dsn string) (redis.UniversalClient, error) {
 // notAClusterNode refuses a redis:// or rediss:// DSN that names a node
 // of a Redis Cluster: the client would use it as a single server, and
 // every key of another node's slots would fail with MOVED (a 503 for most
-// of the proxy's requests, behind a /healthz that says ok). A server that
-// does not answer INFO (a command renamed or disabled) is not checked.
+// of the proxy's requests, behind a /healthz that says ok). The error
+// gives the cluster's DSN to use instead (clusterDSN: TLS and user kept,
+// the password hidden, saying so). A server that does not answer INFO (a
+// command renamed or disabled) is not checked.
 func notAClusterNode(ctx context.Context, client redis.UniversalClient, dsn string) error {
 	c, ok := client.(*redis.Client)
 	if !ok { // a redis-cluster:// DSN's
@@ -374,7 +389,29 @@ func notAClusterNode(ctx context.Context, client redis.UniversalClient, dsn stri
 	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
 		return nil
 	}
-	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN redis-cluster://%s (?addr=HOST:PORT… adds nodes to start from)", redact(dsn), c.Options().Addr)
+	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN %s (?addr=HOST:PORT… adds nodes to start from)%s", redact(dsn), clusterDSN(dsn, c.Options().Addr), passwordNote(dsn))
+}
+
+// clusterDSN is the DSN of the Redis Cluster whose node at addr the
+// redis:// or rediss:// DSN dsn names, as a message may suggest it:
+// rediss-cluster:// for rediss://, so that TLS is kept, with dsn's user
+// and, hidden as redact hides it, its password. The rest of dsn (a
+// database, options) is left out: a cluster has one database, and takes
+// other options.
+func clusterDSN(dsn, addr string) string {
+	scheme := "redis-cluster://"
+	if strings.HasPrefix(dsn, "rediss://") {
+		scheme = "rediss-cluster://"
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return scheme + addr
+	}
+	user := url.User(u.User.Username())
+	if _, ok := u.User.Password(); ok {
+		user = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return scheme + user.String() + "@" + addr
 }
 
 // notAReplica refuses a redis:// or rediss:// DSN that names a replica,

@@ -87,3 +87,25 @@ func TestRedisCallsEndAtTheirDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDSN: the Redis Cluster DSN suggested for a redis:// or
+// rediss:// DSN naming a node keeps TLS (rediss-cluster://) and the user,
+// and hides the password.
+func TestClusterDSN(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"redis://10.0.0.1:7000", "redis-cluster://10.0.0.1:7000"},
+		{"redis://10.0.0.1:7000/0?dial_timeout=1s", "redis-cluster://10.0.0.1:7000"},
+		{"redis://:secret@10.0.0.1:7000", "redis-cluster://:xxxxx@10.0.0.1:7000"},
+		{"rediss://app:secret@node.example:7000", "rediss-cluster://app:xxxxx@node.example:7000"},
+		{"rediss://app@node.example:7000", "rediss-cluster://app@node.example:7000"},
+		{"rediss://us%40er:p%40ss@node.example:7000", "rediss-cluster://us%40er:xxxxx@node.example:7000"},
+	} {
+		addr := tc.want[strings.LastIndexByte(tc.want, '@')+1:]
+		if i := strings.Index(addr, "://"); i >= 0 {
+			addr = addr[i+3:]
+		}
+		if got := clusterDSN(tc.dsn, addr); got != tc.want {
+			t.Errorf("clusterDSN(%q, %q) = %q, want %q", tc.dsn, addr, got, tc.want)
+		}
+	}
+}

@@ -8,8 +8,10 @@
 //	idem version                                                  print the version of idem and of Go
 //
 // A store DSN is "memory", "sqlite:PATH" (the default, sqlite:idem.db),
-// "postgres://…" (or "postgresql://…"), "redis://…" / "rediss://…", or
-// "redis-cluster://host:port?addr=host2:port2…" for a Redis Cluster.
+// "postgres://…" (or "postgresql://…"), "redis://…" / "rediss://…" (TLS),
+// or "redis-cluster://host:port?addr=host2:port2…" for a Redis Cluster,
+// "rediss-cluster://…" for one over TLS (every node's certificate is
+// checked against the DSN's host name).
 //
 // Every flag can also be set with an environment variable: IDEM_ and the
 // flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…),

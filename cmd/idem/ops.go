@@ -85,7 +85,7 @@ func openStoreWritten(ctx context.Context, dsn string, o storeOpts) (*openedStor
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("store", DefaultDSN, "store DSN")
+	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem purge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("store", DefaultDSN, "store DSN")
+	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
 	nsFlag := fs.String("namespace", "http", "namespace to purge")
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
@@ -222,7 +222,7 @@ func decodeResponse(rec idem.Record) *inspectedResponse {
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("store", DefaultDSN, "store DSN")
+	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
 	nsFlag := fs.String("namespace", "http", "namespace of the record")
 	keyFlag := fs.String("key", "", "the Idempotency-Key value (required; variable "+envName(commandOf(fs), "key")+")")
 	scope := fs.String("scope", "", "the key's scope as stored")

@@ -31,7 +31,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	var f proxyFlags
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve on")
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the API to protect (required): http or https, a path prefix allowed, no query string")
-	fs.StringVar(&f.store, "store", DefaultDSN, "store DSN: memory, sqlite:PATH, postgres://…, redis://…, redis-cluster://…")
+	fs.StringVar(&f.store, "store", DefaultDSN, "store DSN: memory, "+storeDSNs)
 	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
 	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
 	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
