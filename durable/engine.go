@@ -74,7 +74,7 @@ func (c *Client) Start(ctx context.Context) error {
 		stopped:  make(chan struct{}),
 		held:     make(map[*claimed]struct{}),
 	}
-	e.workCtx, e.hardStop = context.WithCancel(context.WithoutCancel(ctx))
+	e.workCtx, e.hardStop = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), runKey{}, e))
 	e.bgCtx, e.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	for name, qc := range c.cfg.Queues {
 		e.queues[name] = newQueue(e, name, qc)
@@ -121,6 +121,13 @@ func (c *Client) Start(ctx context.Context) error {
 // (StepStopEvent.HandedBack); one that succeeds anyway
 // is committed. Stop on a client that is not running returns
 // nil.
+//
+// Stop waits for the running steps, so a step (or its error handling)
+// that calls it cannot wait: given the step's context, or one derived from
+// it, Stop begins the graceful stop and returns ErrStopInStep at once; the
+// stop ends once that step, and the others, have returned and committed
+// (see Stopped). Given another context, a step's Stop waits for the step
+// itself, forever. Hooks must not call Stop (see Hooks).
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	e := c.run
@@ -128,8 +135,16 @@ func (c *Client) Stop(ctx context.Context) error {
 	if e == nil {
 		return nil
 	}
+	if ctx.Value(runKey{}) == e {
+		e.beginStop()
+		return ErrStopInStep
+	}
 	return e.stop(ctx)
 }
+
+// runKey is the key of the engine run in its steps' contexts, by which
+// Stop tells that a step called it.
+type runKey struct{}
 
 // Stopped returns a channel closed when the engine's current run is over
 // (at once if it never started).
@@ -145,10 +160,7 @@ func (c *Client) Stopped() <-chan struct{} {
 }
 
 func (e *engine) stop(ctx context.Context) error {
-	e.stopOnce.Do(func() {
-		close(e.stopping)
-		go e.shutdown()
-	})
+	e.beginStop()
 	select {
 	case <-e.stopped:
 		return nil
@@ -157,6 +169,14 @@ func (e *engine) stop(ctx context.Context) error {
 		<-e.stopped
 		return ctx.Err()
 	}
+}
+
+// beginStop begins the graceful stop, once.
+func (e *engine) beginStop() {
+	e.stopOnce.Do(func() {
+		close(e.stopping)
+		go e.shutdown()
+	})
 }
 
 // shutdown drains the queues, waits for the workers and then stops the

@@ -224,3 +224,8 @@ func (e *StepTimeoutError) Unwrap() error { return e.Err }
 // hanging), after which another engine's reaper may take the row back and
 // run the step again.
 var ErrLeaseLost = errors.New("durable: lease lost while the step ran")
+
+// ErrStopInStep is what Stop returns when a step calls it with its
+// context: the graceful stop has begun, and ends once the step has
+// returned, which Stop cannot wait for.
+var ErrStopInStep = errors.New("durable: Stop called from a step: the stop has begun, and ends after the step returns")
