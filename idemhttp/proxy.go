@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemgo/idem"
 )
 
 // ProxyConfig configures NewProxy.
@@ -60,7 +62,10 @@ type ProxyConfig struct {
 // NewProxy returns a reverse proxy to cfg.Upstream with Idempotency-Key
 // semantics in front of it (see package doc). Upstream failures are problem
 // responses and are never recorded: 502 when the upstream cannot be reached,
-// 504 when it does not answer within Timeout; a retry runs again.
+// 504 when it does not answer within Timeout, 503 (store unavailable) when
+// the key's reservation is lost while the upstream runs the request (the
+// key taken over, or the store unreachable for the whole lease; the call
+// is cancelled, and the request may have run); a retry runs again.
 //
 // The upstream call of a protected request is not cancelled when the client
 // disconnects, and the whole response (up to Middleware.MaxCapture) is read
@@ -150,9 +155,17 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
 			}
 			if cfg.ErrorLog != nil {
-				cfg.ErrorLog.Printf("upstream %s %s: %v", r.Method, r.URL.Path, err)
+				cfg.ErrorLog.Printf("upstream %s %s: %v", r.Method, r.URL.EscapedPath(), err)
 			} else {
-				log.Printf("idemhttp: upstream %s %s: %v", r.Method, r.URL.Path, err)
+				log.Printf("idemhttp: upstream %s %s: %v", r.Method, r.URL.EscapedPath(), err)
+			}
+			if cause := context.Cause(r.Context()); errors.Is(cause, idem.ErrLeaseLost) {
+				// The upstream was reached, and may have run the request:
+				// the reservation was lost under it (taken over, or the
+				// store unreachable for the whole lease).
+				writeProblem(w, r, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency-Key reservation lost", Status: http.StatusServiceUnavailable,
+					Detail: "The reservation of this key was lost while the upstream ran the request, which may have run. Retry later with the same key.", RetryAfter: time.Second})
+				return
 			}
 			var ne net.Error
 			if errors.Is(err, errUpstreamTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"context"
 	"io"
 	"log"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/store/memstore"
 )
@@ -162,5 +164,38 @@ func TestNewProxyValidation(t *testing.T) {
 	parsed, _ = url.Parse("ftp://svc:s3cret@api.example/")
 	if _, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: parsed, Middleware: idemhttp.Config{Store: s}}); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad upstream with credentials: %v; want an error that hides the password", err)
+	}
+}
+
+// staleHeartbeats is a store whose every heartbeat finds the key taken
+// over.
+type staleHeartbeats struct{ idem.Store }
+
+func (staleHeartbeats) Heartbeat(context.Context, idem.Key, idem.Lease, time.Duration) (idem.Lease, error) {
+	return idem.Lease{}, idem.ErrStaleToken
+}
+
+// A proxied request whose reservation is lost while the upstream runs it
+// (the key taken over, or the store unreachable for the whole lease) is
+// answered 503 saying so, with Retry-After: not 502 "could not be
+// reached", since the upstream was reached and may have run it.
+func TestProxyLeaseLostIsNotAnUnreachableUpstream(t *testing.T) {
+	done := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done(): // the proxy gives up on the call
+		case <-done:
+		}
+	}))
+	defer up.Close()
+	defer close(done)
+	s, _ := memstore.New(memstore.Config{})
+	p := serveProxy(t, up.URL, idemhttp.ProxyConfig{Middleware: idemhttp.Config{Store: staleHeartbeats{s}, Lease: 60 * time.Millisecond}, Timeout: 10 * time.Second})
+	res, body := post(t, p.URL+"/charges", "lost", `{}`)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q, want 503 with Retry-After: %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if !strings.Contains(body, idemhttp.ProblemStoreUnavailable) || !strings.Contains(body, "may have run") {
+		t.Errorf("problem %s, want the store-unavailable type saying the request may have run", body)
 	}
 }
