@@ -66,8 +66,10 @@ type Event struct {
 	// ran).
 	HandlerTime time.Duration
 	// Err is the store error, for OutcomeStoreError and for failures to
-	// record or release (OutcomeExecuted with Err set), or the failure of
-	// Config.KeyScope or Config.Fingerprint, for OutcomeInternal.
+	// record or release (OutcomeReleased with Err set: a response that
+	// could not be recorded is released, or left to its lease if even that
+	// failed), or the failure of Config.KeyScope or Config.Fingerprint, for
+	// OutcomeInternal.
 	Err error
 }
 
