@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,22 @@ type ProxyConfig struct {
 	// a request of its own: a response without a Body is completed as
 	// http.Client completes it, and its Request is the proxy's.
 	Transport http.RoundTripper
+	// UpstreamHost sends the upstream's host (Upstream.Host) as the Host
+	// header of forwarded requests. By default the client's Host is passed
+	// on, as most sidecar proxies do, for an API that builds absolute URLs
+	// or serves several virtual hosts; set UpstreamHost for an upstream
+	// that checks its own name, such as an HTTPS API on a domain of its
+	// own.
+	UpstreamHost bool
+	// TrustForwarded keeps the X-Forwarded-For (with the address the
+	// proxy sees appended), X-Forwarded-Host, X-Forwarded-Proto and
+	// Forwarded headers a request comes with: for a proxy behind a load
+	// balancer or TLS terminator that sets them, so that the upstream
+	// learns the original client and scheme. By default, since any client
+	// could forge them, they are dropped and the X-Forwarded-* headers say
+	// what the proxy sees: the client's address and Host, and http or
+	// https as the proxy was reached.
+	TrustForwarded bool
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
 	ErrorLog *log.Logger
@@ -109,8 +126,14 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
-			pr.SetXForwarded()
-			pr.Out.Host = pr.In.Host
+			if cfg.TrustForwarded {
+				forwarded(pr)
+			} else {
+				pr.SetXForwarded()
+			}
+			if !cfg.UpstreamHost {
+				pr.Out.Host = pr.In.Host
+			}
 			// net/http's Transport takes a request carrying (canonical)
 			// Idempotency-Key as safe to send again by itself after a
 			// connection failure, though the upstream may have run it: the
@@ -213,6 +236,24 @@ type upstreamCall struct {
 func (c *upstreamCall) expire() { c.cancel(errUpstreamTimeout) }
 
 // errUpstreamTimeout is the cause of a call cancelled by its timer.
+// forwarded sets the X-Forwarded-* headers of pr.Out as SetXForwarded
+// does, from those pr.In came with where it has them: its X-Forwarded-For
+// with the client's address appended, and its X-Forwarded-Host,
+// X-Forwarded-Proto and Forwarded as they are (see
+// ProxyConfig.TrustForwarded).
+func forwarded(pr *httputil.ProxyRequest) {
+	in, out := pr.In.Header, pr.Out.Header
+	if v := in["X-Forwarded-For"]; len(v) > 0 {
+		out["X-Forwarded-For"] = slices.Clone(v) // SetXForwarded appends to it
+	}
+	pr.SetXForwarded()
+	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+		if v := in[name]; len(v) > 0 {
+			out[name] = slices.Clone(v)
+		}
+	}
+}
+
 var errUpstreamTimeout = errors.New("idemhttp: upstream did not answer within ProxyConfig.Timeout")
 
 // callOf returns the upstreamCall in ctx.
