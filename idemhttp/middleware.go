@@ -364,7 +364,11 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
 			return nil, false
 		}
-		rec := appendResponse(x.buffer(), cw.status, cw.header, cw.body)
+		body := cw.body
+		if !bodyAllowed(cw.status) {
+			body = nil // written after a 204 or 304, and never sent
+		}
+		rec := appendResponse(x.buffer(), cw.status, cw.header, body)
 		*x.buf = rec
 		return rec, true
 	})

@@ -2,7 +2,9 @@ package idemhttp_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/store/memstore"
 )
@@ -185,5 +188,46 @@ func TestFailedHijackStillRecords(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("handler ran %d times, want 1", runs)
+	}
+}
+
+// A body the handler writes after a 204 or 304, which net/http refuses
+// to send, is not recorded either: the record holds what the client got
+// (as idem inspect shows it), and the replay is the same.
+func TestBodyOfABodilessStatusIsNotRecorded(t *testing.T) {
+	for _, status := range []int{http.StatusNoContent, http.StatusNotModified} {
+		s, _ := memstore.New(memstore.Config{})
+		h := idemhttp.Middleware(idemhttp.Config{Store: s})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, "never sent")
+		}))
+		srv := httptest.NewServer(h)
+		for range 2 {
+			req, _ := http.NewRequest("POST", srv.URL+"/x", strings.NewReader(`{}`))
+			req.Header.Set("Idempotency-Key", "bodiless")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != status || len(b) != 0 {
+				t.Errorf("%d: got %d %q", status, res.StatusCode, b)
+			}
+		}
+		srv.Close()
+		k, err := idem.ParseKey(idemhttp.DefaultNamespace, "bodiless")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ = k.WithScope(idemhttp.ScopeByAuthorization(httptest.NewRequest("POST", "/x", nil)))
+		rec, err := s.Get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, body, err := idemhttp.DecodeRecordedResponse(rec.Result)
+		if err != nil || got != status || len(body) != 0 {
+			t.Errorf("%d recorded as %d with body %q (%v), want no body", status, got, body, err)
+		}
 	}
 }
