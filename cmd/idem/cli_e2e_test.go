@@ -400,6 +400,37 @@ func TestHelpGoesToStdout(t *testing.T) {
 	}
 }
 
+// TestHelpSaysWhatACommandDoes: every command's and subcommand's -h opens
+// with its usage line and what it does, as idem --help and idem durable
+// --help summarize it, before its flags; idem durable list -h names the
+// statuses --status takes.
+func TestHelpSaysWhatACommandDoes(t *testing.T) {
+	t.Parallel()
+	summaries := map[string]string{} // "proxy", "durable list"… to the summary listed
+	line := regexp.MustCompile(`(?m)^  (\w+) +(.+)$`)
+	for _, prefix := range []string{"", "durable "} {
+		r := runIdem(t, t.TempDir(), nil, strings.Fields(prefix+"--help")...)
+		for _, m := range line.FindAllStringSubmatch(r.stdout, -1) {
+			summaries[prefix+m[1]] = m[2]
+		}
+	}
+	delete(summaries, "durable") // a command of subcommands, its help the list
+	if len(summaries) < 12 {
+		t.Fatalf("found the summaries of %d commands, want every command's: %v", len(summaries), summaries)
+	}
+	for command, summary := range summaries {
+		r := runIdem(t, t.TempDir(), nil, append(strings.Fields(command), "-h")...)
+		said := strings.ToLower(strings.Join(strings.Fields(r.stdout), " ")) // its lines joined
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: idem "+command) || !strings.Contains(said, strings.ToLower(summary)) {
+			t.Errorf("idem %s -h: exit %d, stdout %q; want 0, opening with its usage line, saying %q", command, r.code, r.stdout, summary)
+		}
+	}
+	r := runIdem(t, t.TempDir(), nil, "durable", "list", "-h")
+	if !strings.Contains(r.stdout, "runnable, executing") || !strings.Contains(r.stdout, "cancelled") {
+		t.Errorf("idem durable list -h: %q; want the statuses --status takes", r.stdout)
+	}
+}
+
 // TestMissingRequiredFlagIsAUsageError: a required flag left out is a
 // usage mistake, as an unknown flag is: exit code 2 and a message naming
 // the flag on stderr, nothing on stdout.

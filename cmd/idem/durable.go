@@ -20,19 +20,20 @@ import (
 // durableSub is one subcommand of idem durable.
 type durableSub struct {
 	name, summary string
+	flags         string // its flags but --db, for its usage line
 	run           func(ctx context.Context, d *durableCall) error
 }
 
 func durableSubs() []durableSub {
 	return []durableSub{
-		{"list", "list instances in id order, filtered by status, queue, FSM or key", durableList},
-		{"inspect", "show one instance with its state and inbox", durableInspect},
-		{"signal", "send a signal to a live instance", durableSignal},
-		{"cancel", "cancel a live instance and its live children", durableCancel},
-		{"retry", "make a failed instance runnable again", durableRetry},
-		{"stats", "count the instances by queue and status", durableStats},
-		{"buckets", "show the rate-limit buckets and the instances waiting on each", durableBuckets},
-		{"migrate", "create or update the engine's tables", durableMigrate},
+		{"list", "list instances in id order, filtered by status, queue, FSM or key", " [--status S] [--queue Q] [--fsm F] [--key K] [--after ID] [--limit N]", durableList},
+		{"inspect", "show one instance with its state and inbox", " (--id N | --key K)", durableInspect},
+		{"signal", "send a signal to a live instance", " (--id N | --key K) --name NAME [--payload JSON] [--dedup D]", durableSignal},
+		{"cancel", "cancel a live instance and its live children", " (--id N | --key K) [--reason R]", durableCancel},
+		{"retry", "make a failed instance runnable again", " (--id N | --key K) [--at TIME]", durableRetry},
+		{"stats", "count the instances by queue and status", "", durableStats},
+		{"buckets", "show the rate-limit buckets and the instances waiting on each", "", durableBuckets},
+		{"migrate", "create or update the engine's tables", "", durableMigrate},
 	}
 }
 
@@ -53,6 +54,7 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		}
 		d := &durableCall{fs: flag.NewFlagSet("idem durable "+sub.name, flag.ContinueOnError), args: args[1:], getenv: getenv, stdout: stdout}
 		d.fs.SetOutput(stderr)
+		describe(d.fs, "idem durable "+sub.name+" --db URL"+sub.flags, sub.summary)
 		d.fs.StringVar(&d.dsn, "db", "", "the engine's PostgreSQL database: a postgres:// URL or a libpq key=value string (required)")
 		defer d.close()
 		return d.explainSchema(sub.run(ctx, d))
@@ -124,7 +126,7 @@ func printJSON(w io.Writer, v any) error {
 
 func durableList(ctx context.Context, d *durableCall) error {
 	var o durable.ListOpts
-	status := d.fs.String("status", "", "only instances in this status")
+	status := d.fs.String("status", "", "only instances in this status: "+statusNames())
 	d.fs.StringVar(&o.Queue, "queue", "", "only instances of this queue")
 	d.fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
 	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key (variable "+envName(commandOf(d.fs), "key")+")")

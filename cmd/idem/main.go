@@ -87,9 +87,29 @@ func commands() []command {
 		{"proxy", "run the Idempotency-Key reverse proxy", runProxy},
 		{"migrate", "create or upgrade the store's schema", runMigrate},
 		{"purge", "delete expired records", runPurge},
-		{"inspect", "show one record as JSON", runInspect},
+		{"inspect", "show the live record of a key as JSON", runInspect},
 		{"durable", "list, inspect, signal, cancel, retry and count durable FSM instances; show rate-limit buckets", runDurable},
 		{"version", versionSummary, runVersion},
+	}
+}
+
+// summaryOf is what the command name does, as idem --help lists it.
+func summaryOf(name string) string {
+	for _, c := range commands() {
+		if c.name == name {
+			return c.summary
+		}
+	}
+	return ""
+}
+
+// describe gives fs a help, as -h prints it, that opens with synopsis, the
+// command's usage line, and summary, what it does, before the flags, as
+// idem inspect's does.
+func describe(fs *flag.FlagSet, synopsis, summary string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s.\n\nflags:\n", synopsis, strings.ToUpper(summary[:1])+summary[1:])
+		fs.PrintDefaults()
 	}
 }
 

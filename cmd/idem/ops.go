@@ -86,6 +86,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
+	describe(fs, "idem migrate [--store DSN]", summaryOf("migrate")+"; running it again changes nothing, and the memory and Redis stores have none")
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -110,6 +111,7 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.SetOutput(stderr)
 	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
 	nsFlag := fs.String("namespace", "http", "namespace to purge")
+	describe(fs, "idem purge [--store DSN] [--namespace NS]", summaryOf("purge")+" of a namespace (idem proxy also does, every --purge-interval)")
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
@@ -159,10 +161,10 @@ type inspectedResponse struct {
 // inspectHelp is what idem inspect -h says above the flags.
 const inspectHelp = `usage: idem inspect --store DSN --key K [--namespace NS] [--scope S | --authorization A]
 
-Prints the live record of a key as JSON: its namespace, scope and key;
-its status (in_progress, committed, failed_permanent); the fingerprint of
-the request that took the key, the fence, created_at, expires_at and, while
-a request holds the key, lease_expires_at; request, what was recorded of
+Show the live record of a key as JSON: its namespace, scope and key; its
+status (in_progress, committed, failed_permanent); the fingerprint of the
+request that took the key, the fence, created_at, expires_at and, while a
+request holds the key, lease_expires_at; request, what was recorded of
 that request; result, the outcome as stored; and error, for a failure.
 
 When the record is one of idem proxy or the idemhttp middleware, a

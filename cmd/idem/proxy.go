@@ -35,7 +35,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
 	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
 	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
-	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (default: 503)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (off: answer 503)")
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
 	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
@@ -44,9 +44,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
-	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM or SIGINT (a second one stops at once)")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
+	describe(fs, "idem proxy --upstream URL [--listen ADDR] [--store DSN] [flags]", summaryOf("proxy"))
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
 	}
