@@ -50,11 +50,13 @@ WHERE id = $1 AND status = 'executing' AND lease_expires_at < now() AND ` + reap
 
 // lockReapedParentSQL takes, without waiting, the lock of the parent that
 // instance $1 would release (lockParentSQL, skipping a locked row): it
-// returns the parent's id, or 0 if there is none, and no row if the
-// parent is locked.
+// returns the parent's id, or 0 if there is none (or its row is gone, as
+// lockParentSQL goes on then too), and no row if the parent is locked.
 const lockReapedParentSQL = `
-WITH parent AS (SELECT parent_id AS id FROM durable_instance WHERE id = $1 AND releases_parent),
-locked AS (
+WITH parent AS (
+    SELECT p.id FROM durable_instance c JOIN durable_instance p ON p.id = c.parent_id
+    WHERE c.id = $1 AND c.releases_parent
+), locked AS (
     SELECT p.id FROM durable_instance p WHERE p.id = (SELECT id FROM parent)
     FOR NO KEY UPDATE SKIP LOCKED
 )

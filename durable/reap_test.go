@@ -169,3 +169,16 @@ func TestReaperFailingSkipsLockedRows(t *testing.T) {
 	b.waitStatus(t, kid, durable.StatusFailed)
 	b.waitStatus(t, p, durable.StatusDone)
 }
+
+// A child to fail whose parent's row is gone is failed all the same, as a
+// step's end would end it: a missing parent is not taken for a locked one.
+func TestReaperFailsAChildWhoseParentIsGone(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, reapedEngine(1, ctl))
+	b.start(t)
+	kid := b.insert(t, ctl.With(ctlState{}), elsewhere)
+	b.exec(t, `UPDATE durable_instance SET parent_id = $1 + 1000, releases_parent = true WHERE id = $1`, kid)
+	b.deadClaim(t, kid, "dead")
+	b.waitStatus(t, kid, durable.StatusFailed)
+}
