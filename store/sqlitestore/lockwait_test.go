@@ -116,40 +116,37 @@ func TestBatchRejectsInvalidArgumentsWithoutWaiting(t *testing.T) {
 
 	lease := idem.Lease{Token: "t", Fence: 1}
 	var wg sync.WaitGroup
-	for name, call := range map[string]func() (error, func(error) bool){
-		"Begin/zero fingerprint": func() (error, func(error) bool) {
+	isErr := func(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+	for name, c := range map[string]struct {
+		call func() error
+		ok   func(error) bool
+	}{
+		"Begin/zero fingerprint": {func() error {
 			_, err := s.Begin(ctx, k, idem.Request{}, nil)
-			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidFingerprint) }
-		},
-		"Begin/negative lease": func() (error, func(error) bool) {
+			return err
+		}, isErr(idem.ErrInvalidFingerprint)},
+		"Begin/negative lease": {func() error {
 			_, err := s.Begin(ctx, k, req, &idem.BeginOpts{Lease: -1})
-			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidOptions) }
-		},
-		"Commit/not JSON": func() (error, func(error) bool) {
-			return s.Commit(ctx, k, lease, []byte(`{`)), func(err error) bool { return errors.Is(err, idem.ErrInvalidPayload) }
-		},
-		"Commit/empty token": func() (error, func(error) bool) {
-			return s.Commit(ctx, k, idem.Lease{}, []byte(`1`)), func(err error) bool { return errors.Is(err, idem.ErrStaleToken) }
-		},
-		"FailPermanent/too large": func() (error, func(error) bool) {
-			err := s.FailPermanent(ctx, k, lease, idem.StoredError{Class: "c", Message: strings.Repeat("m", 100)})
-			return err, func(err error) bool {
-				var tooLarge *idem.PayloadTooLargeError
-				return errors.As(err, &tooLarge)
-			}
-		},
-		"FailTransient/zero key": func() (error, func(error) bool) {
-			return s.FailTransient(ctx, idem.Key{}, lease), func(err error) bool { return errors.Is(err, idem.ErrInvalidKey) }
-		},
-		"Heartbeat/zero key": func() (error, func(error) bool) {
+			return err
+		}, isErr(idem.ErrInvalidOptions)},
+		"Commit/not JSON":    {func() error { return s.Commit(ctx, k, lease, []byte(`{`)) }, isErr(idem.ErrInvalidPayload)},
+		"Commit/empty token": {func() error { return s.Commit(ctx, k, idem.Lease{}, []byte(`1`)) }, isErr(idem.ErrStaleToken)},
+		"FailPermanent/too large": {func() error {
+			return s.FailPermanent(ctx, k, lease, idem.StoredError{Class: "c", Message: strings.Repeat("m", 100)})
+		}, func(err error) bool {
+			var tooLarge *idem.PayloadTooLargeError
+			return errors.As(err, &tooLarge)
+		}},
+		"FailTransient/zero key": {func() error { return s.FailTransient(ctx, idem.Key{}, lease) }, isErr(idem.ErrInvalidKey)},
+		"Heartbeat/zero key": {func() error {
 			_, err := s.Heartbeat(ctx, idem.Key{}, lease, 0)
-			return err, func(err error) bool { return errors.Is(err, idem.ErrInvalidKey) }
-		},
+			return err
+		}, isErr(idem.ErrInvalidKey)},
 	} {
 		wg.Go(func() {
 			start := time.Now()
-			err, ok := call()
-			if took := time.Since(start); !ok(err) || took > time.Second {
+			err := c.call()
+			if took := time.Since(start); !c.ok(err) || took > time.Second {
 				t.Errorf("%s: returned after %v with %v; want its own error at once", name, took.Round(time.Millisecond), err)
 			}
 		})
