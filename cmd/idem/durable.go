@@ -59,7 +59,11 @@ func runDurable(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		defer d.close()
 		return d.explainSchema(sub.run(ctx, d))
 	}
-	fmt.Fprintf(stderr, "idem durable: unknown subcommand %q\n\n", args[0])
+	if strings.HasPrefix(args[0], "-") { // idem durable --db x list
+		fmt.Fprintf(stderr, "idem durable: %q is a flag: flags go after the subcommand (idem durable <subcommand> --db URL [flags])\n\n", args[0])
+	} else {
+		fmt.Fprintf(stderr, "idem durable: unknown subcommand %q\n\n", args[0])
+	}
 	durableUsage(stderr)
 	return errUsage
 }

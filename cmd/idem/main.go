@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 	case isHelp(args[0]) && len(args) == 1:
 		usage(stdout)
 		return 0
-	case args[0] == "help": // idem help proxy, idem help durable list
+	case isHelp(args[0]): // idem help proxy, idem -h durable list
 		args = append(slices.Clone(args[1:]), "--help")
 	case args[0] == "--version" || args[0] == "-version":
 		args = append([]string{"version"}, args[1:]...)
@@ -158,7 +158,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv en
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
+	if strings.HasPrefix(args[0], "-") { // idem --store x migrate
+		fmt.Fprintf(stderr, "idem: %q is a flag: flags go after the command (idem <command> [flags])\n\n", args[0])
+	} else {
+		fmt.Fprintf(stderr, "idem: unknown command %q\n\n", args[0])
+	}
 	usage(stderr)
 	return 2
 }
