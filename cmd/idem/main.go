@@ -4,7 +4,7 @@
 //	idem migrate --store DSN                                      create or upgrade the store's schema
 //	idem purge   --store DSN [--namespace NS]                     delete expired records
 //	idem inspect --store DSN --key K [--scope S | --authorization A]  show a record as JSON
-//	idem durable list|inspect|signal|cancel|retry|stats|buckets --db URL …    operate durable FSM instances
+//	idem durable list|inspect|signal|cancel|retry|stats|buckets|migrate --db URL …  operate durable FSM instances
 //	idem version                                                  print the version of idem and of Go
 //
 // A store DSN is "memory", "sqlite:PATH" (the default, sqlite:idem.db),
@@ -27,7 +27,8 @@
 //
 // SIGINT or SIGTERM stops a command gracefully (idem proxy lets in-flight
 // requests finish, up to --shutdown-timeout); a second one stops it at
-// once.
+// once, also when SIGINT was ignored at start, as in a background job of a
+// non-interactive shell (the exit status is then 130).
 package main
 
 import (
