@@ -908,6 +908,26 @@ func tlsFront(t *testing.T, cfg *tls.Config, target string) string {
 	return ln.Addr().String()
 }
 
+// TestRedisPasswordHintKeepsTheScheme: a Redis server that wants a
+// password the DSN does not give is reported with the form of DSN that
+// gives one, in the DSN's own scheme.
+func TestRedisPasswordHintKeepsTheScheme(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	err := client.ConfigSet(context.Background(), "requirepass", "secret").Err()
+	_ = client.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []string{"redis", "redis-cluster"} {
+		r := runIdem(t, t.TempDir(), nil, "migrate", "--store", scheme+"://"+srv.Addr())
+		want := "wants a password: give it in the DSN (" + scheme + "://:PASSWORD@host:port, or " + scheme + "://USER:PASSWORD@host:port for an ACL user)"
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("idem migrate --store %s://%s: exit %d, stderr %q; want 1 and %q", scheme, srv.Addr(), r.code, r.stderr, want)
+		}
+	}
+}
+
 // TestCommandLineWinsOverAnExcludedVariable: of two flags that exclude
 // each other, one given on the command line wins over the other's
 // variable, as it would over its own: the command runs (here to find no

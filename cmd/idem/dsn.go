@@ -325,7 +325,8 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		if errors.Is(err, context.Canceled) { // SIGINT or SIGTERM, not the server
 			return nil, fmt.Errorf("interrupted while connecting to redis at %s", redact(dsn))
 		}
-		return nil, redisConnectError(redact(dsn), err)
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return nil, redisConnectError(redact(dsn), scheme, err)
 	}
 	if err := notAClusterNode(pctx, client, dsn); err != nil {
 		_ = client.Close()
@@ -433,17 +434,18 @@ func notAReplica(ctx context.Context, client redis.UniversalClient, at string) e
 }
 
 // redisConnectError explains err, the failure of a first command to the
-// Redis server at (a redacted DSN): a server that answered with an error
-// (NOAUTH: it wants a password the DSN does not give; WRONGPASS, or
-// "invalid password" from a Redis before 6: the DSN's is wrong) is told
-// apart from one that could not be reached.
-func redisConnectError(at string, err error) error {
+// Redis server at (a redacted DSN of scheme, "redis", "rediss-cluster"…):
+// a server that answered with an error (NOAUTH: it wants a password the
+// DSN does not give, which the message shows how to give in a DSN of the
+// same scheme; WRONGPASS, or "invalid password" from a Redis before 6: the
+// DSN's is wrong) is told apart from one that could not be reached.
+func redisConnectError(at, scheme string, err error) error {
 	re, ok := errors.AsType[redis.Error](err)
 	switch {
 	case !ok:
 		return fmt.Errorf("redis at %s is unreachable: %w", at, err)
 	case strings.HasPrefix(re.Error(), "NOAUTH"):
-		return fmt.Errorf("redis at %s wants a password: give it in the DSN (redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user): %w", at, err)
+		return fmt.Errorf("redis at %s wants a password: give it in the DSN (%s://:PASSWORD@host:port, or %s://USER:PASSWORD@host:port for an ACL user): %w", at, scheme, scheme, err)
 	case strings.HasPrefix(re.Error(), "WRONGPASS"), strings.Contains(re.Error(), "invalid password"):
 		return fmt.Errorf("redis at %s: authentication failed: check the user and password in the DSN: %w", at, err)
 	default:
