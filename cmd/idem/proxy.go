@@ -19,7 +19,7 @@ import (
 type proxyFlags struct {
 	listen, upstream, store, admin, namespace string
 	requireKey, failOpen, migrate, stripe     bool
-	batch                                     bool
+	batch, upstreamHost, trustForwarded       bool
 	ttl, lease, timeout, purgeEvery, drain    time.Duration
 	storeTimeout                              time.Duration
 	maxBody, maxCapture                       int64
@@ -38,6 +38,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (off: answer 503)")
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
+	fs.BoolVar(&f.upstreamHost, "upstream-host", false, "send the upstream's host as the Host header (off: the client's Host is passed on); for an upstream that checks its own name, such as an HTTPS API on its own domain")
+	fs.BoolVar(&f.trustForwarded, "trust-forwarded", false, "keep the X-Forwarded-For/-Host/-Proto and Forwarded headers requests come with (off: replaced by what the proxy sees, as a client could forge them); for a proxy behind a load balancer or TLS terminator")
 	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed; at least --lease (a record outlives its lease, so a shorter --ttl is refused)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
@@ -111,9 +113,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		profile = idemhttp.ProfileStripe
 	}
 	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{
-		Upstream: up,
-		Timeout:  f.timeout,
-		ErrorLog: logger,
+		Upstream:       up,
+		Timeout:        f.timeout,
+		UpstreamHost:   f.upstreamHost,
+		TrustForwarded: f.trustForwarded,
+		ErrorLog:       logger,
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
