@@ -17,8 +17,10 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
-# Per test binary: a hung test fails in minutes, keeping CI within its budget.
-TESTTIMEOUT ?= 5m
+# Per test binary: a hung test fails in minutes, keeping CI within its budget
+# (cmd/idem, which runs the real binary some hundreds of times, takes about
+# 4 minutes under -race on two cores: 10 leaves room for a slower machine).
+TESTTIMEOUT ?= 10m
 
 # The bench module's packages, and those of them with tests: it may have none.
 bench_pkgs = $(shell cd bench && $(GO) list -e ./... 2>/dev/null)
