@@ -50,6 +50,8 @@ type storeOpts struct {
 	// readOnly is for the commands that only read (inspect): a SQLite
 	// database file this user may not write will do.
 	readOnly bool
+	// maxPayload is the store's Config.MaxPayload: 0 for its default.
+	maxPayload int
 }
 
 // openedStore is a store with what the commands need around it.
@@ -69,7 +71,7 @@ type openedStore struct {
 func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
 	switch {
 	case dsn == "memory":
-		s, err := memstore.New(memstore.Config{Retention: o.retention, Lease: o.lease})
+		s, err := memstore.New(memstore.Config{Retention: o.retention, Lease: o.lease, MaxPayload: o.maxPayload})
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +216,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		_ = db.Close()
 		return nil, sqliteOpenError(abs, err)
 	}
-	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Batch: o.batch})
+	s, err := sqlitestore.New(db, sqlitestore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Batch: o.batch, MaxPayload: o.maxPayload})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -264,7 +266,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 			return nil, err
 		}
 	}
-	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch})
+	s, err := pgstore.New(pool, pgstore.Config{Table: o.table, Retention: o.retention, Lease: o.lease, Pipeline: o.batch, MaxPayload: o.maxPayload})
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -338,7 +340,7 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 			return nil, err
 		}
 	}
-	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch})
+	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch, MaxPayload: o.maxPayload})
 	if err != nil {
 		_ = client.Close()
 		return nil, err

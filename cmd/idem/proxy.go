@@ -91,7 +91,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	// Without --migrate the schema must be there already: a SQLite
 	// database is not created, and a missing table stops the start-up
 	// instead of failing every request with 503.
-	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch, existing: !f.migrate})
+	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch, existing: !f.migrate, maxPayload: recordRoom(f.maxCapture)})
 	if err != nil {
 		return withoutMigrate(f.migrate, err)
 	}
@@ -269,4 +269,15 @@ func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool, failOpen bool
 		m.write(w)
 	})
 	return mux
+}
+
+// recordRoom is the largest record the store must accept for responses of
+// up to maxCapture body bytes: the body in base64, and room for the status
+// and the headers recorded. It is never below the stores' default, so that
+// a --max-capture raised past it records what it says instead of failing
+// every Commit of a large response (which a retry would then run again).
+func recordRoom(maxCapture int64) int {
+	const headers = 1 << 20
+	maxCapture = min(maxCapture, 1<<50) // no overflow below
+	return int(max(idem.DefaultMaxPayload, (maxCapture+2)/3*4+headers))
 }
