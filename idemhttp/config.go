@@ -139,7 +139,11 @@ type Config struct {
 	MaxBody int64
 	// MaxCapture is the largest response body recorded, in bytes; larger
 	// responses are delivered but not recorded. Defaults to
-	// DefaultMaxCapture (1 MiB).
+	// DefaultMaxCapture (1 MiB). A record holds the body in base64, with
+	// the status and headers: above about 3 MiB, raise the store's
+	// MaxPayload (idem.DefaultMaxPayload, 4 MiB) to 4/3 of MaxCapture and
+	// room for the headers, or the Commit of a response that large fails
+	// and the response is not recorded after all.
 	MaxCapture int
 	// Retention is how long records are kept. Defaults to the store's.
 	Retention time.Duration
