@@ -58,7 +58,8 @@ func CheckPayload(what string, b []byte, maxPayload int) error {
 	}
 	// The slow checks confirm the fast one's verdict and say what is wrong.
 	if !json.Valid(b) {
-		return fmt.Errorf("%w: %s", ErrInvalidPayload, what)
+		var v json.RawMessage // the decoder says why: a syntax error, or nesting too deep
+		return fmt.Errorf("%w: %s: %v", ErrInvalidPayload, what, json.Unmarshal(b, &v))
 	}
 	if !utf8.Valid(b) {
 		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidPayload, what)

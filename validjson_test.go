@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -93,4 +94,23 @@ func BenchmarkValidJSONOnly(b *testing.B) {
 			_ = json.Valid(doc) && utf8.Valid(doc)
 		}
 	})
+}
+
+// CheckPayload's error says what is wrong with a payload that is not
+// JSON, or is nested deeper than encoding/json follows (10000 levels).
+func TestCheckPayloadSaysWhy(t *testing.T) {
+	deep := []byte(strings.Repeat("[", 10001) + strings.Repeat("]", 10001))
+	for _, c := range []struct {
+		payload []byte
+		want    string
+	}{
+		{[]byte(`{"a":x}`), "invalid character 'x'"},
+		{[]byte(`{"a":1`), "unexpected end of JSON input"},
+		{deep, "exceeded max depth"},
+	} {
+		err := CheckPayload("result", c.payload, 1<<20)
+		if !errors.Is(err, ErrInvalidPayload) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "result") {
+			t.Errorf("CheckPayload(%.20q…) = %v; want ErrInvalidPayload naming the result and saying %q", c.payload, err, c.want)
+		}
+	}
 }
