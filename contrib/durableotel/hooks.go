@@ -31,8 +31,9 @@ const (
 	// cancelled the step, which failed: nothing was committed and the row
 	// is runnable again, its attempt unchanged).
 	CommitKey = attribute.Key("durable.commit")
-	// ErrorKey is true when the step returned an error or panicked and the
-	// outcome came from the error handling.
+	// ErrorKey is true when the step returned an error or panicked: its
+	// outcome, if it has one, came from the error handling (a step handed
+	// back has none).
 	ErrorKey = attribute.Key("durable.step.error")
 	// QueueKey is the queue of pick, saturation and drain events.
 	QueueKey = attribute.Key("durable.queue")
