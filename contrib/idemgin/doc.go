@@ -19,8 +19,10 @@
 // What is gin's own: while a protected request runs, c.Writer keeps gin's
 // conventions (c.Status only sets the status, which is sent with the first
 // body byte or when the chain returns), so the headers recorded are those
-// set before the body, even after c.Status. Its CloseNotify channel never
-// receives, since the handler runs on when the client goes away. A request
+// set before the body, even after c.Status. Its CloseNotify channel
+// receives only once the response streams (a Flush, as c.Stream and
+// c.SSEvent do), when it is no longer recorded; until then the handler
+// runs on when the client goes away. A request
 // the middleware answers itself is aborted (c.Abort), so the handlers after
 // the middleware do not run; those before it see the status it sent. A
 // request that matches no route passes through untouched, so that gin

@@ -61,11 +61,10 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			}
 			defer func() { c.Writer, c.Request = outerW, outerR }() // also when a handler panics
 			gw := newWriter(w, outerW)
-			if r == outerR {
-				// Passed through unprotected: the chain runs with the
-				// client's context, whose end CloseNotify reports.
-				gw.client = r.Context()
-			}
+			gw.client = outerR.Context()
+			// Passed through unprotected, the chain runs with the client's
+			// context, whose end CloseNotify reports at once.
+			gw.watched = r == outerR
 			c.Writer, c.Request = gw, r
 			c.Next()
 			if !gw.Written() && len(c.Errors) > outerErrs {

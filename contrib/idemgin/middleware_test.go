@@ -778,6 +778,19 @@ func TestBodyReadBeforeTheMiddleware(t *testing.T) {
 // reports the client leaving, as in plain gin: c.Stream then returns
 // instead of streaming on, unheard, for as long as its step keeps going.
 func TestPassThroughStreamStopsWhenTheClientLeaves(t *testing.T) {
+	streamStopsWhenTheClientLeaves(t, "")
+}
+
+// A keyed POST answered with a stream (server-sent events, as an LLM API
+// streams its completion) is not recorded once it flushes; from then on
+// CloseNotify reports the client leaving, so that c.Stream stops rather
+// than run on, writing events nobody reads (c.SSEvent keeps its write
+// errors in c.Errors, where the loop never sees them).
+func TestKeyedStreamStopsWhenTheClientLeaves(t *testing.T) { streamStopsWhenTheClientLeaves(t, "sse") }
+
+// streamStopsWhenTheClientLeaves serves a POST, with key when not empty,
+// whose handler streams events with c.Stream until the client leaves.
+func streamStopsWhenTheClientLeaves(t *testing.T, key string) {
 	s, _ := memstore.New(memstore.Config{})
 	mw, _ := idemgin.New(idemhttp.Config{Store: s})
 	e := gin.New()
@@ -796,6 +809,9 @@ func TestPassThroughStreamStopsWhenTheClientLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/events", strings.NewReader(`{}`))
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	res, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -28,12 +28,13 @@ type writer struct {
 	outer  gin.ResponseWriter  // gin's own writer, for Pusher
 	status int
 	size   int
-	// client is the client's request context when the chain runs with
-	// it (a request the middleware passes through unprotected), whose end
-	// CloseNotify reports; nil when the chain runs detached from it.
-	client context.Context
-	closed chan bool   // for CloseNotify
-	stop   func() bool // stops reporting the end of client
+	// client is the client's request context, whose end CloseNotify
+	// reports when the chain runs with it (a request the middleware passes
+	// through unprotected: watched is set) or once the response streams.
+	client  context.Context
+	watched bool        // CloseNotify reports client's end
+	closed  chan bool   // for CloseNotify
+	stop    func() bool // stops reporting the end of client
 }
 
 var _ gin.ResponseWriter = (*writer)(nil)
@@ -92,10 +93,15 @@ func (w *writer) Size() int { return w.size }
 func (w *writer) Written() bool { return w.size != unwritten }
 
 // Flush sends what was written so far. The middleware then treats the
-// response as a stream: it is delivered, not recorded.
+// response as a stream: it is delivered, not recorded, and CloseNotify
+// reports the client leaving from then on.
 func (w *writer) Flush() {
 	w.WriteHeaderNow()
 	_ = http.NewResponseController(w.w).Flush()
+	if !w.watched {
+		w.watched = true
+		w.notify()
+	}
 }
 
 // Hijack hands the connection to the handler; the response is not
@@ -111,20 +117,25 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // CloseNotify returns a channel that receives when the client goes away,
 // for a request the middleware passes through unprotected (no key, none
 // required; or the store failed, with Config.FailOpen), as gin's own does.
-// For a protected request it never receives: the handler runs to
-// completion whether or not the client stays, and its context is not
-// cancelled when the client goes away either. A streaming handler
-// (c.Stream) must therefore stop when a write fails, which it does once
-// the client is gone: a streamed response is not recorded, so its failed
-// writes are reported.
+// For a protected request it receives only once the response streams
+// (Flush: c.Stream and c.SSEvent flush), when it is no longer recorded:
+// until then the handler runs to completion whether or not the client
+// stays, and its context is not cancelled when the client goes away
+// either.
 func (w *writer) CloseNotify() <-chan bool {
 	if w.closed == nil {
 		w.closed = make(chan bool, 1)
-		if w.client != nil {
-			w.stop = context.AfterFunc(w.client, func() { w.closed <- true })
-		}
+		w.notify()
 	}
 	return w.closed
+}
+
+// notify makes closed receive when client ends, once CloseNotify made it
+// and the client is watched.
+func (w *writer) notify() {
+	if w.closed != nil && w.watched && w.client != nil && w.stop == nil {
+		w.stop = context.AfterFunc(w.client, func() { w.closed <- true })
+	}
 }
 
 // Pusher returns the server-push interface of gin's own writer, if any.
