@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,11 @@ import (
 )
 
 var ordersNS = idem.MustNamespace("orders")
+
+// maxBody is the largest request body read, in bytes: a larger one is
+// answered 413 (as idem proxy and the idemhttp middleware answer one over
+// their MaxBody) instead of being decoded into memory whatever its size.
+const maxBody = 1 << 20
 
 type orderRequest struct {
 	SKU string `json:"sku"`
@@ -62,7 +68,13 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req orderRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.SKU == "" || req.Qty <= 0 {
+	err = json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		problem(w, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge, fmt.Sprintf("the body is over %d bytes", maxBody))
+		return
+	case err != nil || req.SKU == "" || req.Qty <= 0:
 		problem(w, http.StatusBadRequest, "urn:orders:bad-request", `want {"sku":…,"qty":>0}`)
 		return
 	}

@@ -139,3 +139,17 @@ func TestMissingKey(t *testing.T) {
 		t.Fatalf("%d order rows, want 0", n)
 	}
 }
+
+// A body over maxBody is answered 413 with the problem type for a body too
+// large, as idem proxy answers it, without being read whole, and creates
+// nothing.
+func TestOversizedBody(t *testing.T) {
+	svc, pool := newTestService(t)
+	body := `{"sku":"` + strings.Repeat("a", maxBody) + `","qty":1}`
+	if w := post(svc, "order-1", body); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "urn:idem:problem:body-too-large") {
+		t.Fatalf("%d %.200s; want 413 and the body-too-large problem", w.Code, w.Body)
+	}
+	if n := countOrders(t, pool); n != 0 {
+		t.Fatalf("%d order rows, want 0", n)
+	}
+}
