@@ -174,7 +174,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
-			if cause := context.Cause(r.Context()); errors.Is(cause, errUpstreamTimeout) {
+			if cause := context.Cause(r.Context()); errors.Is(cause, errUpstreamTimeout) && !errors.Is(err, errUpstreamTimeout) {
 				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
 			}
 			if cfg.ErrorLog != nil {

@@ -4,15 +4,19 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/memstore"
 )
 
 // ProxyConfig.Timeout bounds the upstream's answer: its response header,
@@ -200,4 +204,66 @@ func TestProxyDoesNotForwardExpectForABodyItHolds(t *testing.T) {
 			t.Errorf("%s: the upstream got Expect: %q; want none", name, got)
 		}
 	}
+}
+
+// The log line of an upstream that does not answer in time says so once,
+// whether it stalls before its header or in a recorded body.
+func TestProxyTimeoutLogSaysItOnce(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			_, _ = io.WriteString(w, `{"half":`)
+			_ = http.NewResponseController(w).Flush()
+		}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer up.Close()
+	var logged syncLog
+	s, _ := memstore.New(memstore.Config{})
+	u, _ := url.Parse(up.URL)
+	h, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: u, Timeout: proxyTimeout, Middleware: idemhttp.Config{Store: s}, ErrorLog: log.New(&logged, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httptest.NewServer(h)
+	defer p.Close()
+	for _, path := range []string{"/header", "/body"} {
+		req, _ := http.NewRequest("POST", p.URL+path, nil)
+		req.Header.Set("Idempotency-Key", "log"+path)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+		if n := strings.Count(line, "did not answer"); n != 1 {
+			t.Errorf("log line %q says the upstream did not answer %d times, want once", line, n)
+		}
+	}
+	if n := strings.Count(logged.String(), "\n"); n != 2 {
+		t.Errorf("%d log lines, want 2:\n%s", n, logged.String())
+	}
+}
+
+// syncLog is a log's output that tests read while the proxy may write.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
