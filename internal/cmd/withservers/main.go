@@ -19,6 +19,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -71,7 +72,9 @@ func run(args []string) int {
 		setenv("TEST_REDIS_URL", srv.URL())
 	}
 	setenv("TEST_REQUIRE_SERVERS", "1")
-	fmt.Fprintf(os.Stderr, "withservers: TEST_DATABASE_URL=%s TEST_REDIS_URL=%s\n", os.Getenv("TEST_DATABASE_URL"), os.Getenv("TEST_REDIS_URL"))
+	// Printed with passwords hidden: the variables may name the user's own
+	// servers, and this line goes to CI logs.
+	fmt.Fprintf(os.Stderr, "withservers: TEST_DATABASE_URL=%s TEST_REDIS_URL=%s\n", redacted(os.Getenv("TEST_DATABASE_URL")), redacted(os.Getenv("TEST_REDIS_URL")))
 
 	cmd := exec.Command(args[1], args[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -123,4 +126,14 @@ func exitCode(err error) int {
 		return 128 + int(status.Signal())
 	}
 	return exit.ExitCode()
+}
+
+// redacted is rawURL with its password, if any, replaced by xxxxx; a value
+// that does not parse as a URL is hidden whole.
+func redacted(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(not a URL: hidden)"
+	}
+	return u.Redacted()
 }
