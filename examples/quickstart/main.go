@@ -9,7 +9,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -17,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,21 +29,34 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	// Ctrl-C ends the run through its deferred clean-up: the proxy is
+	// stopped and the temporary directory (the idem binary, the database)
+	// removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	interrupted := ctx.Err() != nil
+	stop()
+	switch {
+	case interrupted:
+		os.Exit(130) // interrupted, and cleaned up
+	case err != nil:
 		log.Fatal(err)
 	}
 }
 
-func run() error {
+func run(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "idem-quickstart-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "idem")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/idem")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/idem")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("building cmd/idem (run this from the repository root): %w", err)
 	}
 
@@ -51,13 +67,14 @@ func run() error {
 	}
 	go func() { _ = http.Serve(apiLn, api) }()
 
-	proxyAddr, err := freeAddr()
+	// The proxy picks a free port (--listen 127.0.0.1:0) and says which.
+	db := filepath.Join(dir, "idem.db")
+	proxy := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://"+apiLn.Addr().String(), "--store", "sqlite:"+db)
+	proxy.Stderr = os.Stderr
+	out, err := proxy.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	db := filepath.Join(dir, "idem.db")
-	proxy := exec.Command(bin, "proxy", "--listen", proxyAddr, "--upstream", "http://"+apiLn.Addr().String(), "--store", "sqlite:"+db)
-	proxy.Stdout, proxy.Stderr = os.Stdout, os.Stderr
 	if err := proxy.Start(); err != nil {
 		return err
 	}
@@ -65,45 +82,54 @@ func run() error {
 		_ = proxy.Process.Signal(syscall.SIGTERM)
 		_ = proxy.Wait()
 	}()
-	base := "http://" + proxyAddr
-	if err := waitUp(base); err != nil {
+	addr, err := listening(ctx, out)
+	if err != nil {
 		return err
 	}
+	base := "http://" + addr
 
 	fmt.Println("\n1. POST /charges with Idempotency-Key: order-1001")
-	show(post(base, "order-1001", `{"customer":"cus_1","amount":500}`))
+	show(post(ctx, base, "order-1001", `{"customer":"cus_1","amount":500}`))
 	fmt.Println("\n2. The client retries (say the response was lost): same key, same body")
-	show(post(base, "order-1001", `{"customer":"cus_1","amount":500}`))
+	show(post(ctx, base, "order-1001", `{"customer":"cus_1","amount":500}`))
 	fmt.Println("\n3. A bug reuses the key with another body")
-	show(post(base, "order-1001", `{"customer":"cus_1","amount":900}`))
+	show(post(ctx, base, "order-1001", `{"customer":"cus_1","amount":900}`))
 	fmt.Printf("\nCharges the API created: %d (without idem the retry would have made 2)\n\n", api.Count())
-	return nil
+	return ctx.Err()
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitUp(base string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if res, err := http.Get(base + "/charges"); err == nil {
-			res.Body.Close()
-			return nil
+// listening passes the proxy's output on to stdout and returns the address
+// it says it listens on, within 30 seconds; an error if it exits first.
+func listening(ctx context.Context, out io.Reader) (string, error) {
+	const mark = "listening on http://"
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Println(line)
+			if _, rest, ok := strings.Cut(line, mark); ok {
+				addr, _, _ := strings.Cut(rest, ",")
+				found <- addr
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		close(found)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			return "", errors.New("idem proxy exited before it listened (see its output above)")
+		}
+		return addr, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("idem proxy did not start: %w", ctx.Err())
 	}
-	return fmt.Errorf("idem proxy did not start on %s", base)
 }
 
-func post(base, key, body string) (*http.Response, string, error) {
-	req, _ := http.NewRequest(http.MethodPost, base+"/charges", strings.NewReader(body))
+func post(ctx context.Context, base, key, body string) (*http.Response, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/charges", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	res, err := http.DefaultClient.Do(req)
