@@ -302,7 +302,9 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 	case errors.Is(err, context.Canceled): // SIGINT or SIGTERM, not the server
 		return fmt.Errorf("interrupted while connecting to postgres at %s", at)
 	case !ok:
-		return fmt.Errorf("postgres at %s is unreachable: %w", at, oneLine{err})
+		return unreachable{fmt.Errorf("postgres at %s is unreachable: %w", at, oneLine{err})}
+	case pe.Code == "57P03": // cannot_connect_now: starting up, shutting down, in recovery
+		return unreachable{fmt.Errorf("postgres at %s refused the connection: %w", at, pe)}
 	case pe.Code == "3D000": // invalid_catalog_name
 		return fmt.Errorf("postgres at %s has no database %q: create it (createdb %s) or fix the database name in the DSN: %w", at, cfg.Database, shellWord(cfg.Database), pe)
 	case pe.Code == "28P01": // invalid_password
@@ -445,7 +447,9 @@ func redisConnectError(at, scheme string, err error) error {
 	re, ok := errors.AsType[redis.Error](err)
 	switch {
 	case !ok:
-		return fmt.Errorf("redis at %s is unreachable: %w", at, err)
+		return unreachable{fmt.Errorf("redis at %s is unreachable: %w", at, err)}
+	case strings.HasPrefix(re.Error(), "LOADING"): // started, still reading its data from disk
+		return unreachable{fmt.Errorf("redis at %s refused the connection: %w", at, err)}
 	case strings.HasPrefix(re.Error(), "NOAUTH"):
 		return fmt.Errorf("redis at %s wants a password: give it in the DSN (%s://:PASSWORD@host:port, or %s://USER:PASSWORD@host:port for an ACL user): %w", at, scheme, scheme, err)
 	case strings.HasPrefix(re.Error(), "WRONGPASS"), strings.Contains(re.Error(), "invalid password"):
@@ -454,6 +458,15 @@ func redisConnectError(at, scheme string, err error) error {
 		return fmt.Errorf("redis at %s refused the connection: %w", at, err)
 	}
 }
+
+// unreachable is the error of a first connection to a store server that
+// could not be reached, or not yet (refused, timed out, starting up), as
+// opposed to one that answered with a refusal a configuration mistake
+// causes (a wrong password, no such database): trying again later may
+// succeed, which idem proxy --fail-open does in the background.
+type unreachable struct{ error }
+
+func (e unreachable) Unwrap() error { return e.error }
 
 // oneLine is an error shown on one line: pgconn's error for a connection
 // that failed at several addresses, or with and without TLS, puts each

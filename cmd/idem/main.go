@@ -13,6 +13,17 @@
 // "rediss-cluster://…" for one over TLS (every node's certificate is
 // checked against the DSN's host name).
 //
+// idem proxy checks at start-up that its store answers, and stops if it
+// does not; with --fail-open, which forwards requests unprotected while
+// the store is down, a Postgres or Redis server that cannot be reached
+// (refused, timing out, starting up) does not stop it: it starts, says so
+// once, forwards requests unprotected (/healthz 200 saying so, /metrics
+// counting store errors) and tries again in the background, with
+// back-off, until it reaches the store, migrates it (--migrate) and
+// protects requests from then on. A configuration mistake (a DSN that
+// does not read, a wrong password, no such database, a replica, a cluster
+// node given as redis://) stops it at once all the same.
+//
 // Every flag can also be set with an environment variable: IDEM_ and the
 // flag name in upper case with '-' as '_' (IDEM_UPSTREAM, IDEM_REQUIRE_KEY…),
 // except --key and --id, which pick what a command reads or changes and

@@ -35,7 +35,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
 	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
 	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
-	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (off: answer 503)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (off: answer 503), also from start-up while a store server cannot be reached, which is tried again in the background")
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
 	fs.BoolVar(&f.upstreamHost, "upstream-host", false, "send the upstream's host as the Host header (off: the client's Host is passed on); for an upstream that checks its own name, such as an HTTPS API on its own domain")
@@ -91,21 +91,36 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	// Without --migrate the schema must be there already: a SQLite
 	// database is not created, and a missing table stops the start-up
 	// instead of failing every request with 503.
-	st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch, existing: !f.migrate, maxPayload: recordRoom(f.maxCapture)})
+	open := func(ctx context.Context) (*openedStore, error) {
+		st, err := openStore(ctx, f.store, storeOpts{retention: f.ttl, lease: f.lease, batch: f.batch, existing: !f.migrate, maxPayload: recordRoom(f.maxCapture)})
+		if err != nil {
+			return nil, withoutMigrate(f.migrate, err)
+		}
+		switch {
+		case f.migrate && st.migrate != nil:
+			if err := st.migrate(ctx); err != nil {
+				st.close()
+				return nil, fmt.Errorf("migrate %s store: %w", st.kind, noTable(st, err))
+			}
+		case !f.migrate:
+			if err := checkTable(ctx, st, ns); err != nil {
+				st.close()
+				return nil, withoutMigrate(false, err)
+			}
+		}
+		return st, nil
+	}
+	st, err := open(ctx)
+	if _, ok := errors.AsType[unreachable](err); ok && f.failOpen && ctx.Err() == nil {
+		// Availability over protection: a proxy restarted while its
+		// store is down serves unprotected until the store is reached.
+		logger.Printf("%v; --fail-open: starting anyway, requests are forwarded unprotected until the store is reached (trying again in the background)", err)
+		st, err = reachLater(redact(f.store), err, open, logger), nil
+	}
 	if err != nil {
-		return withoutMigrate(f.migrate, err)
+		return err
 	}
 	defer st.close()
-	switch {
-	case f.migrate && st.migrate != nil:
-		if err := st.migrate(ctx); err != nil {
-			return fmt.Errorf("migrate %s store: %w", st.kind, noTable(st, err))
-		}
-	case !f.migrate:
-		if err := checkTable(ctx, st, ns); err != nil {
-			return withoutMigrate(false, err)
-		}
-	}
 
 	m, errs := newMetrics(), newErrorReporter(logger)
 	profile := idemhttp.ProfileIETF
