@@ -95,7 +95,13 @@ func run(ctx context.Context) error {
 	fmt.Println("\n3. A bug reuses the key with another body")
 	show(post(ctx, base, "order-1001", `{"customer":"cus_1","amount":900}`))
 	fmt.Printf("\nCharges the API created: %d (without idem the retry would have made 2)\n\n", api.Count())
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n := api.Count(); n != 1 {
+		return fmt.Errorf("the API created %d charges, want 1: the retry was not replayed", n)
+	}
+	return nil
 }
 
 // listening passes the proxy's output on to stdout and returns the address
