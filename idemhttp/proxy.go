@@ -174,7 +174,8 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
-			if cause := context.Cause(r.Context()); errors.Is(cause, errUpstreamTimeout) && !errors.Is(err, errUpstreamTimeout) {
+			cause := context.Cause(r.Context())
+			if errors.Is(cause, errUpstreamTimeout) && !errors.Is(err, errUpstreamTimeout) {
 				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
 			}
 			if cfg.ErrorLog != nil {
@@ -182,7 +183,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			} else {
 				log.Printf("idemhttp: upstream %s %s: %v", r.Method, r.URL.EscapedPath(), err)
 			}
-			if cause := context.Cause(r.Context()); errors.Is(cause, idem.ErrLeaseLost) {
+			if errors.Is(cause, idem.ErrLeaseLost) {
 				// The upstream was reached, and may have run the request:
 				// the reservation was lost under it (taken over, or the
 				// store unreachable for the whole lease).
@@ -236,24 +237,6 @@ type upstreamCall struct {
 func (c *upstreamCall) expire() { c.cancel(errUpstreamTimeout) }
 
 // errUpstreamTimeout is the cause of a call cancelled by its timer.
-// forwarded sets the X-Forwarded-* headers of pr.Out as SetXForwarded
-// does, from those pr.In came with where it has them: its X-Forwarded-For
-// with the client's address appended, and its X-Forwarded-Host,
-// X-Forwarded-Proto and Forwarded as they are (see
-// ProxyConfig.TrustForwarded).
-func forwarded(pr *httputil.ProxyRequest) {
-	in, out := pr.In.Header, pr.Out.Header
-	if v := in["X-Forwarded-For"]; len(v) > 0 {
-		out["X-Forwarded-For"] = slices.Clone(v) // SetXForwarded appends to it
-	}
-	pr.SetXForwarded()
-	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
-		if v := in[name]; len(v) > 0 {
-			out[name] = slices.Clone(v)
-		}
-	}
-}
-
 var errUpstreamTimeout = errors.New("idemhttp: upstream did not answer within ProxyConfig.Timeout")
 
 // callOf returns the upstreamCall in ctx.
@@ -307,6 +290,24 @@ func bufferResponse(res *http.Response, c *capture) error {
 	res.TransferEncoding = nil
 	c.whole = true
 	return nil
+}
+
+// forwarded sets the X-Forwarded-* headers of pr.Out as SetXForwarded
+// does, from those pr.In came with where it has them: its X-Forwarded-For
+// with the client's address appended, and its X-Forwarded-Host,
+// X-Forwarded-Proto and Forwarded as they are (see
+// ProxyConfig.TrustForwarded).
+func forwarded(pr *httputil.ProxyRequest) {
+	in, out := pr.In.Header, pr.Out.Header
+	if v := in["X-Forwarded-For"]; len(v) > 0 {
+		out["X-Forwarded-For"] = slices.Clone(v) // SetXForwarded appends to it
+	}
+	pr.SetXForwarded()
+	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+		if v := in[name]; len(v) > 0 {
+			out[name] = slices.Clone(v)
+		}
+	}
 }
 
 // ownTransport is a Transport of the user's own, whose responses it
