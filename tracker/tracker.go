@@ -224,15 +224,7 @@ func (t *Tracker) lookup(scope, key string) (e entry, ok bool, now int64) {
 //
 // Fail-open: Completed returns false on a nil or unstarted Tracker.
 func (t *Tracker) Completed(scope, key string) bool {
-	if !t.started() {
-		return false
-	}
-	now := t.clock()
-	k := scopedKey{scope, key}
-	s := t.shardOf(k)
-	s.mu.Lock()
-	e, ok := s.keys[k]
-	s.mu.Unlock()
+	e, ok, now := t.lookup(scope, key)
 	return ok && e.live(now) && e.owner == 0
 }
 
