@@ -332,12 +332,13 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		scheme, _, _ := strings.Cut(dsn, "://")
 		return nil, redisConnectError(redact(dsn), scheme, err)
 	}
-	if err := notAClusterNode(pctx, client, dsn); err != nil {
-		_ = client.Close()
-		return nil, err
-	}
-	if !o.readOnly {
-		if err := notAReplica(pctx, client, redact(dsn)); err != nil {
+	if c, ok := client.(*redis.Client); ok { // not a redis-cluster:// DSN's, which finds its nodes itself
+		info := serverInfo(pctx, c)
+		err := notAClusterNode(info, dsn, c.Options().Addr)
+		if err == nil && !o.readOnly {
+			err = notAReplica(info, redact(dsn))
+		}
+		if err != nil {
 			_ = client.Close()
 			return nil, err
 		}
@@ -378,23 +379,28 @@ func redisClient(dsn string) (redis.UniversalClient, error) {
 	return redis.NewClient(opts), nil
 }
 
+// serverInfo is the INFO of c's server (its default sections, cluster and
+// replication among them), or "" when it does not answer INFO (a command
+// renamed or disabled): such a server is not checked.
+func serverInfo(ctx context.Context, c *redis.Client) string {
+	info, err := c.Info(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	return info
+}
+
 // notAClusterNode refuses a redis:// or rediss:// DSN that names a node
-// of a Redis Cluster: the client would use it as a single server, and
-// every key of another node's slots would fail with MOVED (a 503 for most
-// of the proxy's requests, behind a /healthz that says ok). The error
-// gives the cluster's DSN to use instead (clusterDSN: TLS and user kept,
-// the password hidden, saying so). A server that does not answer INFO (a
-// command renamed or disabled) is not checked.
-func notAClusterNode(ctx context.Context, client redis.UniversalClient, dsn string) error {
-	c, ok := client.(*redis.Client)
-	if !ok { // a redis-cluster:// DSN's
+// of a Redis Cluster, the one at addr, as its INFO says: the client would
+// use it as a single server, and every key of another node's slots would
+// fail with MOVED (a 503 for most of the proxy's requests, behind a
+// /healthz that says ok). The error gives the cluster's DSN to use instead
+// (clusterDSN: TLS and user kept, the password hidden, saying so).
+func notAClusterNode(info, dsn, addr string) error {
+	if !strings.Contains(info, "cluster_enabled:1") {
 		return nil
 	}
-	info, err := c.Info(ctx, "cluster").Result()
-	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
-		return nil
-	}
-	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN %s (?addr=HOST:PORT… adds nodes to start from)%s", redact(dsn), clusterDSN(dsn, c.Options().Addr), passwordNote(dsn))
+	return usagef("redis at %s is a node of a Redis Cluster, which a redis:// DSN would use as a single server, the keys of the other nodes failing with MOVED: give the DSN %s (?addr=HOST:PORT… adds nodes to start from)%s", redact(dsn), clusterDSN(dsn, addr), passwordNote(dsn))
 }
 
 // clusterDSN is the DSN of the Redis Cluster whose node at addr the
@@ -420,18 +426,12 @@ func clusterDSN(dsn, addr string) string {
 }
 
 // notAReplica refuses a redis:// or rediss:// DSN that names a replica,
-// at (the DSN redacted): the store writes a record for every request, and
-// a replica refuses writes (READONLY) or, made writable, keeps them from
-// its primary; the proxy would start, /healthz would say ok, and every
-// protected request would get 503. A server that does not answer INFO is
-// not checked.
-func notAReplica(ctx context.Context, client redis.UniversalClient, at string) error {
-	c, ok := client.(*redis.Client)
-	if !ok { // a redis-cluster:// DSN's, which finds the masters itself
-		return nil
-	}
-	info, err := c.Info(ctx, "replication").Result()
-	if err != nil || !strings.Contains(info, "role:slave") {
+// at (the DSN redacted), as its INFO says: the store writes a record for
+// every request, and a replica refuses writes (READONLY) or, made
+// writable, keeps them from its primary; the proxy would start, /healthz
+// would say ok, and every protected request would get 503.
+func notAReplica(info, at string) error {
+	if !strings.Contains(info, "role:slave") {
 		return nil
 	}
 	return fmt.Errorf("redis at %s is a replica: the store writes a record for every request; give the DSN of its primary", at)
