@@ -409,17 +409,11 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 			continue
 		}
 		c.version, c.attempt, c.rateKey = int(version), int(attempt), w.key
-		if len(inbox) > 0 && inbox[0] != '[' { // too large to load here
-			if uerr := json.Unmarshal(inbox, &c.inboxUpTo); uerr != nil {
-				if err == nil {
-					err = fmt.Errorf("inbox of instance %d: %w", c.id, uerr)
-				}
-				continue
-			}
-			res.rows = append(res.rows, c)
-			continue
+		var into any = &c.inbox
+		if len(inbox) > 0 && inbox[0] != '[' { // too large to load here: the id of its last signal
+			into = &c.inboxUpTo
 		}
-		if uerr := json.Unmarshal(inbox, &c.inbox); uerr != nil {
+		if uerr := json.Unmarshal(inbox, into); uerr != nil {
 			if err == nil {
 				err = fmt.Errorf("inbox of instance %d: %w", c.id, uerr)
 			}
