@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -125,15 +124,19 @@ func (b *batcher) doneDirect() {
 
 // runQueue runs batches until the queue is empty. Each transaction starts,
 // taking the write lock, before its calls are taken from the queue, so that
-// they can leave while it waits.
+// they can leave while it waits. It starts with BEGIN IMMEDIATE, which takes
+// the write lock (waiting for it under busy_timeout) whatever the DSN's
+// _txlock says, as a lease-mode Begin's own transaction does. The calls' own
+// contexts are not the transaction's: a statement interrupted by one
+// caller's context would roll back everyone's.
 func (b *batcher) runQueue() {
 	for b.pending() {
-		conn, err := b.begin()
+		conn, err := beginImmediate(context.Background(), b.db)
 		batch := b.take()
 		switch {
 		case batch == nil:
 			if err == nil {
-				rollback(conn)
+				rollback(context.Background(), conn)
 			}
 			return
 		case err != nil:
@@ -142,36 +145,6 @@ func (b *batcher) runQueue() {
 			b.runBatch(conn, batch)
 		}
 	}
-}
-
-// begin takes a connection of the pool and starts on it the transaction of
-// a batch with BEGIN IMMEDIATE, which takes the write lock (waiting for it
-// under busy_timeout) whatever the DSN's _txlock says, as a lease-mode
-// Begin's own transaction does. The calls' own contexts are not the
-// transaction's: a statement interrupted by one caller's context would roll
-// back everyone's.
-func (b *batcher) begin() (*sql.Conn, error) {
-	ctx := context.Background()
-	conn, err := b.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		rollback(conn)
-		return nil, err
-	}
-	return conn, nil
-}
-
-// rollback ends the transaction on conn, if any, and hands conn back to the
-// pool. A connection whose ROLLBACK fails, as it does when SQLite has
-// already ended the transaction or none was started, is discarded, never
-// returned to the pool inside a transaction holding the write lock.
-func rollback(conn *sql.Conn) {
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = conn.Close()
 }
 
 // pending reports whether a call waits in the queue, and ends the run
@@ -248,7 +221,7 @@ func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 		if committed {
 			_ = conn.Close()
 		} else {
-			rollback(conn)
+			rollback(ctx, conn)
 		}
 		finish(batch, failed)
 	}()

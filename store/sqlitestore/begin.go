@@ -51,23 +51,18 @@ func (s *Store) beginChecked(ctx context.Context, q querier, key idem.Key, req i
 // and the connection is discarded. COMMIT, once sent, runs to its end
 // whatever ctx does: Begin answers what it wrote.
 func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
-	conn, err := db.Conn(ctx)
+	conn, err := beginImmediate(ctx, db)
 	if err != nil {
 		return idem.Outcome{}, dbError(ctx, err)
 	}
-	defer func() { _ = conn.Close() }()
 	committed := false
 	defer func() {
 		if committed {
-			return
-		}
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			_ = conn.Close()
+		} else {
+			rollback(context.WithoutCancel(ctx), conn)
 		}
 	}()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return idem.Outcome{}, dbError(ctx, err)
-	}
 	o, err := s.beginLocked(ctx, conn, key, req, opts)
 	if err != nil {
 		return idem.Outcome{}, err
@@ -81,6 +76,32 @@ func (s *Store) beginOwnTx(ctx context.Context, db *sql.DB, key idem.Key, req id
 	}
 	committed = true
 	return o, nil
+}
+
+// beginImmediate takes a connection of db and starts a transaction on it
+// with BEGIN IMMEDIATE. A BEGIN that fails is rolled back (see beginOwnTx)
+// and its connection handed back.
+func beginImmediate(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		rollback(context.WithoutCancel(ctx), conn)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// rollback ends the transaction on conn, if any, and hands conn back to the
+// pool. A connection whose ROLLBACK fails, as it does when SQLite has
+// already ended the transaction or none was started, is discarded, never
+// returned to the pool inside a transaction holding the write lock.
+func rollback(ctx context.Context, conn *sql.Conn) {
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
 }
 
 // beginLocked decides Begin in q, a transaction that holds SQLite's write
