@@ -61,13 +61,17 @@ func (p *pipeline) traceStart(ctx context.Context, conn *pgx.Conn, calls []*pipe
 
 // States of a pipeCall. The runner reads a call's arguments only in
 // sending; a caller whose context ends returns at once from queued
-// (nothing was sent) and otherwise after sending, so that it never returns
-// while the runner still reads its arguments.
+// (nothing was sent: abandoned) and otherwise after sending, so that it
+// never returns while the runner still reads its arguments. A call is
+// answered once finish has its result for the caller, and left once its
+// caller returned without it, whichever comes first.
 const (
 	callQueued int32 = iota
 	callSending
 	callSent
 	callAbandoned
+	callAnswered
+	callLeft
 )
 
 // pipeCall is one statement in the queue and, once done is closed, its
@@ -91,20 +95,10 @@ type pipeCall struct {
 	watch    *batchWatch
 	resolved atomic.Bool
 
-	// heard is callAnswered once the runner has the call's answer for the
-	// caller, callLeft once the caller returned without it, whichever
-	// comes first. orphan, if set, is given the answer (a way to scan its
-	// row) of a statement that succeeded after its caller left.
-	heard  atomic.Int32
+	// orphan, if set, is given the answer (a way to scan its row) of a
+	// statement that succeeded after its caller left.
 	orphan func(scan func(dest ...any) error)
 }
-
-// Values of pipeCall.heard.
-const (
-	callWaiting int32 = iota
-	callAnswered
-	callLeft
-)
 
 // finish records err (nil for success) and wakes the caller; or, when the
 // caller has left and the statement succeeded, tells c.orphan.
@@ -113,7 +107,7 @@ func (c *pipeCall) finish(err error) {
 	if c.watch != nil {
 		c.watch.resolve(c, false)
 	}
-	if !c.heard.CompareAndSwap(callWaiting, callAnswered) && err == nil && c.orphan != nil {
+	if c.state.Swap(callAnswered) == callLeft && err == nil && c.orphan != nil {
 		c.orphan(c.scan)
 	}
 	close(c.done)
@@ -287,7 +281,7 @@ func (p *pipeline) do(ctx context.Context, query string, args []any, orphan func
 	for c.state.Load() == callSending {
 		runtime.Gosched() // the runner is encoding the arguments: microseconds
 	}
-	if c.heard.CompareAndSwap(callWaiting, callLeft) {
+	if c.state.CompareAndSwap(callSent, callLeft) {
 		// Sent, so it may still take effect; if it does, c.orphan
 		// will hear of it.
 		return nil, ctx.Err()
@@ -380,7 +374,6 @@ func (p *pipeline) send(batch []*pipeCall) {
 				failAll(batch, err)
 				return
 			}
-			batch[i].state.Store(callSent)
 			batch[i].finish(err)
 			batch[i] = nil
 		}
@@ -396,7 +389,6 @@ func (p *pipeline) send(batch []*pipeCall) {
 		err := eqb.Build(pc.TypeMap(), sds[i], c.args)
 		c.fields, c.formats = sds[i].Fields, append([]int16(nil), eqb.ResultFormats...)
 		if err != nil {
-			c.state.Store(callSent)
 			c.finish(fmt.Errorf("pgstore: encoding the arguments: %w", err))
 			continue
 		}
@@ -525,7 +517,6 @@ func copyRow(vals [][]byte) [][]byte {
 func failAll(calls []*pipeCall, err error) {
 	for _, c := range calls {
 		if c != nil {
-			c.state.Store(callSent)
 			c.finish(err)
 		}
 	}
