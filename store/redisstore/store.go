@@ -85,22 +85,26 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	leaseExp := after(clock, leaseTTL)
 	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
 	rkey := s.key(key)
+	var unheard func([]any, error) // made only where await may use it: Begin is hot
+	if s.outlives(ctx) {
+		unheard = func(reply []any, err error) {
+			// The caller left before the answer: a reservation it made is
+			// released, or the key would answer InFlight until the lease
+			// lapsed, held by nobody.
+			if err != nil {
+				return
+			}
+			if o, err := s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now); err == nil && o.Kind == idem.Fresh {
+				_ = s.FailTransient(context.WithoutCancel(ctx), key, o.Lease)
+			}
+		}
+	}
 	reply, err := await(ctx, s, func() ([]any, error) {
 		return beginScript.Run(ctx, s.calls, []string{rkey},
 			now, req.Fingerprint.Bytes(), payload, token,
 			expires, leaseExp, expires-now,
 		).Slice()
-	}, func(reply []any, err error) {
-		// The caller left before the answer: a reservation it made is
-		// released, or the key would answer InFlight until the lease
-		// lapsed, held by nobody.
-		if err != nil {
-			return
-		}
-		if o, err := s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now); err == nil && o.Kind == idem.Fresh {
-			_ = s.FailTransient(context.WithoutCancel(ctx), key, o.Lease)
-		}
-	})
+	}, unheard)
 	if err != nil {
 		return idem.Outcome{}, callError(ctx, "begin", err)
 	}
