@@ -76,20 +76,29 @@ func TestReaperFailsInstanceReapedTooOften(t *testing.T) {
 	reap("dead-8", durable.StatusFailed)
 }
 
+// reapedParent starts a reapedEngine with maxReaps and inserts a parent
+// that awaits one child, of ctlFSM on the queue "elsewhere": it returns
+// the bundle, ctlFSM, the parent's and the child's ids, and the runs of
+// the parent's next step.
+func reapedParent(t *testing.T, maxReaps int) (b *testBundle, ctl *durable.FSM[ctlState], p, kid int64, after *atomic.Int32) {
+	t.Helper()
+	ctl = ctlFSM(t)
+	after = new(atomic.Int32)
+	parent := parentFSM(t, func() []durable.InsertParams {
+		return []durable.InsertParams{{Args: ctl.With(ctlState{}), Opts: elsewhere}}
+	}, after)
+	b = setup(t, reapedEngine(maxReaps, ctl, parent))
+	b.start(t)
+	p = b.insert(t, parent.With(parentState{}), nil)
+	b.waitStatus(t, p, durable.StatusAwaitingChildren)
+	return b, ctl, p, b.childIDs(t, p)[0], after
+}
+
 // A child failed by the reaper releases its waiting parent, which then
 // runs on.
 func TestReaperFailingAChildReleasesItsParent(t *testing.T) {
 	t.Parallel()
-	ctl := ctlFSM(t)
-	var after atomic.Int32
-	parent := parentFSM(t, func() []durable.InsertParams {
-		return []durable.InsertParams{{Args: ctl.With(ctlState{}), Opts: elsewhere}}
-	}, &after)
-	b := setup(t, reapedEngine(2, ctl, parent))
-	b.start(t)
-	p := b.insert(t, parent.With(parentState{}), nil)
-	b.waitStatus(t, p, durable.StatusAwaitingChildren)
-	kid := b.childIDs(t, p)[0]
+	b, _, p, kid, after := reapedParent(t, 2)
 
 	b.deadClaim(t, kid, "dead-1")
 	b.waitStatus(t, kid, durable.StatusRunnable)
@@ -128,16 +137,7 @@ func TestReaperWithoutMaxReaps(t *testing.T) {
 // skipped ones fail once the locks are released.
 func TestReaperFailingSkipsLockedRows(t *testing.T) {
 	t.Parallel()
-	ctl := ctlFSM(t)
-	var after atomic.Int32
-	parent := parentFSM(t, func() []durable.InsertParams {
-		return []durable.InsertParams{{Args: ctl.With(ctlState{}), Opts: elsewhere}}
-	}, &after)
-	b := setup(t, reapedEngine(1, ctl, parent))
-	b.start(t)
-	p := b.insert(t, parent.With(parentState{}), nil)
-	b.waitStatus(t, p, durable.StatusAwaitingChildren)
-	kid := b.childIDs(t, p)[0]
+	b, ctl, p, kid, _ := reapedParent(t, 1)
 	locked := b.insert(t, ctl.With(ctlState{}), elsewhere)
 	free := b.insert(t, ctl.With(ctlState{}), elsewhere)
 
