@@ -222,16 +222,39 @@ func lockedFSM(t *testing.T, r *lockedRuns, release chan struct{}) *durable.FSM[
 	})
 }
 
+// lockedEngine returns the runs of a lockedFSM, its release (closed when
+// t ends, if not before), the FSM, and a configuration serving it with
+// leases of ttl, a heartbeat every 100ms and a reaper pass every 50ms.
+func lockedEngine(t *testing.T, ttl time.Duration) (*lockedRuns, chan struct{}, *durable.FSM[struct{}], *durable.Config) {
+	runs, release := newLockedRuns(), make(chan struct{})
+	closeAtCleanup(t, release)
+	fsm := lockedFSM(t, runs, release)
+	cfg := fast(fsm)
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
+	return runs, release, fsm, cfg
+}
+
+// startTwo inserts two instances of fsm, a lockedFSM recording into r,
+// and waits for both steps to start. locked has the lower id: a
+// heartbeat locks it first, in id order.
+func (r *lockedRuns) startTwo(t *testing.T, b *testBundle, fsm *durable.FSM[struct{}]) (locked, other int64) {
+	t.Helper()
+	locked = b.insert(t, fsm.With(struct{}{}), nil)
+	other = b.insert(t, fsm.With(struct{}{}), nil)
+	waitFor(t, "both steps to start", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.attempts[locked]) == 1 && len(r.attempts[other]) == 1
+	})
+	return locked, other
+}
+
 // lockRow takes instance id's row lock with SignalTx, in a transaction of
 // b's, as a caller would, and returns the transaction, rolled back when t
 // ends unless committed before.
 func (b *testBundle) lockRow(t *testing.T, id int64) pgx.Tx {
 	t.Helper()
-	tx, err := b.pool.Begin(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	tx, _ := beginTx(t, b)
 	if err := b.client.SignalTx(ctxT(t), tx, durable.ByID(id), "note", nil, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -249,17 +272,13 @@ func (b *testBundle) lockRow(t *testing.T, id int64) pgx.Tx {
 // run still goes on.
 func TestRowLockedPastItsLeaseLapsesItsStepOnly(t *testing.T) {
 	t.Parallel()
-	runs, release := newLockedRuns(), make(chan struct{})
-	closeAtCleanup(t, release)
-	fsm := lockedFSM(t, runs, release)
-	cfg := fast(fsm)
 	// Heartbeats 30 times per lease: on a loaded machine (make test runs
 	// packages side by side, every test's engine polling) one may come
 	// late by a second or more, which must not let the unlocked row's
 	// lease lapse. The test waits on the leases, not the clock, so a long
 	// lease costs little more than its length.
 	const ttl = 3 * time.Second
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
+	runs, release, fsm, cfg := lockedEngine(t, ttl)
 	logs := &lockedBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := setup(t, nil)
@@ -267,17 +286,8 @@ func TestRowLockedPastItsLeaseLapsesItsStepOnly(t *testing.T) {
 	engine := newClient(t, hangingPool(t, b.url, beats), cfg, b.events)
 	startClient(t, engine)
 
-	locked := b.insert(t, fsm.With(struct{}{}), nil) // the lower id: locked first in id order
-	other := b.insert(t, fsm.With(struct{}{}), nil)
-	var started time.Time
-	waitFor(t, "both steps to start", func() bool {
-		runs.mu.Lock()
-		defer runs.mu.Unlock()
-		if len(runs.attempts[locked]) == 1 && len(runs.attempts[other]) == 1 && started.IsZero() {
-			started = time.Now()
-		}
-		return !started.IsZero()
-	})
+	locked, other := runs.startTwo(t, b, fsm)
+	started := time.Now()
 	waitFor(t, "a heartbeat sent after both steps started to succeed", func() bool {
 		lastOK, _ := beats.state()
 		return lastOK.After(started)
@@ -379,21 +389,10 @@ func TestRowLockedPastItsLeaseLapsesItsStepOnly(t *testing.T) {
 // released.
 func TestRowLockedWithinItsLeaseKeepsItsStep(t *testing.T) {
 	t.Parallel()
-	runs, release := newLockedRuns(), make(chan struct{})
-	closeAtCleanup(t, release)
-	fsm := lockedFSM(t, runs, release)
-	cfg := fast(fsm)
-	const ttl = 4 * time.Second
-	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 100*time.Millisecond, 50*time.Millisecond
+	runs, release, fsm, cfg := lockedEngine(t, 4*time.Second)
 	b := setup(t, cfg)
 	b.start(t)
-	locked := b.insert(t, fsm.With(struct{}{}), nil)
-	other := b.insert(t, fsm.With(struct{}{}), nil)
-	waitFor(t, "both steps to start", func() bool {
-		runs.mu.Lock()
-		defer runs.mu.Unlock()
-		return len(runs.attempts[locked]) == 1 && len(runs.attempts[other]) == 1
-	})
+	locked, other := runs.startTwo(t, b, fsm)
 	// A fresh lease, then the lock, held while the heartbeat extends the
 	// other lease by a second past the locked one's start (a few beats
 	// skip the locked row), well within the locked lease.
