@@ -214,6 +214,21 @@ func TestHungHeartbeatCancelsTheStepWhenItsLeaseMayLapse(t *testing.T) {
 	}
 }
 
+// holdFirstRun is a step that, on the first of the runs that runs counts,
+// sends on started and holds until ctx is done or done is closed, then
+// fails with ctx's error; any later run is done at once.
+func holdFirstRun(ctx context.Context, runs *atomic.Int32, started, done chan struct{}) (durable.Outcome, error) {
+	if runs.Add(1) == 1 {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+		case <-done:
+		}
+		return durable.Outcome{}, ctx.Err()
+	}
+	return durable.Done(nil), nil
+}
+
 // A claim whose lease may have lapsed while it waited in the buffer, no
 // heartbeat extending it, is not run: another engine may have taken the
 // row back by then. It is handed back, its attempt unchanged, and runs
@@ -233,15 +248,7 @@ func TestClaimWhoseLeaseLapsedInTheBufferDoesNotRun(t *testing.T) {
 		Steps: map[string]durable.StepFunc[string]{
 			"a": func(ctx context.Context, s *durable.Step[string]) (durable.Outcome, error) {
 				if s.State == "first" {
-					if firstRuns.Add(1) == 1 { // holds the worker until its lease lapses
-						started <- struct{}{}
-						select {
-						case <-ctx.Done():
-						case <-done:
-						}
-						return durable.Outcome{}, ctx.Err()
-					}
-					return durable.Done(nil), nil
+					return holdFirstRun(ctx, &firstRuns, started, done) // holds the worker until its lease lapses
 				}
 				var claims int64
 				if err := b.pool.QueryRow(ctx, "SELECT claims FROM durable_instance WHERE id = $1", s.ID).Scan(&claims); err != nil {
@@ -299,15 +306,7 @@ func TestHandBackOfALapsedStepWhoseRowStaysLockedWarns(t *testing.T) {
 		Name: "lapsing", Initial: "a",
 		Steps: map[string]durable.StepFunc[struct{}]{
 			"a": func(ctx context.Context, s *durable.Step[struct{}]) (durable.Outcome, error) {
-				if runs.Add(1) == 1 {
-					started <- struct{}{}
-					select {
-					case <-ctx.Done():
-					case <-done:
-					}
-					return durable.Outcome{}, ctx.Err()
-				}
-				return durable.Done(nil), nil
+				return holdFirstRun(ctx, &runs, started, done)
 			},
 		},
 	})
