@@ -44,7 +44,9 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		r.args[5], r.args[6], r.args[7], r.args[8] = now, expires, leaseEnd, token
 		var err error
 		if p, ok := b.q.(*pipeline); ok {
-			orphan := b.releaseOrphan(ctx, key, token, leaseEnd, leaseTTL)
+			// Made only if the call queues: a direct one needs none, and
+			// pays no allocation for it.
+			orphan := func() orphanFunc { return b.releaseOrphan(ctx, key, token, leaseEnd, leaseTTL) }
 			err = p.queryRowOrphan(ctx, b.s.sql.begin, r.args[:], orphan, r.dest[:]...)
 		} else {
 			err = b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
@@ -93,7 +95,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 // FailTransient would, so that the key is not held in flight until a
 // lease nobody holds lapses. The release runs in its own goroutine, with
 // ctx's values, until it is done or the lease ends.
-func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, leaseEnd time.Time, ttl time.Duration) func(scan func(dest ...any) error) {
+func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, leaseEnd time.Time, ttl time.Duration) orphanFunc {
 	return func(scan func(dest ...any) error) {
 		r := newBeginRow()
 		if scan(r.dest[:]...) != nil || !r.newFence.Valid {

@@ -95,10 +95,12 @@ type pipeCall struct {
 	watch    *batchWatch
 	resolved atomic.Bool
 
-	// orphan, if set, is given the answer (a way to scan its row) of a
-	// statement that succeeded after its caller left.
-	orphan func(scan func(dest ...any) error)
+	orphan orphanFunc // nil, or told of an answer nobody heard
 }
+
+// orphanFunc is given the answer (a way to scan its row) of a statement
+// that succeeded after its caller left.
+type orphanFunc func(scan func(dest ...any) error)
 
 // finish records err (nil for success) and wakes the caller; or, when the
 // caller has left and the statement succeeded, tells c.orphan.
@@ -197,17 +199,22 @@ func (p *pipeline) queryRow(ctx context.Context, query string, args []any, dest 
 }
 
 // queryRowOrphan is queryRow, and when the call was sent in a batch and
-// its caller left (ctx ended) before the answer came, orphan is given
-// that answer once it comes, from the runner's goroutine, if the
-// statement succeeded: what it did, nobody else will hear of. A direct
-// call needs no orphan: its statement is cancelled on the server when ctx
+// its caller left (ctx ended) before the answer came, the orphanFunc
+// orphan makes (orphan may be nil) is given that answer once it comes,
+// from the runner's goroutine, if the statement succeeded: what it did,
+// nobody else will hear of. A direct call needs no orphan, and orphan is
+// not called for it: its statement is cancelled on the server when ctx
 // ends, or it answers its caller (see poolQuerier).
-func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error), dest ...any) error {
+func (p *pipeline) queryRowOrphan(ctx context.Context, query string, args []any, orphan func() orphanFunc, dest ...any) error {
 	if p.enterDirect() {
 		defer p.leaveDirect()
 		return poolQuerier{p.pool}.queryRow(ctx, query, args, dest...)
 	}
-	c, err := p.do(ctx, query, args, orphan)
+	var o orphanFunc
+	if orphan != nil {
+		o = orphan()
+	}
+	c, err := p.do(ctx, query, args, o)
 	if err != nil {
 		return err
 	}
@@ -258,7 +265,7 @@ var typeMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
 
 // do queues a call and waits for its result or the end of ctx. orphan
 // may be nil (see queryRowOrphan).
-func (p *pipeline) do(ctx context.Context, query string, args []any, orphan func(scan func(dest ...any) error)) (*pipeCall, error) {
+func (p *pipeline) do(ctx context.Context, query string, args []any, orphan orphanFunc) (*pipeCall, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
