@@ -10,10 +10,11 @@ import (
 )
 
 // begin is Store.Begin on q. On the *sql.DB (lease mode) it runs in a
-// transaction of its own, committed before it returns; on a *sql.Tx (the
-// caller's in transactional mode, a batch's with Config.Batch) it runs in
-// that transaction, taking the write lock first if the transaction does
-// not hold it yet. Invalid arguments are rejected before any I/O.
+// transaction of its own, committed before it returns; in a transaction
+// (the caller's *sql.Tx in transactional mode, the *sql.Conn of a batch's
+// with Config.Batch) it runs in that transaction, taking the write lock
+// first if the transaction does not hold it yet. Invalid arguments are
+// rejected before any I/O.
 func (s *Store) begin(ctx context.Context, q querier, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
 	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
 		return idem.Outcome{}, err

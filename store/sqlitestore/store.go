@@ -25,7 +25,8 @@ type Store struct {
 var _ idem.Store = (*Store)(nil)
 
 // querier is what the store runs its statements on: the *sql.DB in lease
-// mode, the caller's *sql.Tx in transactional mode.
+// mode, the caller's *sql.Tx in transactional mode, the *sql.Conn of a
+// batch's transaction with Config.Batch.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
