@@ -1,7 +1,6 @@
 package sqlitestore_test
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -19,10 +18,10 @@ import (
 
 // cancelAtBegin is a driver.Connector over modernc.org/sqlite whose
 // connections, once armed, cancel the context of the next statement equal
-// to stmt (BEGIN IMMEDIATE when empty) as that statement completes and
-// report the context's error, though the statement took effect. A driver may do just that: one that runs a
-// statement while watching its context may see the context end at the
-// moment the statement completes, and report the context.
+// to stmt as that statement completes and report the context's error,
+// though the statement took effect. A driver may do just that: one that
+// runs a statement while watching its context may see the context end at
+// the moment the statement completes, and report the context.
 type cancelAtBegin struct {
 	dsn    string
 	stmt   string
@@ -73,11 +72,7 @@ func (w *cancelAtBeginConn) IsValid() bool { return w.conn.(driver.Validator).Is
 
 func (w *cancelAtBeginConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	r, err := w.conn.(driver.ExecerContext).ExecContext(ctx, q, args)
-	stmt := w.c.stmt
-	if stmt == "" {
-		stmt = "BEGIN IMMEDIATE"
-	}
-	if err == nil && q == stmt && w.c.armed.CompareAndSwap(true, false) {
+	if err == nil && q == w.c.stmt && w.c.armed.CompareAndSwap(true, false) {
 		(*w.c.cancel.Load())()
 		return nil, ctx.Err()
 	}
@@ -93,7 +88,7 @@ func (w *cancelAtBeginConn) ExecContext(ctx context.Context, q string, args []dr
 func TestBeginRollsBackABeginReportedAsFailed(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	s, o, err := beginCancelledAt(t, path, "")
+	s, o, err := beginCancelledAt(t, path, "BEGIN IMMEDIATE")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin = %s, %v; want context.Canceled", o.Kind, err)
 	}
@@ -156,7 +151,7 @@ func beginCancelledAt(t *testing.T, path, stmt string) (cancelledBegin, idem.Out
 	conn.armed.Store(true)
 	o, err := s.Begin(ctx, s.k, s.r, nil)
 	if conn.armed.Load() {
-		t.Fatalf("Begin sent no %s", cmp.Or(stmt, "BEGIN IMMEDIATE"))
+		t.Fatalf("Begin sent no %s", stmt)
 	}
 	return s, o, err
 }
