@@ -29,91 +29,90 @@ func TestPurgeMatchesAScanWhileCompacting(t *testing.T) {
 	rapid.Check(t, purgeMatchesAScan)
 }
 
+// purgeMatchesAScan is the property of TestPurgeMatchesAScan.
 func purgeMatchesAScan(rt *rapid.T) {
-	{
-		ctx := context.Background()
-		now := time.Unix(1_700_000_000, 0)
-		s, err := memstore.New(memstore.Config{Now: func() time.Time { return now }, Lease: 2 * time.Second})
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	s, err := memstore.New(memstore.Config{Now: func() time.Time { return now }, Lease: 2 * time.Second})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	ns := idem.MustNamespace("purge")
+	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
+	type rec struct {
+		expires time.Time
+		lease   idem.Lease
+		done    bool
+	}
+	model := map[string]*rec{} // by key value, with scope "s" or none
+	keyOf := func(name string) idem.Key {
+		k, err := idem.ParseKey(ns, name[1:])
 		if err != nil {
 			rt.Fatal(err)
 		}
-		ns := idem.MustNamespace("purge")
-		req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
-		type rec struct {
-			expires time.Time
-			lease   idem.Lease
-			done    bool
+		if name[0] == 's' {
+			k, _ = k.WithScope("scope")
 		}
-		model := map[string]*rec{} // by key value, with scope "s" or none
-		keyOf := func(name string) idem.Key {
-			k, err := idem.ParseKey(ns, name[1:])
+		return k
+	}
+	names := rapid.SampledFrom([]string{"-a", "-b", "-c", "sa", "sb", "-d", "-e", "sf"})
+	for range rapid.IntRange(1, 200).Draw(rt, "steps") {
+		switch rapid.IntRange(0, 6).Draw(rt, "op") {
+		case 0, 1: // Begin
+			name := names.Draw(rt, "key")
+			retention := rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second}).Draw(rt, "retention")
+			o, err := s.Begin(ctx, keyOf(name), req, &idem.BeginOpts{Retention: retention})
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if name[0] == 's' {
-				k, _ = k.WithScope("scope")
+			if o.Kind == idem.Fresh { // kept for the retention, and at least for the lease
+				model[name] = &rec{expires: later(now.Add(retention), o.Lease.ExpiresAt), lease: o.Lease}
 			}
-			return k
-		}
-		names := rapid.SampledFrom([]string{"-a", "-b", "-c", "sa", "sb", "-d", "-e", "sf"})
-		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
-			switch rapid.IntRange(0, 6).Draw(rt, "op") {
-			case 0, 1: // Begin
-				name := names.Draw(rt, "key")
-				retention := rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second}).Draw(rt, "retention")
-				o, err := s.Begin(ctx, keyOf(name), req, &idem.BeginOpts{Retention: retention})
-				if err != nil {
-					rt.Fatal(err)
+		case 2: // Commit
+			name := names.Draw(rt, "key")
+			if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
+				if err := s.Commit(ctx, keyOf(name), r.lease, []byte(`1`)); err != nil {
+					rt.Fatalf("Commit %s: %v", name, err)
 				}
-				if o.Kind == idem.Fresh { // kept for the retention, and at least for the lease
-					model[name] = &rec{expires: later(now.Add(retention), o.Lease.ExpiresAt), lease: o.Lease}
+				r.done = true
+			}
+		case 3: // FailTransient: the record goes
+			name := names.Draw(rt, "key")
+			if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
+				if err := s.FailTransient(ctx, keyOf(name), r.lease); err != nil {
+					rt.Fatalf("FailTransient %s: %v", name, err)
 				}
-			case 2: // Commit
-				name := names.Draw(rt, "key")
-				if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
-					if err := s.Commit(ctx, keyOf(name), r.lease, []byte(`1`)); err != nil {
-						rt.Fatalf("Commit %s: %v", name, err)
-					}
-					r.done = true
+				delete(model, name)
+			}
+		case 6: // Heartbeat: the record lives at least as long as its lease
+			name := names.Draw(rt, "key")
+			extend := rapid.SampledFrom([]time.Duration{time.Second, 7 * time.Second}).Draw(rt, "extend")
+			if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
+				if _, err := s.Heartbeat(ctx, keyOf(name), r.lease, extend); err != nil {
+					rt.Fatalf("Heartbeat %s: %v", name, err)
 				}
-			case 3: // FailTransient: the record goes
-				name := names.Draw(rt, "key")
-				if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
-					if err := s.FailTransient(ctx, keyOf(name), r.lease); err != nil {
-						rt.Fatalf("FailTransient %s: %v", name, err)
-					}
+				r.expires = later(r.expires, now.Add(extend))
+			}
+		case 4: // the clock moves, now and then backwards
+			now = now.Add(time.Duration(rapid.IntRange(-1000, 3000).Draw(rt, "ms")) * time.Millisecond)
+		case 5: // purge
+			want := 0
+			for name, r := range model {
+				if !r.expires.After(now) {
+					want++
 					delete(model, name)
 				}
-			case 6: // Heartbeat: the record lives at least as long as its lease
-				name := names.Draw(rt, "key")
-				extend := rapid.SampledFrom([]time.Duration{time.Second, 7 * time.Second}).Draw(rt, "extend")
-				if r := model[name]; r != nil && !r.done && now.Before(r.expires) {
-					if _, err := s.Heartbeat(ctx, keyOf(name), r.lease, extend); err != nil {
-						rt.Fatalf("Heartbeat %s: %v", name, err)
-					}
-					r.expires = later(r.expires, now.Add(extend))
-				}
-			case 4: // the clock moves, now and then backwards
-				now = now.Add(time.Duration(rapid.IntRange(-1000, 3000).Draw(rt, "ms")) * time.Millisecond)
-			case 5: // purge
-				want := 0
-				for name, r := range model {
-					if !r.expires.After(now) {
-						want++
-						delete(model, name)
-					}
-				}
-				got, err := s.PurgeExpired(ctx, ns, now)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				if got != want {
-					rt.Fatalf("PurgeExpired at %v deleted %d, a scan finds %d expired", now, got, want)
-				}
-				for name := range model {
-					if _, err := s.Get(ctx, keyOf(name)); err != nil {
-						rt.Fatalf("Get %s after the purge: %v", name, err)
-					}
+			}
+			got, err := s.PurgeExpired(ctx, ns, now)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if got != want {
+				rt.Fatalf("PurgeExpired at %v deleted %d, a scan finds %d expired", now, got, want)
+			}
+			for name := range model {
+				if _, err := s.Get(ctx, keyOf(name)); err != nil {
+					rt.Fatalf("Get %s after the purge: %v", name, err)
 				}
 			}
 		}
