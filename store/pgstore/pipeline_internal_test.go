@@ -27,17 +27,22 @@ func pipelineOnOneLane(t *testing.T) (*pipeline, *pgxpool.Pool, func(d time.Dura
 	}
 	t.Cleanup(pool.Close)
 	p := newPipeline(pool, 1, 16)
-	busy := func(d time.Duration) <-chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := p.exec(context.Background(), "SELECT pg_sleep($1::float8)", d.Seconds())
-			done <- err
-		}()
-		// Until the lane has taken the sleep.
-		waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
-		return done
-	}
-	return p, pool, busy
+	return p, pool, func(d time.Duration) <-chan error { return keepBusy(t, p, d) }
+}
+
+// keepBusy keeps the only lane of p busy for d, and returns once the lane
+// has taken the call: the calls made meanwhile queue up and go out
+// together in the next batch. The call's error comes on the channel.
+func keepBusy(t *testing.T, p *pipeline, d time.Duration) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.exec(context.Background(), "SELECT pg_sleep($1::float8)", d.Seconds())
+		done <- err
+	}()
+	// Until the lane has taken the sleep.
+	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	return done
 }
 
 // inOneBatch keeps the lane busy while n goroutines each make call(i),
@@ -323,12 +328,7 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	// The only lane is busy; a slow statement, then the Begin, queue
 	// behind it and go out as one batch, the Begin waiting on the server
 	// behind the slow statement.
-	busy := make(chan error, 1)
-	go func() {
-		_, err := p.exec(ctx, "SELECT pg_sleep(0.3)")
-		busy <- err
-	}()
-	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	busy := keepBusy(t, p, 300*time.Millisecond)
 	slow := make(chan error, 1)
 	go func() {
 		_, err := p.exec(ctx, "SELECT pg_sleep(1), 'ahead of the Begin'")
@@ -352,7 +352,7 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	if err := <-begun; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Begin = %v, want context.Canceled", err)
 	}
-	for _, c := range []chan error{busy, slow} {
+	for _, c := range []<-chan error{busy, slow} {
 		if err := <-c; err != nil {
 			t.Fatal(err)
 		}
@@ -399,12 +399,7 @@ func TestPipelineBatchNobodyWaitsForWritesNothing(t *testing.T) {
 	}
 
 	// The only lane is busy, so the Begin goes out in a batch, alone.
-	busy := make(chan error, 1)
-	go func() {
-		_, err := p.exec(ctx, "SELECT pg_sleep(0.3)")
-		busy <- err
-	}()
-	waitFor(t, p, func() bool { return p.running == 1 && len(p.queue) == 0 })
+	busy := keepBusy(t, p, 300*time.Millisecond)
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	begun := make(chan error, 1)
