@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -55,22 +57,36 @@ func (q poolQuerier) run(ctx context.Context, f func(context.Context, *pgxpool.C
 	asked := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(asked)
-		gctx, cancel := context.WithTimeout(qctx, cancelGrace)
-		defer cancel()
-		if conn.Conn().PgConn().CancelRequest(gctx) == nil {
-			<-gctx.Done() // f returned (qctx is cut then), or the grace is over
-		}
-		cut()
+		cancelThenCut(qctx, conn.Conn().PgConn(), cut) // qctx is cut when f returns
 	})
 	err = f(qctx, conn)
 	cut()
 	if !stop() {
 		<-asked
-		// Closed, not reused: the cancel request may still be on its way.
-		cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-		_ = conn.Conn().Close(cctx)
-		cancel()
+		closeAsked(conn.Conn())
 	}
 	conn.Release()
 	return err
+}
+
+// cancelThenCut asks the server to cancel the statement pc runs, and
+// gives it until ctx ends (the statement's answer was read) or for
+// cancelGrace, whichever comes first, before it cuts the statement's
+// context.
+func cancelThenCut(ctx context.Context, pc *pgconn.PgConn, cut context.CancelFunc) {
+	gctx, cancel := context.WithTimeout(ctx, cancelGrace)
+	defer cancel()
+	if pc.CancelRequest(gctx) == nil {
+		<-gctx.Done()
+	}
+	cut()
+}
+
+// closeAsked closes a connection that may have been sent a cancel
+// request, rather than let the pool reuse it: the request may still be
+// on its way, and would cancel the connection's next statement.
+func closeAsked(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+	defer cancel()
+	_ = c.Close(ctx)
 }

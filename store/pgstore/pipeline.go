@@ -170,11 +170,8 @@ func (w *batchWatch) resolve(c *pipeCall, gaveUp bool) {
 func (w *batchWatch) giveUp() {
 	defer close(w.givingUp)
 	if pc := w.conn.Load(); pc != nil {
-		gctx, cancel := context.WithTimeout(w.ctx, cancelGrace)
-		defer cancel()
-		if pc.CancelRequest(gctx) == nil {
-			<-gctx.Done() // the batch is done, or the grace is over
-		}
+		cancelThenCut(w.ctx, pc, w.cancel) // w.ctx ends when the batch is done
+		return
 	}
 	w.cancel()
 }
@@ -365,9 +362,7 @@ func (p *pipeline) send(batch []*pipeCall) {
 	w.conn.Store(pc.PgConn())
 	defer func() {
 		if w.end() {
-			cctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
-			_ = pc.Close(cctx)
-			cancel()
+			closeAsked(pc)
 		}
 		conn.Release()
 	}()
