@@ -183,6 +183,9 @@ func (w *batchWatch) end() (asked bool) {
 	for _, stop := range w.stops {
 		stop()
 	}
+	// Cancelled before gaveUp is looked at: a giveUp that starts after
+	// the look finds w.ctx ended, and cannot send a cancel request to a
+	// connection given back to the pool.
 	w.cancel()
 	if w.gaveUp.Load() {
 		<-w.givingUp
