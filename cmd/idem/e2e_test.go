@@ -143,15 +143,27 @@ func (p *proxy) wait() error {
 	return p.err
 }
 
+// freeAddr returns a loopback address free now, and never one it returned
+// before in this test process: the port of a listener closed at once may
+// be handed out again by the next call, and two addresses a test takes
+// together (--listen and --admin) must differ.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if _, seen := handedOut.LoadOrStore(addr, true); !seen {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut holds the addresses freeAddr returned.
+var handedOut sync.Map
 
 // startProxy starts idem proxy with args and waits until /healthz is 200.
 func startProxy(t *testing.T, args ...string) *proxy {
