@@ -41,6 +41,8 @@
 // (the handler called Flush or Hijack), responses whose body is shorter or
 // longer than the Content-Length the handler set (the client got them cut
 // off), and handler panics (the key is released and the panic goes on).
+// A replay sends the recorded status, headers and body back with
+// Idempotent-Replayed: true and the body's Content-Length.
 //
 // A handler that takes the connection over (Hijack; a protocol upgrade
 // through NewProxy) holds its key, its lease extended, until it returns,

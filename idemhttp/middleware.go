@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,8 +69,9 @@ type exchange struct {
 	cw       capture
 	body     bodyReader
 	buf      *[]byte // a pooled buffer for encoding, nil until needed
-	// values is the storage of replayed header values, the first the
-	// value of ReplayedHeader. They go into the response's header, so x is
+	// values is the storage of replayed header values: the value of
+	// ReplayedHeader, two recorded values (more go to the heap), and the
+	// replay's Content-Length. They go into the response's header, so x is
 	// never reused.
 	values [4]string
 }
@@ -381,7 +383,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 func (x *exchange) replay(b []byte) {
 	x.values[0] = "true"
 	replayed := x.values[0:1:1]
-	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[1:1])
+	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[1:1:3])
 	if err != nil {
 		x.ev.Err = err
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded response unreadable", Status: http.StatusInternalServerError})
@@ -395,6 +397,12 @@ func (x *exchange) replay(b []byte) {
 		}
 	}
 	h[ReplayedHeader] = replayed
+	if bodyAllowed(rec.status) && x.r.Method != http.MethodHead {
+		// The length the first answer had or could have had: without it
+		// net/http chunks a body beyond its buffer.
+		x.values[3] = strconv.Itoa(len(rec.body))
+		h["Content-Length"] = x.values[3:4:4]
+	}
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
 	x.w.WriteHeader(rec.status)
 	_, _ = x.w.Write(rec.body)
