@@ -68,8 +68,8 @@ type Event struct {
 	// Err is the store error, for OutcomeStoreError and for failures to
 	// record or release (OutcomeReleased with Err set: a response that
 	// could not be recorded is released, or left to its lease if even that
-	// failed), or the failure of Config.KeyScope or Config.Fingerprint, for
-	// OutcomeInternal.
+	// failed), or the failure (an error, or a panic, which goes on) of
+	// Config.KeyScope or Config.Fingerprint, for OutcomeInternal.
 	Err error
 }
 

@@ -117,7 +117,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		x.fail(OutcomeKeyInvalid, &Problem{Type: ProblemKeyInvalid, Title: "Idempotency-Key header invalid", Status: http.StatusBadRequest, Detail: detail})
 		return
 	}
-	if key, err = key.WithScope(m.cfg.KeyScope(r)); err != nil {
+	if key, err = key.WithScope(x.keyScope()); err != nil {
 		x.ev.Err = fmt.Errorf("idemhttp: Config.KeyScope: %w", err)
 		x.fail(OutcomeInternal, &Problem{Type: ProblemInternal, Title: "Internal error", Status: http.StatusInternalServerError, Detail: "The key's scope could not be determined."})
 		return
@@ -234,7 +234,7 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 	var fp idem.Fingerprint
 	var err error
 	if x.m.cfg.Fingerprint != nil {
-		fp, err = x.m.cfg.Fingerprint(r, body)
+		fp, err = x.fingerprint(body)
 		// One that read r.Body rather than body leaves the handler the
 		// whole body all the same.
 		x.body.Reset(body)
@@ -251,6 +251,29 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 	payload := appendRequest(x.buffer(), strings.ToUpper(r.Method), target, contentType, len(body))
 	*x.buf = payload
 	return idem.Request{Fingerprint: fp, Payload: payload}, nil
+}
+
+// keyScope is Config.KeyScope's answer for x's request.
+func (x *exchange) keyScope() string {
+	defer x.panicked("Config.KeyScope")
+	return x.m.cfg.KeyScope(x.r)
+}
+
+// fingerprint is Config.Fingerprint's answer for x's request.
+func (x *exchange) fingerprint(body []byte) (idem.Fingerprint, error) {
+	defer x.panicked("Config.Fingerprint")
+	return x.m.cfg.Fingerprint(x.r, body)
+}
+
+// panicked, deferred around a call of the configuration's function fn,
+// describes a panic of fn in x's event, as an internal error answered
+// with the 500 a recovering middleware outside writes, and lets it go on.
+func (x *exchange) panicked(fn string) {
+	if v := recover(); v != nil {
+		x.ev.Outcome, x.ev.Status = OutcomeInternal, http.StatusInternalServerError
+		x.ev.Err = fmt.Errorf("idemhttp: %s panicked: %v", fn, v)
+		panic(v)
+	}
 }
 
 // DefaultFingerprint fingerprints a request by method, path and query, and
