@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Instance is an instance's row and inbox, as Get reads them.
+// Instance is an instance's row and the head of its inbox, as Get reads
+// them.
 type Instance struct {
 	ID               int64
 	FSM              string
@@ -37,8 +38,24 @@ type Instance struct {
 	InsertedAt       time.Time
 	UpdatedAt        time.Time
 	FinishedAt       time.Time // zero while live
-	Inbox            []Signal  // the signals not yet consumed, oldest first
+	// Inbox is the head of the inbox, the signals not yet consumed, oldest
+	// first: at most GetInboxLimit of them, and past the first only as
+	// many as fit in GetInboxBytes of payload. InboxLen counts them all:
+	// it is larger than len(Inbox) when Get left the newer ones out.
+	Inbox    []Signal
+	InboxLen int
 }
+
+// The bounds of the inbox Get returns (Instance.Inbox), so that an
+// instance with a huge inbox is inspected in bounded time and memory:
+// GetInboxLimit signals at most, and no more payload JSON than
+// GetInboxBytes, except that the oldest signal is returned whatever its
+// size (at most Config.MaxPayload). The step runner is not bound by them:
+// a step sees the whole inbox (Step.Pending).
+const (
+	GetInboxLimit = 100
+	GetInboxBytes = 4 << 20
+)
 
 const getSQL = `
 SELECT id, fsm, fsm_version, step, status, state, queue, priority, attempt, eligible_at,
@@ -48,12 +65,25 @@ SELECT id, fsm, fsm_version, step, status, state, queue, priority, attempt, elig
        coalesce(rate_limit, ''), rate_weight, reaps
 FROM durable_instance WHERE id = $1`
 
-const inboxSQL = `
-SELECT id, name, payload, coalesce(dedup_key, ''), inserted_at
-FROM durable_signal WHERE instance_id = $1 ORDER BY id`
+// inboxHeadSQL reads the oldest $2 signals of instance $1, and of those
+// only the first and the ones whose payloads, with those of the signals
+// before them, take at most $3 bytes of JSON; inboxLenSQL counts them all.
+const (
+	inboxHeadSQL = `
+SELECT id, name, payload, dedup_key, inserted_at FROM (
+    SELECT id, name, payload, coalesce(dedup_key, '') AS dedup_key, inserted_at,
+           row_number() OVER w AS n, sum(octet_length(payload::text)) OVER w AS upto
+    FROM (SELECT * FROM durable_signal WHERE instance_id = $1 ORDER BY id LIMIT $2) s
+    WINDOW w AS (ORDER BY id)
+) s
+WHERE n = 1 OR upto <= $3
+ORDER BY id`
+	inboxLenSQL = `SELECT count(*) FROM durable_signal WHERE instance_id = $1`
+)
 
-// Get reads the instance with id and its inbox, in one transaction. It
-// returns ErrNotFound when no row has id.
+// Get reads the instance with id and the head of its inbox (see
+// Instance.Inbox), in one transaction. It returns ErrNotFound when no row
+// has id.
 func (c *Client) Get(ctx context.Context, id int64) (*Instance, error) {
 	var in Instance
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -85,7 +115,10 @@ func (c *Client) Get(ctx context.Context, id int64) (*Instance, error) {
 				*p.dst = *p.src
 			}
 		}
-		rows, err := tx.Query(ctx, inboxSQL, id)
+		if err := tx.QueryRow(ctx, inboxLenSQL, id).Scan(&in.InboxLen); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, inboxHeadSQL, id, GetInboxLimit, GetInboxBytes)
 		if err != nil {
 			return err
 		}
