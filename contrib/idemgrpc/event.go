@@ -20,8 +20,9 @@ type Event struct {
 	// HandlerTime is the time spent in the handler (zero unless it ran).
 	HandlerTime time.Duration
 	// Err is the store error, for OutcomeStoreError and for failures to
-	// record or release (OutcomeReleased with Err set), or why a recorded
-	// response could not be replayed.
+	// record or release (OutcomeReleased with Err set), why a recorded
+	// response could not be replayed, or the failure (an invalid scope, or
+	// a panic, which goes on) of Config.KeyScope, for OutcomeInternal.
 	Err error
 }
 

@@ -3,6 +3,7 @@ package idemgrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -78,7 +79,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 		}
 		return x.fail(OutcomeKeyInvalid, errKeyInvalid(detail))
 	}
-	if key, err = key.WithScope(i.cfg.KeyScope(ctx)); err != nil {
+	if key, err = key.WithScope(x.keyScope()); err != nil {
 		x.ev.Err = err
 		return x.fail(OutcomeInternal, errInternal("invalid key scope"))
 	}
@@ -279,6 +280,20 @@ func (x *call) storeCtx() (context.Context, func()) {
 		}
 		x.ev.StoreTime += time.Since(start)
 	}
+}
+
+// keyScope is Config.KeyScope's answer for x. A panic of it goes on,
+// described in x's event as an internal error with the Internal code a
+// recovering interceptor outside answers.
+func (x *call) keyScope() string {
+	defer func() {
+		if v := recover(); v != nil {
+			x.ev.Outcome, x.ev.Code = OutcomeInternal, codes.Internal
+			x.ev.Err = fmt.Errorf("idemgrpc: Config.KeyScope panicked: %v", v)
+			panic(v)
+		}
+	}()
+	return x.i.cfg.KeyScope(x.ctx)
 }
 
 func (x *call) emit() {
