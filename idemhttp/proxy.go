@@ -92,6 +92,11 @@ type ProxyConfig struct {
 // and not recorded. Response trailers are passed on to the client but not
 // recorded. Other requests (unprotected methods, no key) pass through as
 // ReverseProxy forwards them, streamed responses included.
+//
+// A body the upstream frames (Content-Length, chunked) and cuts short is an
+// upstream failure (502), never recorded. A body it ends by closing the
+// connection, with neither framing (HTTP/1.0 style), cannot be told from
+// one cut short: it is recorded as received.
 func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
 		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %s", redacted(cfg.Upstream))
