@@ -37,7 +37,9 @@
 // as one environment may serve several commands.
 //
 // SIGINT or SIGTERM stops a command gracefully (idem proxy lets in-flight
-// requests finish, up to --shutdown-timeout); a second one stops it at
+// requests finish, up to --shutdown-timeout, upgraded connections such as
+// WebSockets included, and then closes those still open so that the keys
+// they hold are released before it exits); a second one stops it at
 // once, also when SIGINT was ignored at start, as in a background job of a
 // non-interactive shell (the exit status is then 130).
 package main

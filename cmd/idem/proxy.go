@@ -46,7 +46,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
-	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM or SIGINT (a second one stops at once)")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM or SIGINT; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
 	describe(fs, "idem proxy --upstream URL [--listen ADDR] [--store DSN] [flags]", summaryOf("proxy"))
@@ -151,13 +151,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		_ = ln.Close()
 		return usagef("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
 	}
-	var inFlight atomic.Int64 // requests being served, for the shutdown message
-	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		h.ServeHTTP(w, r)
-	})
-	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	served := track(srv, h)
 	var ready atomic.Bool
 	var adminSrv *http.Server
 	if f.admin != "" {
@@ -194,7 +189,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	case <-ctx.Done():
 		// Only requests being served are waited for: without any, the
 		// proxy stops at once, and must not say it waits.
-		switch n := inFlight.Load(); n {
+		switch n := served.inFlight(); n {
 		case 0:
 			logger.Printf("shutting down")
 		case 1:
@@ -203,10 +198,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			logger.Printf("shutting down: waiting up to %s (--shutdown-timeout) for %d in-flight requests to finish", f.drain, n)
 		}
 		ready.Store(false)
-		sctx, cancel := context.WithTimeout(context.Background(), f.drain)
-		err = srv.Shutdown(sctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
+		d := shutdown(srv, served, f.drain, f.storeTimeout)
+		switch d.closed {
+		case 0:
+		case 1:
+			logger.Printf("closed 1 upgraded connection still open after --shutdown-timeout %s", f.drain)
+		default:
+			logger.Printf("closed %d upgraded connections still open after --shutdown-timeout %s", d.closed, f.drain)
+		}
+		if d.cutOff {
 			err = fmt.Errorf("requests still running after --shutdown-timeout %s were cut off: their keys stay reserved until their leases end (--lease %s), and a retry meanwhile gets 409", f.drain, f.lease)
 		}
 	}
