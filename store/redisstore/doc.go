@@ -94,12 +94,35 @@
 // client's ReadTimeout and WriteTimeout do not bound while the server does
 // not answer; so the store waits for the batch in a goroutine of its own,
 // and a call whose context ends first returns then, with the context's
-// error, its command still in the batch. A Begin whose caller so left and
-// that reserved the key when its command ran has that reservation
-// released (FailTransient) as its answer comes: nobody holds its lease,
-// and the key would otherwise answer InFlight until the lease lapsed.
-// go-redis marks the API
+// error, its command still in the batch (a Begin's reservation is then
+// released: see below). go-redis marks the API
 // experimental, so it is off by default; idem proxy turns it on.
+//
+// # A caller that leaves
+//
+// A Begin whose context ends while its command is on its way or on the
+// wire returns then, with the context's error; but the server may still
+// run the command and reserve the key, under a lease its caller never
+// got, and the key would answer InFlight until that lease lapsed. So the
+// store reads the answer on for the caller that left and, if it is a
+// Fresh reservation, releases it (FailTransient, with the token that
+// Begin sent and the fence the answer gave, so that nobody else's
+// reservation is touched). With auto-pipelining the answer comes with the
+// batch. Through a plain client (with or without ContextTimeoutEnabled)
+// the command goes on in a goroutine of its own, on a context with the
+// caller's values but not its end, which ends two seconds after the
+// caller's deadline (or, for a context without a deadline, two seconds
+// after it ends), and the client's ReadTimeout, PoolTimeout and retries
+// bound it as well. The release is given two seconds too.
+//
+// What remains: when that answer does not come in time (the server
+// stalls longer, the connection is lost, the client gives up sooner at
+// its ReadTimeout), or the release itself fails, the store cannot know
+// whether the command ran, and a reservation it made holds the key until
+// its lease lapses. Releasing it blindly, from another connection, could
+// run before the late command and release nothing. Keep Config.Lease (or
+// BeginOpts.Lease) as short as the work allows, with Heartbeat for longer
+// work, to bound that wait.
 //
 // # Durability
 //

@@ -75,8 +75,12 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 		return idem.Outcome{}, err
 	}
 	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
+	// A caller whose ctx can end may leave before the answer comes (see
+	// await): the command then holds copies of its slices, and the answer
+	// goes to unheard.
+	leaves := ctx.Done() != nil
 	payload := req.RecordedPayload()
-	if s.outlives(ctx) {
+	if leaves {
 		payload = bytes.Clone(payload)
 	}
 	clock := s.cfg.Now()
@@ -85,22 +89,36 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	leaseExp := after(clock, leaseTTL)
 	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
 	rkey := s.key(key)
-	var unheard func([]any, error) // made only where await may use it: Begin is hot
-	if s.outlives(ctx) {
+	var unheard func([]any, error)               // made only where await may use it: Begin is hot
+	cctx, cancel := ctx, context.CancelFunc(nil) // what the command runs with
+	if leaves {
 		unheard = func(reply []any, err error) {
 			// The caller left before the answer: a reservation it made is
 			// released, or the key would answer InFlight until the lease
-			// lapsed, held by nobody.
+			// lapsed, held by nobody. FailTransient checks the token this
+			// call sent, so it releases nobody else's reservation.
 			if err != nil {
 				return
 			}
 			if o, err := s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now); err == nil && o.Kind == idem.Fresh {
-				_ = s.FailTransient(context.WithoutCancel(ctx), key, o.Lease)
+				rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+				defer stop()
+				_ = s.FailTransient(rctx, key, o.Lease)
 			}
 		}
+		if !s.cfg.AutoPipeline {
+			// A plain client gives the answer up at ctx's deadline (with
+			// ContextTimeoutEnabled) or when ctx ends while it waits for a
+			// connection or a retry, though the command may have run:
+			// the command reads its answer on, for settleTimeout more.
+			cctx, cancel = detach(ctx)
+		}
 	}
-	reply, err := await(ctx, s, func() ([]any, error) {
-		return beginScript.Run(ctx, s.calls, []string{rkey},
+	reply, err := await(ctx, leaves, func() ([]any, error) {
+		if cancel != nil {
+			defer cancel()
+		}
+		return beginScript.Run(cctx, s.calls, []string{rkey},
 			now, req.Fingerprint.Bytes(), payload, token,
 			expires, leaseExp, expires-now,
 		).Slice()
@@ -242,7 +260,7 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 			}
 		}
 	}
-	n, err := await(ctx, s, func() (int64, error) {
+	n, err := await(ctx, s.outlives(ctx), func() (int64, error) {
 		return script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
 	}, nil)
 	switch {
@@ -268,7 +286,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	vals, err := await(ctx, s, func() ([]any, error) {
+	vals, err := await(ctx, s.outlives(ctx), func() ([]any, error) {
 		return s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
 	}, nil)
 	if err != nil {
@@ -286,22 +304,24 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 }
 
 // await makes call, which sends one command (or a script's EVALSHA, then
-// EVAL) through s.calls, and returns its answer, or ctx's error if ctx
-// ends first. Through a plain client call is made as it is: the client
-// gives up at its ReadTimeout (or at ctx's deadline, with
-// ContextTimeoutEnabled) and retries nothing once ctx has ended. The
-// auto-pipeliner does not watch ctx at all: it holds each caller until
-// its batch is done, however long the server takes to answer and the
-// client retries, which can be far longer than the client's ReadTimeout.
-// So when s.outlives(ctx), call is made in a goroutine of its own, which
-// ends with the batch, and the caller returns when ctx ends; its command
-// stays in its batch and may still take effect, as a command whose
-// context ends in flight may. call must then not send the slices its
-// caller was given, which are the caller's again once the store's call
-// has returned (idem.Store), but copies. When the caller has left, the
-// answer, when it comes, goes to unheard (if not nil) instead.
-func await[T any](ctx context.Context, s *Store, call func() (T, error), unheard func(T, error)) (T, error) {
-	if !s.outlives(ctx) {
+// EVAL), and returns its answer, or ctx's error if ctx ends first. When
+// apart is false, call is made as it is, in the caller's goroutine:
+// through a plain client it gives up at the client's ReadTimeout (or at
+// ctx's deadline, with ContextTimeoutEnabled) and retries nothing once ctx
+// has ended. The auto-pipeliner does not watch ctx at all: it holds each
+// caller until its batch is done, however long the server takes to answer
+// and the client retries, which can be far longer than the client's
+// ReadTimeout; and a Begin that reserved the key must not lose its answer
+// when its caller leaves (see Begin). So when apart, call is made in a
+// goroutine of its own, which ends with the command, and the caller
+// returns when ctx ends; its command may still take effect, as a command
+// whose context ends in flight may. call must then not send the slices
+// its caller was given, which are the caller's again once the store's
+// call has returned (idem.Store), but copies, and must end by itself (a
+// plain client's call: by a context of detach). When the caller has left,
+// the answer, when it comes, goes to unheard (if not nil) instead.
+func await[T any](ctx context.Context, apart bool, call func() (T, error), unheard func(T, error)) (T, error) {
+	if !apart {
 		return call()
 	}
 	type answer struct {
@@ -332,6 +352,26 @@ func await[T any](ctx context.Context, s *Store, call func() (T, error), unheard
 		a := <-done // answered meanwhile: the answer stands
 		return a.v, a.err
 	}
+}
+
+// settleTimeout is how long after its caller's deadline a Begin whose
+// caller left goes on reading its answer, to release the reservation it
+// made (see Begin), and how long that release may take.
+const settleTimeout = 2 * time.Second
+
+// detach returns the context of a command that reads its answer for a
+// caller that may leave first: it has ctx's values but not its end, and
+// ends settleTimeout after ctx's deadline, if ctx has one, or settleTimeout
+// after ctx ends. The client's own timeouts (ReadTimeout, PoolTimeout)
+// bound it as well.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if end, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, end.Add(settleTimeout))
+	}
+	d, cancel := context.WithCancel(d)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, cancel) })
+	return d, func() { stop(); cancel() }
 }
 
 // outlives reports whether a call with ctx may return while its command
