@@ -24,7 +24,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		return idem.Outcome{}, err
 	}
 	if b.q == nil {
-		return idem.Outcome{}, errNoPool
+		return idem.Outcome{}, b.noQuerier()
 	}
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, ctxError("Begin", err, nil)

@@ -10,8 +10,19 @@ import (
 // mode) or a caller's transaction (tx true: transactional mode).
 type binding struct {
 	s  *Store
-	q  querier // nil for the lease binding of a Store without a pool
+	q  querier // nil for the lease binding of a Store without a pool, or a nil tx
 	tx bool
+	// unbound is the error of every call when q is nil because WithTx or
+	// WithSQLTx was given a nil transaction.
+	unbound error
+}
+
+// noQuerier is the error of a call on a binding without a querier.
+func (b binding) noQuerier() error {
+	if b.unbound != nil {
+		return b.unbound
+	}
+	return errNoPool
 }
 
 var (

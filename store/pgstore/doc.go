@@ -141,6 +141,12 @@
 // payload, is also reported as idem.ErrInvalidPayload (in transactional
 // mode it aborts the transaction, as any failed statement does).
 //
+// In transactional mode, every call of a store bound to a nil transaction
+// (WithTx(nil), WithSQLTx(nil)) or to one that has already been committed
+// or rolled back fails with an error satisfying errors.Is(err,
+// idem.ErrInvalidArgument): a programming error, which retrying cannot
+// mend.
+//
 // A done ctx gives an error satisfying errors.Is(err, ctx.Err()). In lease
 // mode a ctx that ends while a statement runs (directly, not in a batch)
 // has the server cancel the statement, which then wrote nothing; a

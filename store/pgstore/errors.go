@@ -2,11 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/idemgo/idem"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -17,6 +19,10 @@ var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use 
 // classify turns the error of a database call made for op into the error
 // the store returns:
 //
+//   - the caller's transaction has ended (transactional mode; pgx's
+//     ErrTxClosed, database/sql's ErrTxDone): an error satisfying
+//     errors.Is(err, idem.ErrInvalidArgument), since the store must not be
+//     used after its transaction ends, and retrying cannot help;
 //   - ctx is done: an error satisfying errors.Is(err, ctx.Err());
 //   - the server rejected a value (SQLSTATE class 22, data exception, such
 //     as JSON that JSONB cannot hold; or 54001, nesting too deep): an error
@@ -26,13 +32,16 @@ var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use 
 //     write; retrying cannot help, so the error is neither of the above
 //     nor ErrUnavailable, just the database's error, wrapped;
 //   - anything else (connection refused or lost, server shutting down,
-//     missing table, serialization failure, closed transaction): an error
+//     missing table, serialization failure): an error
 //     satisfying errors.Is(err, idem.ErrUnavailable).
 //
 // Each keeps err in its chain, so errors.As finds a *pgconn.PgError.
 func classify(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("pgstore: %s: the transaction has ended (committed or rolled back): %w: %w", op, idem.ErrInvalidArgument, err)
 	}
 	if ce := ctx.Err(); ce != nil {
 		return ctxError(op, ce, err)

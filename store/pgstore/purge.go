@@ -15,7 +15,7 @@ func (b binding) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.
 		return 0, err
 	}
 	if b.q == nil {
-		return 0, errNoPool
+		return 0, b.noQuerier()
 	}
 	// asOf outside timestamptz's range would be refused, or encoded as
 	// another time (far enough ahead, one in 1970); at the range's end

@@ -16,7 +16,7 @@ func (b binding) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 		return idem.Record{}, fmt.Errorf("pgstore: Get: %w", idem.ErrInvalidKey)
 	}
 	if b.q == nil {
-		return idem.Record{}, errNoPool
+		return idem.Record{}, b.noQuerier()
 	}
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, ctxError("Get", err, nil)

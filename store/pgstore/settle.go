@@ -86,7 +86,7 @@ func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, 
 // second round trip on the stale path only.
 func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key, lease idem.Lease, now time.Time, value ...any) error {
 	if b.q == nil {
-		return errNoPool
+		return b.noQuerier()
 	}
 	if !storableText(lease.Token) {
 		// No record holds such a token, so the lease is not current.

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"database/sql"
+	"fmt"
+	"reflect"
 
 	"github.com/idemgo/idem"
 	"github.com/jackc/pgx/v5"
@@ -27,14 +29,47 @@ import (
 // A PostgreSQL error aborts the caller's transaction, as any failed
 // statement does; the store checks its arguments first so that invalid
 // input does not get that far (see the package documentation).
+//
+// A nil tx (or a nil pointer in it, such as a nil *pgxpool.Tx) gives a
+// store whose every call, once its arguments are checked, fails with an
+// error satisfying errors.Is(err, idem.ErrInvalidArgument), and sends
+// nothing. So does every call on a tx that has been committed or rolled
+// back (the pgx error stays in the chain): retrying cannot help.
 func (s *Store) WithTx(tx pgx.Tx) idem.Store {
+	if isNil(tx) {
+		return binding{s: s, tx: true, unbound: errNilTx("WithTx", "pgx.Tx")}
+	}
 	return binding{s: s, q: pgxQuerier{tx}, tx: true}
 }
 
 // WithSQLTx is WithTx for database/sql programs: tx must be a transaction
 // of a *sql.DB opened with the pgx driver (github.com/jackc/pgx/v5/stdlib,
 // for example with stdlib.OpenDBFromPool or sql.Open("pgx", url)), since the
-// store passes pgx argument types through it.
+// store passes pgx argument types through it. A nil tx, or one that has
+// ended, fails every call as with WithTx.
 func (s *Store) WithSQLTx(tx *sql.Tx) idem.Store {
+	if tx == nil {
+		return binding{s: s, tx: true, unbound: errNilTx("WithSQLTx", "*sql.Tx")}
+	}
 	return binding{s: s, q: sqlQuerier{tx}, tx: true}
+}
+
+// isNil reports whether tx is nil or holds a nil pointer, on which every
+// method of pgx's transactions panics.
+func isNil(tx pgx.Tx) bool {
+	if tx == nil {
+		return true
+	}
+	v := reflect.ValueOf(tx)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+// errNilTx is the error of every call of a store that fn was given a nil
+// transaction (of type typ) for.
+func errNilTx(fn, typ string) error {
+	return fmt.Errorf("pgstore: %s was given a nil %s: %w", fn, typ, idem.ErrInvalidArgument)
 }
