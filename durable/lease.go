@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -54,52 +55,69 @@ WHERE i.status = 'executing' AND i.lease_owner = $1`
 // by its own watchdog (see claimed.watch), whether the beats fail, hang or
 // skip its row, locked by a caller's transaction.
 func (e *engine) heartbeat() {
+	e.every(e.c.cfg.HeartbeatInterval, e.beat)
+}
+
+// beat is one heartbeat (see heartbeat).
+func (e *engine) beat() {
 	cfg := &e.c.cfg
-	e.every(cfg.HeartbeatInterval, func() {
-		held := e.heldClaims()
-		// A step past its FSM's StepTimeout keeps its lease only until it
-		// runs out: if the step never returns, the reaper takes the row.
-		now := monoNow()
-		held = slices.DeleteFunc(held, func(c *claimed) bool { return c.isOverdue(now) })
-		if len(held) == 0 {
-			return
+	held := e.heldClaims()
+	// A step past its FSM's StepTimeout keeps its lease only until it
+	// runs out: if the step never returns, the reaper takes the row.
+	now := monoNow()
+	held = slices.DeleteFunc(held, func(c *claimed) bool { return c.isOverdue(now) })
+	if len(held) == 0 {
+		return
+	}
+	ids, claims := fence(held)
+	at := time.Now()
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(e.bgCtx), e.beatDeadline(held, at))
+	defer cancel()
+	kept, err := e.claimsIn(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
+	if err != nil {
+		e.beatFailed(ctx, err)
+		return
+	}
+	for _, c := range held {
+		if kept[claimKey{c.id, c.claims}] {
+			c.leased(at, cfg.LeaseTTL)
 		}
-		ids, claims := fence(held)
-		at := time.Now()
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(e.bgCtx), e.beatDeadline(held, at))
-		defer cancel()
-		kept, err := e.claimsIn(ctx, heartbeatSQL, e.owner, cfg.LeaseTTL.Microseconds(), ids, claims)
-		if err != nil {
-			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
-			return
+	}
+	// The claims not extended: lost, or skipped as locked.
+	missed := slices.DeleteFunc(slices.Clone(held), func(c *claimed) bool { return kept[claimKey{c.id, c.claims}] })
+	if len(missed) == 0 {
+		return
+	}
+	ids, claims = fence(missed)
+	still, err := e.claimsIn(ctx, heldSQL, e.owner, ids, claims)
+	if err != nil {
+		e.beatFailed(ctx, err)
+		return
+	}
+	for _, c := range missed {
+		// A claim still held was skipped as locked by a caller's
+		// transaction: not lost, but not extended either. Its step
+		// goes on until its lease may lapse, and the next beat after
+		// the lock's release extends it.
+		if !still[claimKey{c.id, c.claims}] && e.isHeld(c) {
+			cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
+			c.loseLease()
 		}
-		for _, c := range held {
-			if kept[claimKey{c.id, c.claims}] {
-				c.leased(at, cfg.LeaseTTL)
-			}
-		}
-		// The claims not extended: lost, or skipped as locked.
-		missed := slices.DeleteFunc(slices.Clone(held), func(c *claimed) bool { return kept[claimKey{c.id, c.claims}] })
-		if len(missed) == 0 {
-			return
-		}
-		ids, claims = fence(missed)
-		still, err := e.claimsIn(ctx, heldSQL, e.owner, ids, claims)
-		if err != nil {
-			cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
-			return
-		}
-		for _, c := range missed {
-			// A claim still held was skipped as locked by a caller's
-			// transaction: not lost, but not extended either. Its step
-			// goes on until its lease may lapse, and the next beat after
-			// the lock's release extends it.
-			if !still[claimKey{c.id, c.claims}] && e.isHeld(c) {
-				cfg.Logger.Warn("durable: lease lost", slog.Int64("id", c.id), slog.String("step", c.step))
-				c.loseLease()
-			}
-		}
-	})
+	}
+}
+
+// beatFailed logs the failure of a beat whose context is ctx. A beat that
+// ran out of time (see beatDeadline) is a warning: the database is slow or
+// unreachable, the leases it did not extend may lapse, and the steps they
+// hold are then cancelled (see claimed.watch), which is what the deadline
+// is for; the next beat tries again. Any other failure is an error.
+func (e *engine) beatFailed(ctx context.Context, err error) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.c.cfg.Logger.Warn("durable: heartbeat did not finish before its deadline, when a lease may lapse; the next beat tries again",
+			slog.Any("error", err))
+		return
+	}
+	e.c.cfg.Logger.Error("durable: heartbeat failed", slog.Any("error", err))
 }
 
 // beatDeadline is the deadline of a heartbeat sent at at to extend the
@@ -107,8 +125,13 @@ func (e *engine) heartbeat() {
 // context is cancelled (see claimed.watch), so that a heartbeat that hangs
 // (the database behind a network partition: a pgx call has no deadline of
 // its own) gives up by then and the next one, on a fresh connection, may
-// still save the others. Claims already past that moment do not count;
-// when all are, the heartbeat gets HeartbeatInterval, until the next.
+// still save the others. Claims already past that moment do not count.
+// The deadline is never before the next beat is due (HeartbeatInterval
+// after at): giving up sooner would not bring the next beat forward, as
+// beats are due at fixed intervals, and a lease that lapses sooner lapses
+// whether or not this beat gives up by then, while so tight a deadline
+// (milliseconds away for a claim whose row a caller's transaction kept
+// locked, which the beats skip) would fail the beat for all the others.
 func (e *engine) beatDeadline(held []*claimed, at time.Time) time.Time {
 	now, first := mono(at), int64(0)
 	for _, c := range held {
@@ -116,10 +139,19 @@ func (e *engine) beatDeadline(held []*claimed, at time.Time) time.Time {
 			first = end
 		}
 	}
+	next := at.Add(e.c.cfg.HeartbeatInterval)
 	if first == 0 {
-		return at.Add(e.c.cfg.HeartbeatInterval)
+		return next
 	}
-	return monoBase.Add(time.Duration(first))
+	return latest(monoBase.Add(time.Duration(first)), next)
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // commitContext is the context of the commit of c's outcome. The commit
