@@ -76,7 +76,10 @@
 // A *redis.Ring works as well (PurgeExpired scans every shard), but a Ring
 // sends the keys of a shard it deems down to the other shards, where their
 // records are not: while the shard is away its keys may run again. Prefer
-// Redis Cluster when records must outlive a node's failure.
+// Redis Cluster when records must outlive a node's failure. PurgeExpired
+// cannot scan a shard the Ring deems down: it purges the others and
+// returns their count with a *ShardsNotPurgedError naming the shards left
+// out.
 //
 // # Auto-pipelining
 //

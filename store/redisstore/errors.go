@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -59,4 +60,27 @@ func replyError(op string, reply any) error {
 // corruptError reports a stored record that does not decode.
 func corruptError(op, key, field string, err error) error {
 	return idem.Unavailable(fmt.Errorf("redisstore: %s: record %s: field %s: %w", op, strconv.Quote(key), field, err))
+}
+
+// ShardsNotPurgedError is the error of a PurgeExpired on a *redis.Ring
+// that could not scan every shard of the Ring's RingOptions.Addrs: those
+// the Ring deemed down (it skips them), whose expired records are still
+// there. It comes wrapped with idem.ErrUnavailable, and with the count of
+// the records PurgeExpired deleted on the other shards.
+type ShardsNotPurgedError struct {
+	// Shards are the names of the shards not purged, sorted, and Addrs
+	// their addresses, in the same order.
+	Shards, Addrs []string
+}
+
+func (e *ShardsNotPurgedError) Error() string {
+	var b strings.Builder
+	b.WriteString("shards not purged, deemed down by the Ring:")
+	for i, name := range e.Shards {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s (%s)", name, e.Addrs[i])
+	}
+	return b.String()
 }

@@ -2,6 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +29,12 @@ const scanCount = 512
 // Redis evicts records by their TTL on its own, so PurgeExpired is needed
 // only to reclaim memory sooner (for example after a clock change) and to
 // count. SCAN may visit a key twice; the count is the number of keys
-// actually deleted. On error it returns the count so far with the error.
+// actually deleted. On error it returns the count so far with the error,
+// which names the server whose scan failed. A Ring skips the shards it
+// deems down: PurgeExpired then purges the others and returns their count
+// with a *ShardsNotPurgedError (wrapped with idem.ErrUnavailable) naming
+// the shards of RingOptions.Addrs it could not scan (after Ring.SetAddrs,
+// those of the first Addrs it no longer holds count as such too).
 func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.Time) (int, error) {
 	if err := ns.Validate(); err != nil {
 		return 0, err
@@ -33,21 +43,61 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 		return 0, err
 	}
 	p := purge{s: s, match: namespacePattern(s.cfg.Prefix, ns), asOf: asOf.UnixMilli()}
-	each := func(ctx context.Context, c *redis.Client) error { return p.node(ctx, c) }
+	var mu sync.Mutex
+	scanned := map[string]bool{} // the addresses of the servers scanned
+	var errs []error
+	scan := func(ctx context.Context, addr string, c redis.Cmdable) error {
+		err := p.node(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		scanned[addr] = true
+		if err != nil && addr != "" {
+			err = fmt.Errorf("%s: %w", addr, err)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return err
+	}
+	each := func(ctx context.Context, c *redis.Client) error { return scan(ctx, c.Options().Addr, c) }
 	var err error
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctx, each)
 	case *redis.Ring:
 		err = c.ForEachShard(ctx, each)
+		if skipped := notPurged(c.Options().Addrs, scanned); skipped != nil {
+			errs = append(errs, skipped)
+		}
+	case *redis.Client:
+		err = each(ctx, c)
 	default:
-		err = p.node(ctx, s.client)
+		err = scan(ctx, "", c)
 	}
 	n := int(p.deleted.Load())
+	if len(errs) > 0 { // every error of each, not only the one ForEach… returns
+		err = errors.Join(errs...)
+	}
 	if err != nil {
 		return n, callError(ctx, "purge expired", err)
 	}
 	return n, nil
+}
+
+// notPurged returns the error naming the shards of addrs (name to address)
+// whose address is not among those scanned, or nil.
+func notPurged(addrs map[string]string, scanned map[string]bool) error {
+	e := &ShardsNotPurgedError{}
+	for _, name := range slices.Sorted(maps.Keys(addrs)) {
+		if !scanned[addrs[name]] {
+			e.Shards = append(e.Shards, name)
+			e.Addrs = append(e.Addrs, addrs[name])
+		}
+	}
+	if e.Shards == nil {
+		return nil
+	}
+	return e
 }
 
 // purge is one run of PurgeExpired; node runs once per server, maybe
