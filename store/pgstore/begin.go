@@ -42,6 +42,11 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 			expires = leaseEnd
 		}
 		r.args[5], r.args[6], r.args[7], r.args[8] = now, expires, leaseEnd, token
+		if b.tx {
+			if _, err := b.q.exec(ctx, "SAVEPOINT "+beginSavepoint); err != nil {
+				return idem.Outcome{}, classify(ctx, "Begin", err)
+			}
+		}
 		var err error
 		if p, ok := b.q.(*pipeline); ok {
 			// Made only if the call queues: a direct one needs none, and
@@ -52,7 +57,13 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 			err = b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
 		}
 		if err != nil {
+			// The caller's transaction is aborted, savepoint and all.
 			return idem.Outcome{}, classify(ctx, "Begin", err)
+		}
+		if b.tx {
+			if err := b.endSavepoint(ctx, r.newFence.Valid); err != nil {
+				return idem.Outcome{}, classify(ctx, "Begin", err)
+			}
 		}
 		if r.newFence.Valid {
 			// Created (fence 1) or taken over: the caller owns the key. A
@@ -86,6 +97,32 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	}
 	// Other writers keep changing the key: it is in flight, briefly.
 	return idem.Outcome{Kind: idem.InFlight, RetryAfter: time.Second}, nil
+}
+
+// beginSavepoint is the savepoint under which a transactional Begin runs
+// its statement.
+const beginSavepoint = "pgstore_begin"
+
+// endSavepoint ends the savepoint of a transactional Begin's statement:
+// released when the statement reserved the key (kept), rolled back to
+// otherwise. A statement that reserved nothing may still have taken the
+// key's advisory lock (it was about to write when another writer, which
+// takes no lock, such as a lease-mode Heartbeat, or a row committed
+// meanwhile, got there first), and a row lock on the record (an UPDATE
+// that waited for the row keeps it locked when its condition no longer
+// holds); rolled back, it keeps neither until the caller's transaction
+// ends, so that the key is not held in flight for others by a Begin that
+// does not own it. The savepoint ends whatever ctx does: what Begin
+// answers must be what the transaction holds.
+func (b binding) endSavepoint(ctx context.Context, keep bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+	defer cancel()
+	end := "RELEASE SAVEPOINT " + beginSavepoint
+	if !keep {
+		end = "ROLLBACK TO SAVEPOINT " + beginSavepoint + "; " + end
+	}
+	_, err := b.q.exec(ctx, end)
+	return err
 }
 
 // releaseOrphan returns what a pipelined Begin's statement does with its

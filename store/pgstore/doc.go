@@ -118,7 +118,15 @@
 // holds it, Begin answers InFlight at once, with RetryAfter set to
 // Config.Lease. The lock is taken only by a Begin about to write; a Begin
 // that answers from a live record (a replay, Mismatch, InFlight) takes none,
-// so a transaction that merely looked blocks nobody. The settle calls take
+// so a transaction that merely looked blocks nobody. Nor does a Begin that
+// was about to write but found, as it wrote, that another writer had got
+// there first (its statement's snapshot was stale): the statement runs
+// under a savepoint, rolled back to unless it reserved the key, so that
+// neither the key's lock nor a row lock outlives the statement for a key
+// the transaction does not own. A transactional Begin thus costs three
+// round trips (SAVEPOINT, the statement, RELEASE) and a subtransaction;
+// more than 64 reserving Begins in one transaction overflow PostgreSQL's
+// per-backend cache of subtransaction ids. The settle calls take
 // the same lock, waiting, so that no transaction holds a row lock on a
 // record without also holding its key's lock. Lease-mode Begins take the
 // lock too (for the length of their statement), so they do not wait behind

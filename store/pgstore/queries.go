@@ -83,6 +83,9 @@ func newQueries(t table) queries {
 //     writing the record"; in transactional mode it is held until the
 //     caller's transaction ends, so that another transaction's Begin
 //     answers InFlight at once instead of waiting for the uncommitted row.
+//     (A lock taken for a write that did not happen, when the snapshot
+//     turned out stale, is released by rolling back to the savepoint the
+//     statement runs under: see binding.endSavepoint.)
 //   - upd takes over an expired or abandoned record: new request, token,
 //     lease and timestamps, fence+1. Its WHERE is evaluated again on the
 //     newest row version when another transaction changed the row

@@ -19,12 +19,19 @@ import (
 // the lease, keeps other callers out).
 //
 // Begin takes a transaction-level advisory lock on the key when it is
-// about to write the record, held until tx ends; a Begin of the same key in
-// another transaction, or in lease mode, then answers InFlight at once
-// instead of waiting for tx's uncommitted row. Commit, FailPermanent,
+// about to write the record, held until tx ends if Begin reserved the key
+// (Fresh); a Begin of the same key in another transaction, or in lease
+// mode, then answers InFlight at once instead of waiting for tx's
+// uncommitted row. Begin runs its statement under a savepoint, rolled back
+// to when it reserved nothing, so that a Begin that found another writer
+// there first (and answers from its record) keeps no lock on the key: three
+// round trips instead of one, and a subtransaction. Commit, FailPermanent,
 // FailTransient and Heartbeat take the same lock, waiting for it, so that
 // a transaction settling a key never leaves a row lock that another
-// transaction's Begin would wait behind.
+// transaction's Begin would wait behind. A settle call that finds its
+// lease no longer current takes no lock, unless the record changed while
+// the call ran (the lease was taken over as it settled): then the key
+// stays locked until tx ends, which ErrStaleToken tells the caller to end.
 //
 // A PostgreSQL error aborts the caller's transaction, as any failed
 // statement does; the store checks its arguments first so that invalid
