@@ -11,6 +11,12 @@
 // A Store comes only from New: the zero Store, and the nil *Store New
 // returns with an error, panic when used.
 //
+// The store needs Redis 6.0 or later (MinRedisVersion): PurgeExpired scans
+// with SCAN … TYPE, new in 6.0. New does no I/O; Store.Check asks every
+// server for its version and returns a *VersionError naming the server,
+// the version found and the one required when a server is older, and
+// PurgeExpired does the same when a server refuses its SCAN.
+//
 // # Data layout
 //
 // Each record is one Redis hash, at the key

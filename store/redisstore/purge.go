@@ -48,6 +48,12 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 	var errs []error
 	scan := func(ctx context.Context, addr string, c redis.Cmdable) error {
 		err := p.node(ctx, c)
+		var reply redis.Error
+		if errors.As(err, &reply) { // SCAN … TYPE refused: by a server too old?
+			if verr := nodeVersion(ctx, addr, c); isVersionError(verr) {
+				err, addr = verr, "" // which names the server
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		scanned[addr] = true
@@ -78,7 +84,10 @@ func (s *Store) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.T
 	if len(errs) > 0 { // every error of each, not only the one ForEach… returns
 		err = errors.Join(errs...)
 	}
-	if err != nil {
+	switch {
+	case isVersionError(err):
+		return n, err
+	case err != nil:
 		return n, callError(ctx, "purge expired", err)
 	}
 	return n, nil

@@ -32,7 +32,8 @@ var _ idem.Store = (*Store)(nil)
 // New returns a Store keeping its records through client: a *redis.Client
 // (a single server, or Sentinel failover), a *redis.ClusterClient or a
 // *redis.Ring. New does no I/O; the scripts are loaded into the server on
-// first use. The store does not own client: closing it is the caller's
+// first use, and Check asks the servers whether they are recent enough
+// (MinRedisVersion). The store does not own client: closing it is the caller's
 // business, after the last call on the store.
 //
 // New fails if client is nil, or a nil pointer of a client type (a nil
