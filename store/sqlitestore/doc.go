@@ -202,7 +202,10 @@
 // *idem.PayloadTooLargeError, …). A done ctx gives an error satisfying
 // errors.Is(err, ctx.Err()); the interrupted statement is rolled back by
 // SQLite (in transactional mode SQLite may roll back the caller's whole
-// transaction: treat every error as fatal for it). Every other database
+// transaction: treat every error as fatal for it). In transactional mode,
+// every call of a store bound to a nil *sql.Tx, or to one that has already
+// been committed or rolled back, fails with an error satisfying
+// errors.Is(err, idem.ErrInvalidArgument). Every other database
 // failure (a closed *sql.DB, a missing table, an I/O error, a full disk, a
 // busy timeout) satisfies errors.Is(err, idem.ErrUnavailable), with the
 // driver's error in the chain.

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -16,6 +17,10 @@ var errChanged = errors.New("sqlitestore: record changed while Begin held the wr
 // dbError maps a failure reported by database/sql or the driver to the
 // errors of the idem.Store contract:
 //
+//   - the caller's transaction has ended (transactional mode,
+//     sql.ErrTxDone): an error satisfying errors.Is(err,
+//     idem.ErrInvalidArgument), since the store must not be used after its
+//     transaction ends, and retrying cannot help.
 //   - ctx is done: an error satisfying errors.Is(err, ctx.Err()). The driver
 //     interrupted the statement, and SQLite rolled it back.
 //   - anything else (a closed *sql.DB, an I/O error, a full disk,
@@ -27,6 +32,9 @@ var errChanged = errors.New("sqlitestore: record changed while Begin held the wr
 func dbError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("sqlitestore: the transaction has ended (committed or rolled back): %w: %w", idem.ErrInvalidArgument, err)
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		if errors.Is(err, cerr) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -69,9 +70,18 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 //
 // Any error from the returned store must abort tx: a statement interrupted
 // because its ctx was done makes SQLite roll back the whole transaction.
+//
+// A nil tx gives a store whose every call fails with an error satisfying
+// errors.Is(err, idem.ErrInvalidArgument), and touches nothing. So does
+// every call on a tx that has been committed or rolled back (with
+// sql.ErrTxDone in the chain): retrying cannot help.
 func (s *Store) WithTx(tx *sql.Tx) idem.Store {
 	return &txStore{s: s, tx: tx}
 }
+
+// errNilTx is the error of every call of a store WithTx was given a nil
+// transaction for.
+var errNilTx = fmt.Errorf("sqlitestore: WithTx was given a nil *sql.Tx: %w", idem.ErrInvalidArgument)
 
 // Begin implements idem.Store. See the package documentation for how it
 // decides atomically.
@@ -167,7 +177,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // txStore is a Store bound to a caller's transaction.
 type txStore struct {
 	s  *Store
-	tx *sql.Tx
+	tx *sql.Tx // nil: every call fails with errNilTx
 }
 
 var _ idem.TxBound = (*txStore)(nil)
@@ -177,29 +187,50 @@ var _ idem.TxBound = (*txStore)(nil)
 func (t *txStore) TxBound() bool { return true }
 
 func (t *txStore) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	if t.tx == nil {
+		return idem.Outcome{}, errNilTx
+	}
 	return t.s.begin(ctx, t.tx, key, req, opts)
 }
 
 func (t *txStore) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	if t.tx == nil {
+		return errNilTx
+	}
 	return t.s.commit(ctx, t.tx, key, lease, result)
 }
 
 func (t *txStore) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
+	if t.tx == nil {
+		return errNilTx
+	}
 	return t.s.failPermanent(ctx, t.tx, key, lease, e)
 }
 
 func (t *txStore) FailTransient(ctx context.Context, key idem.Key, lease idem.Lease) error {
+	if t.tx == nil {
+		return errNilTx
+	}
 	return t.s.failTransient(ctx, t.tx, key, lease)
 }
 
 func (t *txStore) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
+	if t.tx == nil {
+		return idem.Lease{}, errNilTx
+	}
 	return t.s.heartbeat(ctx, t.tx, key, lease, extend)
 }
 
 func (t *txStore) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.Time) (int, error) {
+	if t.tx == nil {
+		return 0, errNilTx
+	}
 	return t.s.purgeExpired(ctx, t.tx, ns, asOf)
 }
 
 func (t *txStore) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	if t.tx == nil {
+		return idem.Record{}, errNilTx
+	}
 	return t.s.get(ctx, t.tx, key)
 }
