@@ -128,8 +128,11 @@
 // stalls longer, the connection is lost, the client gives up sooner at
 // its ReadTimeout), or the release itself fails, the store cannot know
 // whether the command ran, and a reservation it made holds the key until
-// its lease lapses. Releasing it blindly, from another connection, could
-// run before the late command and release nothing. Keep Config.Lease (or
+// its lease lapses. The same holds for a Begin that fails with
+// idem.ErrUnavailable after its command was sent (the client's
+// ReadTimeout passed, the connection broke) while its caller is still
+// there. Releasing it blindly, from another connection, could run before
+// the late command and release nothing. Keep Config.Lease (or
 // BeginOpts.Lease) as short as the work allows, with Heartbeat for longer
 // work, to bound that wait.
 //
