@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/store/pgstore"
@@ -20,8 +22,14 @@ import (
 // Fresh to another transaction's Begin and to a lease-mode Begin, and a
 // transaction settling that reservation does not wait.
 func TestTxBeginThatLosesARaceKeepsNoLock(t *testing.T) {
-	for _, race := range []string{"TakeoverOfALeaseExtendedMeanwhile", "CreationOfARowInsertedMeanwhile"} {
-		t.Run(race, func(t *testing.T) {
+	for _, c := range []struct{ race, driver string }{
+		{"TakeoverOfALeaseExtendedMeanwhile", "pgx"},
+		{"CreationOfARowInsertedMeanwhile", "pgx"},
+		{"TakeoverOfALeaseExtendedMeanwhile", "database/sql"},
+		{"CreationOfARowInsertedMeanwhile", "database/sql"},
+	} {
+		race := c.race
+		t.Run(c.race+"/"+c.driver, func(t *testing.T) {
 			clock := idemtest.NewClock()
 			tb := setup(t, pgstore.Config{Now: clock.Now})
 			ctx := ctxT(t)
@@ -71,18 +79,33 @@ func TestTxBeginThatLosesARaceKeepsNoLock(t *testing.T) {
 				}
 			}
 
-			tx, err := tb.pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
+			// s is the store bound to the transaction whose Begin loses
+			// the race; it stays open to the end of the test.
+			var s idem.Store
+			if c.driver == "pgx" {
+				tx, err := tb.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback(ctx) }()
+				s = tb.store.WithTx(tx)
+			} else {
+				db := stdlib.OpenDBFromPool(tb.pool)
+				defer func() { _ = db.Close() }()
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback() }()
+				s = tb.store.WithSQLTx(tx)
 			}
-			defer func() { _ = tx.Rollback(ctx) }()
 			type answer struct {
 				o   idem.Outcome
 				err error
 			}
 			done := make(chan answer, 1)
 			go func() {
-				o, err := tb.store.WithTx(tx).Begin(ctx, k, req, nil)
+				o, err := s.Begin(ctx, k, req, nil)
 				done <- answer{o, err}
 			}()
 			pgstore.WaitActive(t, tb.pool, `wait_event_type = 'Lock' AND query LIKE 'WITH cur AS%'`,
@@ -129,7 +152,7 @@ func TestTxBeginThatLosesARaceKeepsNoLock(t *testing.T) {
 			if err := tx3.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			wantOutcome(t, mustBeginOn(t, quick(), tb.store.WithTx(tx), k, req), idem.PriorResult)
+			wantOutcome(t, mustBeginOn(t, quick(), s, k, req), idem.PriorResult)
 		})
 	}
 }
