@@ -22,7 +22,7 @@ type Owner struct {
 	// Lease is the Fresh reservation, as Begin returned it.
 	Lease Lease
 	// SettleTimeout, when positive, bounds each settle call: the Commit, or
-	// the FailTransient that releases the key.
+	// the FailTransient that releases the key. When it is not, see Run.
 	SettleTimeout time.Duration
 	// Timed makes Run measure SettleTime.
 	Timed bool
@@ -54,11 +54,16 @@ type Owner struct {
 //   - a Commit that fails releases the key too, unless it failed with
 //     ErrStaleToken (the key has another owner now).
 //
-// The settle calls run with ctx, bounded by SettleTimeout: pass a context
-// without the client's cancellation (context.WithoutCancel), so that
-// finished work is recorded. With such a ctx, work's context costs nothing
-// until work watches it (Done, or a context derived from it): a short
-// handler that never looks pays for no cancellation machinery.
+// The heartbeats and the settle calls run with ctx's values but not its
+// cancellation: work may go on after ctx is cancelled (work's context is
+// cancelled with it) and what it returns is settled all the same, so the
+// key neither lapses under work still running nor stays in flight once it
+// has returned. The settle calls are bounded by SettleTimeout; when it is
+// not set, by 10 seconds for a ctx that can be cancelled, and not at all
+// for one that cannot. Pass a context that cannot be cancelled
+// (context.WithoutCancel of a request's): work's context then costs
+// nothing until work watches it (Done, or a context derived from it), so a
+// short handler that never looks pays for no cancellation machinery.
 //
 // Run never runs work outside a reservation: an Owner without a Store, Key
 // or Lease, or a nil work, sets Err to ErrInvalidArgument and returns
@@ -70,7 +75,11 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 	}
 	runCtx := newRunContext(ctx)
 	defer runCtx.end()
-	k := keepAlivePooled(runCtx, o.Store, o.Key, o.Lease, 0, runCtx)
+	kctx := ctx
+	if ctx.Done() != nil {
+		kctx = context.WithoutCancel(ctx)
+	}
+	k := keepAlivePooled(kctx, o.Store, o.Key, o.Lease, 0, runCtx)
 	returned := false
 	defer func() {
 		// A panic, or work that never returned (runtime.Goexit): the key
@@ -134,15 +143,27 @@ func (o *Owner) release(ctx context.Context) {
 	}
 }
 
+// defaultOwnerSettleTimeout bounds a settle call of Run without
+// SettleTimeout when its ctx can be cancelled.
+const defaultOwnerSettleTimeout = 10 * time.Second
+
 // settleCtx returns the context of a settle call, the function ending it
-// (nil when there is none) and the call's start time when timed.
+// (nil when there is none) and the call's start time when timed. The call
+// runs without ctx's cancellation (see Run).
 func (o *Owner) settleCtx(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
 	var start time.Time
 	if o.Timed {
 		start = time.Now()
 	}
-	if o.SettleTimeout > 0 {
-		sctx, cancel := context.WithTimeout(ctx, o.SettleTimeout)
+	d := o.SettleTimeout
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+		if d <= 0 {
+			d = defaultOwnerSettleTimeout
+		}
+	}
+	if d > 0 {
+		sctx, cancel := context.WithTimeout(ctx, d)
 		return sctx, cancel, start
 	}
 	return ctx, nil, start
