@@ -167,9 +167,9 @@ func configErrorf(field, format string, args ...any) error {
 // Handle runs the handler for msg unless its key was handled before or is
 // being handled right now. See the package documentation for the outcomes.
 // The error is the handler's (Failed; with idem.ErrLeaseLost too when the
-// claim was lost while the handler ran, see Config.Handle), the ledger's
-// or ctx's when it is
-// already done (Failed, the handler did not run), ErrInProgress
+// claim was lost while the handler ran, see Config.Handle), the ledger's,
+// or ctx's when it is done before the handler starts (Failed, the handler
+// did not run; a key claimed as ctx ended is released), ErrInProgress
 // (InProgress; also an *idem.InFlightError when a RetryAfterLedger said how
 // long the key stays held, see ErrInProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
@@ -220,6 +220,14 @@ func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err e
 		}
 	default:
 		return Failed, fmt.Errorf("consumer: ledger answered state %d", state)
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended while the key was claimed: the handler does not start on
+		// a context already done, and the redelivery runs it.
+		if rerr := c.settle(ctx, claim.Release); rerr != nil {
+			return Failed, errors.Join(err, fmt.Errorf("consumer: releasing the key: %w", rerr))
+		}
+		return Failed, err
 	}
 	returned := false
 	defer func() {
