@@ -47,8 +47,7 @@ func (m *model) completeOwned(k scopedKey, tok Token) bool {
 }
 
 func (m *model) releaseOwned(k scopedKey, tok Token) bool {
-	e, ok := m.keys[k]
-	if !ok || tok.n == 0 || e.owner != tok.n {
+	if e := m.keys[k]; m.free(k) || tok.n == 0 || e.owner != tok.n {
 		return false
 	}
 	delete(m.keys, k)

@@ -113,20 +113,23 @@ func (t *Tracker) CompleteOwned(scope, key string, tok Token) bool {
 }
 
 // ReleaseOwned is Release only for the owner: it frees key and returns true
-// if tok owns its reservation (live or lapsed), and otherwise returns false
-// and changes nothing, so a caller whose reservation was taken over never
-// frees its successor's. A Token of another Tracker owns nothing here.
+// if tok owns its live reservation, and otherwise returns false and changes
+// nothing, so a caller whose reservation was taken over never frees its
+// successor's. A reservation of tok's that has lapsed is free already: for
+// it ReleaseOwned returns false, as for any free key, whether or not the
+// sweeper has deleted it yet. A Token of another Tracker owns nothing here.
 //
 // ReleaseOwned is a no-op returning false on a nil or unstarted Tracker.
 func (t *Tracker) ReleaseOwned(scope, key string, tok Token) bool {
 	if !t.started() || tok.IsZero() || t.foreign(tok) {
 		return false
 	}
+	now := t.clock()
 	k := scopedKey{scope, key}
 	s := t.shardOf(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.keys[k]; !ok || e.owner != tok.n {
+	if e, ok := s.keys[k]; !ok || e.owner != tok.n || !e.live(now) {
 		return false
 	}
 	delete(s.keys, k)
