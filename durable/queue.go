@@ -188,7 +188,11 @@ func (q *queue) drain() {
 	}
 }
 
-// runClaim runs the step of one claimed row and commits its outcome.
+// runClaim runs the step of one claimed row and commits its outcome. The
+// claim is untracked (no longer extended by the heartbeat) as soon as its
+// commit, or the hand-back of its row, has returned, before the step is
+// logged and reported: the row has moved on, and a beat would take it for
+// a lost lease.
 func (e *engine) runClaim(q *queue, c *claimed) {
 	defer e.untrack(c)
 	cfg := &e.c.cfg
@@ -248,6 +252,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	cctx, ccancel := e.commitContext(c)
 	res, err := commit(cctx, e.c.pool, e.owner, c, r)
 	ccancel()
+	e.untrack(c) // the row has moved on, or its lease is left to expire
 
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}
 	switch {
@@ -289,6 +294,7 @@ func (e *engine) handBackLapsed(c *claimed) {
 	ctx, cancel := e.dbContext()
 	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
 	cancel()
+	e.untrack(c)
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}
 	switch {
 	case err != nil:
@@ -326,6 +332,7 @@ func (e *engine) handBack(c *claimed, r ranStep, why string) {
 	n, err := release(ctx, e.c.pool, e.owner, []*claimed{c})
 	timedOut := ctx.Err() != nil
 	cancel()
+	e.untrack(c)
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("step_error", r.err)}
 	switch {
 	case err != nil && timedOut:
