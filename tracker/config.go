@@ -44,6 +44,13 @@ type Config struct {
 	// completed at such a reading never expires (Release, Reset and Stop
 	// still drop it).
 	//
+	// Now is called by every method, from the caller's goroutine, and by
+	// the sweeper, from its own: it must be safe for concurrent use. Its
+	// readings may go backwards (a wall clock stepped back): each call
+	// judges a key by its own reading, so a key that had expired counts
+	// again while the readings are before its deadline, unless a sweep
+	// deleted it meanwhile, which it does not undo.
+	//
 	// Defaults to time.Now.
 	Now func() time.Time
 }
