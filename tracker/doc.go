@@ -18,7 +18,8 @@
 //   - A reservation neither completed nor released within the TTL is
 //     abandoned (its holder crashed or hung) and the key is free again.
 //   - Expiry is decided from each key's stored deadline on every call; the
-//     sweeper started by Start only reclaims the memory of expired keys.
+//     sweeper started by Start only reclaims the memory of expired keys
+//     (unless a Config.Now goes backwards: see there).
 //
 // The right way round for a consumer is reserve, handle, complete, and
 // release on error; never mark a key before handling it, or a failed
