@@ -11,7 +11,9 @@ import "sync"
 // lock, so of several concurrent deliveries of one (session, seq) exactly
 // one is told to apply it. A session's operations must therefore arrive in
 // seqno order, as a replication stream delivers them; a seqno that arrives
-// after a higher one of its session is treated as a duplicate.
+// after a higher one of its session is treated as a duplicate. Seqnos do
+// not wrap around: once a session's mark is the largest uint64, none of its
+// operations applies again (0 included) until the session is forgotten.
 //
 // The zero SeqTracker is ready to use, as a sync.Mutex is: it knows no
 // session, as one from NewSeqTracker. A SeqTracker must not be copied after

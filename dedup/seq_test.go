@@ -156,3 +156,30 @@ func TestSeqTrackerForgetReturnsMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestSeqTrackerDoesNotWrapAround: a session whose mark reached the largest
+// uint64 applies nothing more, 0 included, through ShouldApply or a Filter,
+// until it is forgotten; Advance cannot lower the mark either.
+func TestSeqTrackerDoesNotWrapAround(t *testing.T) {
+	t.Parallel()
+	const top = ^uint64(0)
+	a := [16]byte{'a'}
+	f := NewFilter(4)
+	s := f.SeqTracker()
+	if !f.Accept(a, top, []byte("last")) {
+		t.Fatal("the largest seqno was not accepted")
+	}
+	for _, seq := range []uint64{0, 1, top - 1, top} {
+		if s.ShouldApply(a, seq) || f.Accept(a, seq, []byte("after")) {
+			t.Errorf("seq %d applied after the mark reached the largest uint64", seq)
+		}
+	}
+	s.Advance(a, 0)
+	if hwm, _ := s.HighWater(a); hwm != top {
+		t.Errorf("mark %d after Advance(0), want %d", hwm, top)
+	}
+	s.Forget(a)
+	if !f.Accept(a, 0, []byte("again")) {
+		t.Error("a forgotten session does not start again at 0")
+	}
+}
