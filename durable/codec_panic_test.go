@@ -157,3 +157,60 @@ func TestStepPanicsAreLoggedWithTheirStack(t *testing.T) {
 		t.Errorf("the panic's log record has no error naming its value: %v", rec)
 	}
 }
+
+// A value whose MarshalJSON panics, given to Insert as a state or to
+// Signal, SignalTx or InsertOrSignal as a payload, fails the call with a
+// *PanicError and stores nothing, rather than panicking in the caller.
+func TestPanickingPayloadsAreErrors(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	live := b.insert(t, ctl.With(ctlState{}), nil)
+	boom := touchy{Boom: "encode"}
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Insert": func(ctx context.Context) error {
+			_, err := b.client.Insert(ctx, mustFSM(t, durable.FSMConfig[touchy]{
+				Name: "touchy", Initial: "a",
+				Steps: map[string]durable.StepFunc[touchy]{
+					"a": func(context.Context, *durable.Step[touchy]) (durable.Outcome, error) { return durable.Done(nil), nil },
+				},
+			}).With(boom), nil)
+			return err
+		},
+		"Signal": func(ctx context.Context) error {
+			return b.client.Signal(ctx, durable.ByID(live), "go", boom, "")
+		},
+		"SignalTx": func(ctx context.Context) error {
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			return b.client.SignalTx(ctx, tx, durable.ByID(live), "go", boom, "")
+		},
+		"InsertOrSignal": func(ctx context.Context) error {
+			_, _, err := b.client.InsertOrSignal(ctx, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "k"}, "go", boom, "")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := func() (err error) {
+				defer func() {
+					if v := recover(); v != nil {
+						t.Fatalf("%s panicked: %v", name, v)
+					}
+				}()
+				return call(ctxT(t))
+			}()
+			if _, ok := errors.AsType[*durable.PanicError](err); !ok {
+				t.Errorf("%s: error %v, want a *PanicError", name, err)
+			}
+		})
+	}
+	if n := b.count(t, `SELECT count(*) FROM durable_signal`); n != 0 {
+		t.Errorf("%d signals stored, want none", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM durable_instance`); n != 1 {
+		t.Errorf("%d instances, want only the one signalled", n)
+	}
+}

@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -99,7 +98,7 @@ func insertOrSignal(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts,
 	if err := errors.Join(checkIndexed("signal name", name), checkIndexed("dedup key", dedupKey)); err != nil {
 		return 0, false, "", err
 	}
-	body, err := json.Marshal(payload)
+	body, err := marshalJSON(payload) // a panic of its MarshalJSON is an error
 	if err != nil {
 		return 0, false, "", fmt.Errorf("durable: encode signal payload: %w", err)
 	}

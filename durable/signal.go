@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -203,8 +202,10 @@ WHERE id = $1 AND status = 'awaiting_signal' AND $2 = ANY (awaiting)`
 //
 // It returns ErrNoTarget when the target does not exist, is terminal, or is
 // a key no live instance occupies, ErrAmbiguousTarget when several live
-// instances carry the key, and a *PayloadTooLargeError when the encoded
-// payload is larger than Config.MaxPayload; nothing is stored then.
+// instances carry the key, a *PayloadTooLargeError when the encoded
+// payload is larger than Config.MaxPayload, and an error wrapping a
+// *PanicError when the payload's MarshalJSON panics; nothing is stored
+// then.
 //
 // Addressed by key, Signal looks up the instances that carry it before it
 // locks any: it answers ErrAmbiguousTarget without waiting for their row
@@ -261,7 +262,7 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	if target.key == "" && target.id <= 0 {
 		return "", fmt.Errorf("durable: Signal to the zero Target: %w", ErrNoTarget)
 	}
-	body, err := json.Marshal(payload)
+	body, err := marshalJSON(payload) // a panic of its MarshalJSON is an error
 	if err != nil {
 		return "", fmt.Errorf("durable: encode signal payload: %w", err)
 	}
