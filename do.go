@@ -99,9 +99,9 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // cancellation. With heartbeats disabled, a run outliving its lease is
 // not told, and only its settle call fails so.
 //
-// Invalid arguments fail before anything runs: a nil s (or a nil pointer
-// of a store type, as a constructor returns with its error) or fn with
-// ErrInvalidArgument, a req that does not encode with ErrInvalidPayload,
+// Invalid arguments fail before anything runs: a nil ctx, a nil s (or a
+// nil pointer of a store type, as a constructor returns with its error) or
+// a nil fn with ErrInvalidArgument, a req that does not encode with ErrInvalidPayload,
 // an invalid key or options with the store's errors (ErrInvalidKey,
 // ErrInvalidOptions).
 //
@@ -113,6 +113,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
 	var zero Res
 	switch {
+	case ctx == nil:
+		return zero, fmt.Errorf("%w: Do with a nil context", ErrInvalidArgument)
 	case IsNilStore(s):
 		return zero, fmt.Errorf("%w: Do without a Store (a nil %T: was its constructor's error ignored?)", ErrInvalidArgument, s)
 	case fn == nil:
@@ -254,12 +256,12 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // transaction protects the reservation, and a transaction must not be used
 // from two goroutines at once.
 //
-// A nil s, or a nil pointer of a store type (see IsNilStore), cannot keep
-// any lease: KeepAlive then calls lost (when not nil) before it returns,
-// and returns a stop that does nothing. A nil lost is allowed: the loss is
+// A nil ctx, or a nil s or nil pointer of a store type (see IsNilStore),
+// cannot keep any lease: KeepAlive then calls lost (when not nil) before
+// it returns, and returns a stop that does nothing. A nil lost is allowed: the loss is
 // then not reported.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
-	if IsNilStore(s) {
+	if ctx == nil || IsNilStore(s) {
 		if lost != nil {
 			lost()
 		}

@@ -31,9 +31,9 @@ type Owner struct {
 	Recorded bool
 	// Err is the error of the settle call that failed: the Commit's, or
 	// else the FailTransient's. When Run is called without a Store (nil,
-	// or a nil pointer of a store type), a Key, a Lease (its Token) or
-	// work, Err is ErrInvalidArgument: work did not run and nothing was
-	// sent to the store.
+	// or a nil pointer of a store type), a Key, a Lease (its Token), work
+	// or a context, Err is ErrInvalidArgument: work did not run and
+	// nothing was sent to the store.
 	Err error
 	// SettleTime is the time spent in settle calls, when Timed.
 	SettleTime time.Duration
@@ -66,11 +66,11 @@ type Owner struct {
 // short handler that never looks pays for no cancellation machinery.
 //
 // Run never runs work outside a reservation: an Owner without a Store, Key
-// or Lease, or a nil work, sets Err to ErrInvalidArgument and returns
-// without calling work.
+// or Lease, a nil work or a nil ctx sets Err to ErrInvalidArgument and
+// returns without calling work.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
-	if IsNilStore(o.Store) || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
-		o.Err = o.invalid(work == nil)
+	if ctx == nil || IsNilStore(o.Store) || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
+		o.Err = o.invalid(ctx == nil, work == nil)
 		return
 	}
 	runCtx := newRunContext(ctx)
@@ -116,9 +116,11 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 }
 
 // invalid returns the ErrInvalidArgument of a Run that cannot start.
-func (o *Owner) invalid(noWork bool) error {
+func (o *Owner) invalid(noCtx, noWork bool) error {
 	var what string
 	switch {
+	case noCtx:
+		what = "a nil context"
 	case o.Store == nil:
 		what = "no Store"
 	case IsNilStore(o.Store):
