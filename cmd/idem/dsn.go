@@ -344,6 +344,12 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		}
 	}
 	s, err := redisstore.New(client, redisstore.Config{Retention: o.retention, Lease: o.lease, AutoPipeline: o.batch, MaxPayload: o.maxPayload})
+	if err == nil {
+		err = s.Check(pctx) // every server new enough: a cluster's nodes too
+		if err != nil && !errors.As(err, new(*redisstore.VersionError)) {
+			err = unreachable{fmt.Errorf("redis at %s: %w", redact(dsn), err)}
+		}
+	}
 	if err != nil {
 		_ = client.Close()
 		return nil, err
