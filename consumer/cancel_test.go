@@ -44,3 +44,29 @@ func TestContextCancelledWhileClaimingFails(t *testing.T) {
 		t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run (the claim released)", o, err, *runs2)
 	}
 }
+
+// TestNilContextFails: Handle with a nil context (a programming error)
+// fails with an error satisfying errors.Is(err, idem.ErrInvalidArgument),
+// without claiming the key or running the handler, instead of panicking.
+func TestNilContextFails(t *testing.T) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, runs := countingConsumer(t, consumer.StoreLedger(s, idem.MustNamespace("orders"), nil))
+	var nilCtx context.Context
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("Handle with a nil ctx panicked: %v", p)
+			}
+		}()
+		o, err := c.Handle(nilCtx, msg{ID: "m-1"})
+		if o != consumer.Failed || !errors.Is(err, idem.ErrInvalidArgument) || *runs != 0 {
+			t.Errorf("Handle with a nil ctx = %s, %v, %d runs; want Failed with ErrInvalidArgument, none", o, err, *runs)
+		}
+	}()
+	if o, err := c.Handle(context.Background(), msg{ID: "m-1"}); o != consumer.Handled || err != nil || *runs != 1 {
+		t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run", o, err, *runs)
+	}
+}

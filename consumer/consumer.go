@@ -70,6 +70,9 @@ func (e *inProgressError) Error() string {
 
 func (e *inProgressError) Unwrap() []error { return []error{ErrInProgress, e.inFlight} }
 
+// errNilContext is what Handle returns for a nil ctx.
+var errNilContext = fmt.Errorf("%w: consumer: Handle with a nil context", idem.ErrInvalidArgument)
+
 // errEmptyKey is what Handle returns for a message whose Key is empty.
 var errEmptyKey = fmt.Errorf("consumer: message key: %w",
 	&idem.KeyError{Kind: idem.ErrKeyEmpty, Detail: "the message's key is empty (Config.Key returned \"\")"})
@@ -169,7 +172,8 @@ func configErrorf(field, format string, args ...any) error {
 // The error is the handler's (Failed; with idem.ErrLeaseLost too when the
 // claim was lost while the handler ran, see Config.Handle), the ledger's,
 // or ctx's when it is done before the handler starts (Failed, the handler
-// did not run; a key claimed as ctx ended is released), ErrInProgress
+// did not run; a key claimed as ctx ended is released; a nil ctx is
+// idem.ErrInvalidArgument), ErrInProgress
 // (InProgress; also an *idem.InFlightError when a RetryAfterLedger said how
 // long the key stays held, see ErrInProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
@@ -178,6 +182,9 @@ func configErrorf(field, format string, args ...any) error {
 func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err error) {
 	if c == nil || c.cfg.Key == nil {
 		return Failed, errNotMade
+	}
+	if ctx == nil {
+		return Failed, errNilContext
 	}
 	key, err := c.cfg.Key(msg)
 	if err != nil {
