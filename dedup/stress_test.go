@@ -262,3 +262,21 @@ func TestFilterConcurrentSessionsAcceptEachOnce(t *testing.T) {
 		t.Errorf("window Len = %d, want its capacity 64", n)
 	}
 }
+
+// TestWindowCheckAndRecordAllocatesNothing pins the package doc's promise
+// that CheckAndRecord never allocates, on hits, on new keys into a window
+// not yet full, and on evictions from a full one.
+func TestWindowCheckAndRecordAllocatesNothing(t *testing.T) {
+	w := NewWindow(64)
+	var i uint64
+	if allocs := testing.AllocsPerRun(1000, func() {
+		w.CheckAndRecord(testKey(i)) // new, evicting once the window is full
+		w.CheckAndRecord(testKey(i)) // a hit
+		i++
+	}); allocs != 0 {
+		t.Errorf("CheckAndRecord allocates %.2f times per call pair, want 0", allocs)
+	}
+	if w.Len() != 64 {
+		t.Errorf("Len = %d, want the window full", w.Len())
+	}
+}
