@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,8 +114,8 @@ type QueueStats struct {
 	// instances are absent.
 	Counts map[Status]int `json:"counts"`
 	// OldestRunnable is how long the oldest instance that is runnable now
-	// (eligible_at in the past) has been waiting; zero when none waits.
-	// Both are measured by the database's clock, as the pickers measure
+	// (eligible_at in the past) has been waiting; zero when none waits,
+	// and the longest Duration past that (some 292 years). Both are measured by the database's clock, as the pickers measure
 	// them, not by the caller's.
 	OldestRunnable time.Duration `json:"oldest_runnable_ns"`
 }
@@ -149,7 +150,7 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 		}
 		q := &out[len(out)-1]
 		q.Counts[status] = int(n)
-		if d := time.Duration(oldest * float64(time.Second)); d > q.OldestRunnable {
+		if d := secondsToDuration(oldest); d > q.OldestRunnable {
 			q.OldestRunnable = d
 		}
 	}
@@ -157,6 +158,15 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 		return nil, fmt.Errorf("durable: Stats: %w", err)
 	}
 	return out, nil
+}
+
+// secondsToDuration is s seconds as a Duration, the longest one when s is
+// more than a Duration holds (an instance eligible since centuries).
+func secondsToDuration(s float64) time.Duration {
+	if ns := s * float64(time.Second); ns < math.MaxInt64 {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64
 }
 
 // lookupByKeySQL finds, without locking them, up to two of the live

@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,21 @@ func TestListUnstorableFilters(t *testing.T) {
 				t.Errorf("List with %s %q: %v, want ErrUnstorable naming ListOpts.%s", field, bad, err, field)
 			}
 		}
+	}
+}
+
+// Stats reports an instance runnable since long ago (an EligibleAt
+// centuries back, more than a time.Duration holds) as waiting the longest
+// Duration, not as none waiting.
+func TestStatsOfAnInstanceRunnableForCenturies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.insert(t, ctlFSM(t).With(ctlState{}), &durable.InsertOpts{EligibleAt: time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC)})
+	stats, err := b.client.Stats(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || stats[0].OldestRunnable != time.Duration(math.MaxInt64) {
+		t.Fatalf("Stats = %+v, want the default queue's oldest runnable at the longest Duration", stats)
 	}
 }
