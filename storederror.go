@@ -19,10 +19,20 @@ type StoredError struct {
 }
 
 // IdemClass implements Classifier: an error that wraps a replayed
-// StoredError is recorded with its class.
-func (e *StoredError) IdemClass() string { return e.Class }
+// StoredError is recorded with its class. A nil *StoredError has none.
+func (e *StoredError) IdemClass() string {
+	if e == nil {
+		return ""
+	}
+	return e.Class
+}
 
+// Error returns the message, or the class when there is none. A nil
+// *StoredError (returned as a non-nil error by mistake) says "<nil>".
 func (e *StoredError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.Message == "" {
 		return e.Class
 	}

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,5 +95,40 @@ func TestOutcomeErrAndKind(t *testing.T) {
 	}
 	if idem.Unavailable(nil) != nil {
 		t.Error("Unavailable(nil) != nil")
+	}
+}
+
+// TestNilStoredErrorDoesNotPanic: a nil *StoredError returned as an error
+// (the typed-nil mistake: a nil pointer in a non-nil error) is an error
+// like any other, never a panic: its methods, ErrorOf, and Do, which
+// records it as a permanent failure, all take it.
+func TestNilStoredErrorDoesNotPanic(t *testing.T) {
+	var nilSE *idem.StoredError
+	noPanic(t, "(*StoredError)(nil) methods", func() {
+		if got := nilSE.Error(); got == "" {
+			t.Error("Error() of a nil *StoredError is empty")
+		}
+		if got := nilSE.IdemClass(); got != "" {
+			t.Errorf("IdemClass() of a nil *StoredError = %q, want empty", got)
+		}
+	})
+	noPanic(t, "ErrorOf", func() {
+		if se := idem.ErrorOf(nilSE); se.Class == "" {
+			t.Errorf("ErrorOf(nil *StoredError) = %+v, want a class", se)
+		}
+		if se := idem.ErrorOf(idem.Permanent("c", nilSE)); se.Class != "c" {
+			t.Errorf("ErrorOf(Permanent(c, nil *StoredError)) = %+v, want class c", se)
+		}
+	})
+	s := newMem(t, nil)
+	k := testKey(t, "nil-stored-error")
+	noPanic(t, "Do", func() {
+		_, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { return 0, nilSE }, nil)
+		if err == nil {
+			t.Error("Do with fn returning a nil *StoredError = nil error")
+		}
+	})
+	if rec, err := s.Get(context.Background(), k); err != nil || rec.Status == idem.StatusInProgress {
+		t.Errorf("record after fn returned a nil *StoredError = %+v, %v; want it settled", rec, err)
 	}
 }
