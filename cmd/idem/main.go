@@ -1,9 +1,9 @@
 // Command idem runs the idem toolkit from the command line.
 //
 //	idem proxy   --upstream URL [--listen ADDR] [--store DSN] …   Idempotency-Key reverse proxy
-//	idem migrate --store DSN                                      create or upgrade the store's schema
-//	idem purge   --store DSN [--namespace NS]                     delete expired records
-//	idem inspect --store DSN --key K [--scope S | --authorization A]  show a record as JSON
+//	idem migrate [--store DSN]                                    create or upgrade the store's schema
+//	idem purge   [--store DSN] [--namespace NS]                   delete expired records
+//	idem inspect [--store DSN] --key K [--scope S | --authorization A]  show a record as JSON
 //	idem durable list|inspect|signal|cancel|retry|stats|buckets|migrate --db URL …  operate durable FSM instances
 //	idem version                                                  print the version of idem and of Go
 //

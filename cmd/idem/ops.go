@@ -85,7 +85,7 @@ func openStoreWritten(ctx context.Context, dsn string, o storeOpts) (*openedStor
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv env) error {
 	fs := flag.NewFlagSet("idem migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("store", DefaultDSN, "store DSN: "+storeDSNs)
+	dsn := fs.String("store", DefaultDSN, "store DSN: memory (nothing to create), "+storeDSNs)
 	describe(fs, "idem migrate [--store DSN]", summaryOf("migrate")+"; running it again changes nothing, and the memory and Redis stores have none")
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
@@ -159,7 +159,7 @@ type inspectedResponse struct {
 }
 
 // inspectHelp is what idem inspect -h says above the flags.
-const inspectHelp = `usage: idem inspect --store DSN --key K [--namespace NS] [--scope S | --authorization A]
+const inspectHelp = `usage: idem inspect [--store DSN] --key K [--namespace NS] [--scope S | --authorization A]
 
 Show the live record of a key as JSON: its namespace, scope and key; its
 status (in_progress, committed, failed_permanent); the fingerprint of the
