@@ -239,9 +239,9 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // also stops once ctx is done, cancelling a heartbeat under way, and then
 // does not call lost: the lease lapses in its time. Give it a context
 // that lasts as long as the work (context.WithoutCancel of a request's,
-// say). When the store reports
-// that the lease is no longer held (ErrStaleToken), KeepAlive calls lost once
-// and stops extending. lost runs on the heartbeat, which stop waits for: it
+// say). When the store reports that the lease is no longer held
+// (ErrStaleToken, or an error wrapping ErrLeaseLost), KeepAlive calls lost
+// once and stops extending. lost runs on the heartbeat, which stop waits for: it
 // must not call stop itself (signal the work instead, and stop from there).
 // Other heartbeat errors (an unavailable store) are retried at the next
 // tick; once no heartbeat has succeeded for the lease's TTL (counted from

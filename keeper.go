@@ -196,7 +196,8 @@ func (k *keeper) beat() {
 
 // heartbeat extends lease, sent at now within ctx (k.ctx, ended by stop
 // too), and reports whether the lease is
-// lost: taken over (ErrStaleToken), or lapsed, when deadline passed with
+// lost: taken over (ErrStaleToken, or ErrLeaseLost from a store that says
+// so in those words), or lapsed, when deadline passed with
 // no heartbeat succeeding since one was sent. failing says the last
 // heartbeat failed. The call itself is bounded by the deadline, so that a
 // store that hangs rather than fails (a network partition) is noticed
@@ -223,7 +224,7 @@ func (k *keeper) heartbeat(ctx context.Context, lease Lease, every time.Duration
 	switch {
 	case err == nil:
 		return l, false, nil
-	case errors.Is(err, ErrStaleToken):
+	case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
 		return l, true, err
 	}
 	// The store could not be reached. Once the deadline has passed the
