@@ -23,3 +23,7 @@ const (
 	MaxConcurrencyKey = maxIndexedText
 	MaxCorrelationKey = maxIndexedText
 )
+
+// InboxHeadSQL is Get's read of the head of an inbox, for the test of its
+// plan.
+const InboxHeadSQL = inboxHeadSQL

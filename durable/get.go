@@ -68,12 +68,17 @@ FROM durable_instance WHERE id = $1`
 // inboxHeadSQL reads the oldest $2 signals of instance $1, and of those
 // only the first and the ones whose payloads, with those of the signals
 // before them, take at most $3 bytes of JSON; inboxLenSQL counts them all.
+// The head is sorted by id + 0, not id: ordered by id under a LIMIT, the
+// plan may walk the primary key in id order and filter on the instance
+// (a generic plan does when one instance holds most signals), reading the
+// whole table for an instance with few; id + 0 has no index, so the
+// instance's signals are read through their own (instance_id, name).
 const (
 	inboxHeadSQL = `
 SELECT id, name, payload, dedup_key, inserted_at FROM (
     SELECT id, name, payload, coalesce(dedup_key, '') AS dedup_key, inserted_at,
            row_number() OVER w AS n, sum(octet_length(payload::text)) OVER w AS upto
-    FROM (SELECT * FROM durable_signal WHERE instance_id = $1 ORDER BY id LIMIT $2) s
+    FROM (SELECT * FROM durable_signal WHERE instance_id = $1 ORDER BY id + 0 LIMIT $2) s
     WINDOW w AS (ORDER BY id)
 ) s
 WHERE n = 1 OR upto <= $3

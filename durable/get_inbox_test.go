@@ -2,7 +2,10 @@ package durable_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgo/idem/durable"
 )
@@ -76,5 +79,49 @@ func TestGetEmptyInbox(t *testing.T) {
 	id := b.insert(t, ctlFSM(t).With(ctlState{}), nil)
 	if in := b.get(t, id); in.Inbox == nil || len(in.Inbox) != 0 || in.InboxLen != 0 {
 		t.Fatalf("Get of an empty inbox: Inbox %#v, InboxLen %d; want an empty slice and 0", in.Inbox, in.InboxLen)
+	}
+}
+
+// Get reads the head of a small inbox through the index of its instance's
+// signals, even under a generic plan (which PostgreSQL may take for a
+// prepared statement after a few runs) and beside an instance that holds
+// nearly all the signals: walking the signals in id order instead, looking
+// for the instance's, would read the whole table.
+func TestGetInboxHeadPlanUsesTheInstanceIndex(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, nil)
+	huge := b.insert(t, ctl.With(ctlState{}), nil)
+	small := b.insert(t, ctl.With(ctlState{}), nil)
+	b.exec(t, `INSERT INTO durable_signal (instance_id, name, payload)
+		SELECT $1, 'noise', to_jsonb(k) FROM generate_series(1, 100000) k`, huge)
+	b.signal(t, durable.ByID(small), "go", 1, "")
+	b.exec(t, `ANALYZE durable_signal`)
+
+	ctx := ctxT(t)
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{
+		`SET plan_cache_mode = force_generic_plan`,
+		`PREPARE head(bigint, bigint, bigint) AS ` + durable.InboxHeadSQL,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE head; RESET plan_cache_mode`) }()
+	rows, err := conn.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE head(%d, %d, %d)`, small, durable.GetInboxLimit, durable.GetInboxBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(plan, "\n"); strings.Contains(text, "durable_signal_pkey") || !strings.Contains(text, "durable_signal_instance_idx") {
+		t.Fatalf("the generic plan of Get's inbox head does not read the instance's signals through their index:\n%s", text)
 	}
 }
