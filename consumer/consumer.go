@@ -92,9 +92,12 @@ type Config[M any] struct {
 	// context.Cause), when the claim's lease is lost while it runs: taken
 	// over by another consumer once it lapsed, or lapsed while heartbeats
 	// could not reach the store. The key may then be another delivery's,
-	// so the handler should stop; whatever it returns, this delivery
-	// cannot mark the key done. An error it returns then is wrapped with
-	// idem.ErrLeaseLost by Handle, if it does not carry it already.
+	// so the handler should stop. When another delivery took the key
+	// over, whatever the handler returns, this delivery cannot mark the key
+	// done (Handled comes with an error wrapping idem.ErrStaleToken); when
+	// nobody did, a success is marked done as usual. An error it returns
+	// after the loss is wrapped with idem.ErrLeaseLost by Handle, if it
+	// does not carry it already.
 	Handle func(ctx context.Context, msg M) error
 	// SettleTimeout bounds each call that settles a message's key after the
 	// handler: the ledger's Complete after a success, its Release after a
