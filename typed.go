@@ -50,8 +50,10 @@ type TypedOpts struct {
 // both.
 //
 // Build a Typed with NewTyped. A Typed without a Store (NewTyped(nil, …),
-// the zero Typed or a nil *Typed) fails every call with ErrInvalidArgument
-// instead of panicking.
+// the zero Typed or a nil *Typed) fails every call that needs the store
+// (Begin, Commit, FailPermanent, FailTransient) with ErrInvalidArgument
+// instead of panicking; its Request encodes with the defaults (a nil
+// *Typed's fails with ErrInvalidArgument too).
 //
 // A Typed is safe for concurrent use if its Store is.
 type Typed[Req, Res any] struct {
