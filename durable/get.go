@@ -70,9 +70,10 @@ FROM durable_instance WHERE id = $1`
 // before them, take at most $3 bytes of JSON; inboxLenSQL counts them all.
 // The head is sorted by id + 0, not id: ordered by id under a LIMIT, the
 // plan may walk the primary key in id order and filter on the instance
-// (a generic plan does when one instance holds most signals), reading the
-// whole table for an instance with few; id + 0 has no index, so the
-// instance's signals are read through their own (instance_id, name).
+// (a generic plan, which estimates every instance to hold the average
+// inbox, does once that is large), reading the whole table for an
+// instance with few; id + 0 has no index, so the instance's signals are
+// read through their own (instance_id, name).
 const (
 	inboxHeadSQL = `
 SELECT id, name, payload, dedup_key, inserted_at FROM (
