@@ -75,7 +75,9 @@ func parseSFString(v string) (string, error) {
 			}
 			b.WriteByte(v[i])
 		case c == '"':
-			if rest := strings.TrimRight(v[i+1:], " \t"); rest != "" {
+			// v has no trailing whitespace (ParseKey trimmed it); what
+			// follows the quote may start with some, as in `"k1" , "k2"`.
+			if rest := strings.TrimLeft(v[i+1:], " \t"); rest != "" {
 				if rest[0] == ';' {
 					return "", &KeyError{Kind: ErrKeyMalformed, Detail: "sf-string parameters are not supported"}
 				}
