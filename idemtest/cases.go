@@ -48,6 +48,7 @@ func cases() []testCase {
 		{"Input/PayloadAtLimit", testPayloadAtLimit},
 		{"Input/DurationsForGood", testDurationsForGood},
 		{"Input/CallerBuffersNotRetained", testBuffersNotRetained},
+		{"Input/ReturnedErrorsAndRequestsAreTheCallers", testReturnedValuesAreTheCallers},
 		{"Do/RunsOnceAndReplays", testDo},
 		{"Model/RandomSequencesMatchReference", testModel},
 	}
@@ -133,6 +134,45 @@ func testBuffersNotRetained(t *testing.T, b *bundle) {
 	copy(rec.Result, `{"id":"ch_Z"}`)
 	if o := begin(t, b.store, k, r, nil); string(o.Result) != `{"id":"ch_1"}` {
 		t.Fatalf("replay = %s after the caller changed what Begin and Get returned", o.Result)
+	}
+}
+
+// testReturnedValuesAreTheCallers: the stored error that Begin (PriorError)
+// and Get return, and the recorded request that Begin (Mismatch) and Get
+// return, belong to the caller: changing them changes nothing on record.
+func testReturnedValuesAreTheCallers(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	k := b.key(t, "order-returned")
+	r := request(t, `{"amount":100}`)
+	want := idem.StoredError{Class: "declined", Message: "no", Cause: "issuer"}
+	ok(t, b.store.FailPermanent(ctx, k, fresh(t, b.store, k, r), want), "FailPermanent")
+
+	o := begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.PriorError)
+	if o.Error == nil {
+		t.Fatal("PriorError without its error")
+	}
+	*o.Error = idem.StoredError{Class: "changed-by-begin"}
+	rec := get(t, b.store, k)
+	if rec.Error == nil || *rec.Error != want {
+		t.Fatalf("stored error = %+v after the caller changed Begin's, want %+v", rec.Error, want)
+	}
+	*rec.Error = idem.StoredError{Class: "changed-by-get"}
+	copy(rec.Request, `{"amount":999}`)
+	m := begin(t, b.store, k, request(t, `{"amount":5}`), nil)
+	wantKind(t, m, idem.Mismatch)
+	if !sameJSON(t, m.RecordedRequest, []byte(`{"amount":100}`)) {
+		t.Fatalf("recorded request = %s after the caller changed Get's, want {\"amount\":100}", m.RecordedRequest)
+	}
+	copy(m.RecordedRequest, `{"amount":777}`)
+
+	o = begin(t, b.store, k, r, nil)
+	wantKind(t, o, idem.PriorError)
+	if o.Error == nil || *o.Error != want {
+		t.Errorf("replayed error = %+v after the caller changed Get's, want %+v", o.Error, want)
+	}
+	if rec := get(t, b.store, k); !sameJSON(t, rec.Request, []byte(`{"amount":100}`)) {
+		t.Errorf("recorded request = %s after the caller changed Mismatch's, want {\"amount\":100}", rec.Request)
 	}
 }
 
