@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -42,13 +43,10 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 			expires = leaseEnd
 		}
 		r.args[5], r.args[6], r.args[7], r.args[8] = now, expires, leaseEnd, token
-		if b.tx {
-			if _, err := b.q.exec(ctx, "SAVEPOINT "+beginSavepoint); err != nil {
-				return idem.Outcome{}, classify(ctx, "Begin", err)
-			}
-		}
 		var err error
-		if p, ok := b.q.(*pipeline); ok {
+		if b.tx {
+			err = b.queryUnderSavepoint(ctx, r)
+		} else if p, ok := b.q.(*pipeline); ok {
 			// Made only if the call queues: a direct one needs none, and
 			// pays no allocation for it.
 			orphan := func() orphanFunc { return b.releaseOrphan(ctx, key, token, leaseEnd, leaseTTL) }
@@ -60,8 +58,8 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 			// The caller's transaction is aborted, savepoint and all.
 			return idem.Outcome{}, classify(ctx, "Begin", err)
 		}
-		if b.tx {
-			if err := b.endSavepoint(ctx, r.newFence.Valid); err != nil {
+		if b.tx && r.got.Bool && !r.newFence.Valid {
+			if err := b.undoSavepoint(ctx); err != nil {
 				return idem.Outcome{}, classify(ctx, "Begin", err)
 			}
 		}
@@ -103,25 +101,55 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 // its statement.
 const beginSavepoint = "pgstore_begin"
 
-// endSavepoint ends the savepoint of a transactional Begin's statement:
-// released when the statement reserved the key (kept), rolled back to
-// otherwise. A statement that reserved nothing may still have taken the
-// key's advisory lock (it was about to write when another writer, which
-// takes no lock, such as a lease-mode Heartbeat, or a row committed
-// meanwhile, got there first), and a row lock on the record (an UPDATE
-// that waited for the row keeps it locked when its condition no longer
-// holds); rolled back, it keeps neither until the caller's transaction
-// ends, so that the key is not held in flight for others by a Begin that
-// does not own it. The savepoint ends whatever ctx does: what Begin
+// queryUnderSavepoint runs the Begin statement of r in the caller's
+// transaction under a new savepoint, beginSavepoint: both in one round
+// trip on a pgx transaction, in two on a database/sql one. The savepoint
+// is left open when the statement holds nothing it should not (it ends
+// with the transaction, or with a savepoint of the caller's around it);
+// see undoSavepoint for when it is not.
+func (b binding) queryUnderSavepoint(ctx context.Context, r *beginRow) error {
+	if q, ok := b.q.(pgxQuerier); ok {
+		if tx, ok := q.db.(pgxBatcher); ok {
+			var batch pgx.Batch
+			batch.Queue("SAVEPOINT " + beginSavepoint)
+			batch.Queue(b.s.sql.begin, r.args[:]...)
+			res := tx.SendBatch(ctx, &batch)
+			_, err := res.Exec()
+			if err == nil {
+				err = res.QueryRow().Scan(r.dest[:]...)
+			}
+			if cerr := res.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+	}
+	if _, err := b.q.exec(ctx, "SAVEPOINT "+beginSavepoint); err != nil {
+		return err
+	}
+	return b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
+}
+
+// pgxBatcher is what a pgx transaction has for sending statements
+// together.
+type pgxBatcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// undoSavepoint rolls a transactional Begin back to its savepoint, for a
+// statement that took the key's advisory lock to write and did not write:
+// another writer, which takes no lock (a lease-mode Heartbeat), or a row
+// committed after the statement's snapshot, got there first. The
+// statement then also holds a row lock on the record when its UPDATE
+// waited for the row and found its condition no longer held. Rolled back,
+// it keeps neither until the caller's transaction ends, so that the key is
+// not held in flight for others, nor its owner's settle kept waiting, by a
+// Begin that does not own it. It runs whatever ctx does: what Begin
 // answers must be what the transaction holds.
-func (b binding) endSavepoint(ctx context.Context, keep bool) error {
+func (b binding) undoSavepoint(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
 	defer cancel()
-	end := "RELEASE SAVEPOINT " + beginSavepoint
-	if !keep {
-		end = "ROLLBACK TO SAVEPOINT " + beginSavepoint + "; " + end
-	}
-	_, err := b.q.exec(ctx, end)
+	_, err := b.q.exec(ctx, "ROLLBACK TO SAVEPOINT "+beginSavepoint+"; RELEASE SAVEPOINT "+beginSavepoint)
 	return err
 }
 

@@ -121,12 +121,15 @@
 // so a transaction that merely looked blocks nobody. Nor does a Begin that
 // was about to write but found, as it wrote, that another writer had got
 // there first (its statement's snapshot was stale): the statement runs
-// under a savepoint, rolled back to unless it reserved the key, so that
-// neither the key's lock nor a row lock outlives the statement for a key
-// the transaction does not own. A transactional Begin thus costs three
-// round trips (SAVEPOINT, the statement, RELEASE) and a subtransaction;
-// more than 64 reserving Begins in one transaction overflow PostgreSQL's
-// per-backend cache of subtransaction ids. The settle calls take
+// under a savepoint (pgstore_begin), rolled back to when the statement
+// took the lock and did not write, so that neither the key's lock nor a
+// row lock outlives the statement for a key the transaction does not own.
+// The savepoint is sent with the statement on a pgx transaction (one round
+// trip; two on a database/sql one) and otherwise left open: it ends with
+// the transaction, or with a savepoint of the caller's that encloses it.
+// Each Begin thus opens a subtransaction; more than 64 reserving Begins in
+// one transaction overflow PostgreSQL's per-backend cache of
+// subtransaction ids. The settle calls take
 // the same lock, waiting, so that no transaction holds a row lock on a
 // record without also holding its key's lock. Lease-mode Begins take the
 // lock too (for the length of their statement), so they do not wait behind

@@ -85,7 +85,7 @@ func newQueries(t table) queries {
 //     answers InFlight at once instead of waiting for the uncommitted row.
 //     (A lock taken for a write that did not happen, when the snapshot
 //     turned out stale, is released by rolling back to the savepoint the
-//     statement runs under: see binding.endSavepoint.)
+//     statement runs under: see binding.undoSavepoint.)
 //   - upd takes over an expired or abandoned record: new request, token,
 //     lease and timestamps, fence+1. Its WHERE is evaluated again on the
 //     newest row version when another transaction changed the row

@@ -23,9 +23,12 @@ import (
 // (Fresh); a Begin of the same key in another transaction, or in lease
 // mode, then answers InFlight at once instead of waiting for tx's
 // uncommitted row. Begin runs its statement under a savepoint, rolled back
-// to when it reserved nothing, so that a Begin that found another writer
-// there first (and answers from its record) keeps no lock on the key: three
-// round trips instead of one, and a subtransaction. Commit, FailPermanent,
+// to when it took the lock and did not write, so that a Begin that found
+// another writer there first (and answers from its record) keeps no lock
+// on the key. The savepoint, pgstore_begin, is sent with the statement on
+// a pgx transaction (in a round trip of its own on a database/sql one) and
+// is otherwise left open, ending with tx or with a savepoint of the
+// caller's around it: a subtransaction per Begin. Commit, FailPermanent,
 // FailTransient and Heartbeat take the same lock, waiting for it, so that
 // a transaction settling a key never leaves a row lock that another
 // transaction's Begin would wait behind. A settle call that finds its
