@@ -331,6 +331,9 @@ func TestDurableInspectJSON(t *testing.T) {
 		inbox[0].(map[string]any)["dedup_key"] != "evt-1" || in["state"] == nil {
 		t.Errorf("inspect's state and inbox: %v, %v", in["state"], in["inbox"])
 	}
+	if in["inbox_len"] != 1.0 { // all the signals, where inbox shows the oldest at most
+		t.Errorf("inspect's inbox_len: %v, want 1", in["inbox_len"])
+	}
 }
 
 // TestDurableListHintsPasteIntoAShell: the idem durable list --key command

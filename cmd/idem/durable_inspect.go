@@ -16,20 +16,23 @@ type inspectedInstance struct {
 
 	// CorrelationScope is there with a key only; empty, it says that the
 	// key is an address and not unique.
-	CorrelationScope []durable.Status  `json:"correlation_scope,omitzero"`
-	Reaps            int               `json:"reaps"`
-	ConcurrencyKey   string            `json:"concurrency_key,omitempty"`
-	RateLimit        string            `json:"rate_limit,omitempty"`
-	RateLimitWeight  int               `json:"rate_limit_weight,omitzero"` // with a rate limit only
-	Awaiting         []string          `json:"awaiting,omitempty"`
-	AwaitDeadline    time.Time         `json:"await_deadline,omitzero"`
-	LeaseOwner       string            `json:"lease_owner,omitempty"`
-	LeaseExpiresAt   time.Time         `json:"lease_expires_at,omitzero"`
-	State            json.RawMessage   `json:"state"`
-	Result           json.RawMessage   `json:"result,omitempty"`
-	InsertedAt       time.Time         `json:"inserted_at"`
-	FinishedAt       time.Time         `json:"finished_at,omitzero"`
-	Inbox            []inspectedSignal `json:"inbox,omitempty"`
+	CorrelationScope []durable.Status `json:"correlation_scope,omitzero"`
+	Reaps            int              `json:"reaps"`
+	ConcurrencyKey   string           `json:"concurrency_key,omitempty"`
+	RateLimit        string           `json:"rate_limit,omitempty"`
+	RateLimitWeight  int              `json:"rate_limit_weight,omitzero"` // with a rate limit only
+	Awaiting         []string         `json:"awaiting,omitempty"`
+	AwaitDeadline    time.Time        `json:"await_deadline,omitzero"`
+	LeaseOwner       string           `json:"lease_owner,omitempty"`
+	LeaseExpiresAt   time.Time        `json:"lease_expires_at,omitzero"`
+	State            json.RawMessage  `json:"state"`
+	Result           json.RawMessage  `json:"result,omitempty"`
+	InsertedAt       time.Time        `json:"inserted_at"`
+	FinishedAt       time.Time        `json:"finished_at,omitzero"`
+	// InboxLen counts the pending signals; Inbox holds the oldest of them,
+	// up to durable.GetInboxLimit (and GetInboxBytes of payload).
+	InboxLen int               `json:"inbox_len"`
+	Inbox    []inspectedSignal `json:"inbox,omitempty"`
 }
 
 // inspectedSignal is a signal of the inbox, as inspect prints it.
@@ -52,6 +55,7 @@ func inspectInstance(in *durable.Instance) inspectedInstance {
 		Reaps: in.Reaps, ConcurrencyKey: in.ConcurrencyKey, RateLimit: in.RateLimit, Awaiting: in.Awaiting,
 		AwaitDeadline: in.AwaitDeadline, LeaseOwner: in.LeaseOwner, LeaseExpiresAt: in.LeaseExpiresAt,
 		State: in.State, Result: in.Result, InsertedAt: in.InsertedAt, FinishedAt: in.FinishedAt,
+		InboxLen: in.InboxLen,
 	}
 	if in.CorrelationKey != "" {
 		out.CorrelationScope = append([]durable.Status{}, in.CorrelationScope...) // never nil: [] is shown
