@@ -49,7 +49,9 @@
 // however long the connection lasts: a retry meanwhile gets 409. Since
 // http.Server.Shutdown does not wait for such connections, one still open
 // when the process exits leaves its key reserved until its lease ends
-// (Config.Lease).
+// (Config.Lease). A server that should settle them tracks the connections
+// it hands over (http.Server.ConnState reports StateHijacked) and waits
+// for their handlers, as idem proxy does up to its --shutdown-timeout.
 //
 // Requests with the same key are compared by method, target and body, a
 // JSON body by its RFC 8785 canonical form: member order and whitespace do

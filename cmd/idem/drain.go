@@ -18,7 +18,8 @@ type handlers struct {
 	mu       sync.Mutex
 	running  int               // handlers running
 	hijacked map[net.Conn]bool // connections taken over by a running handler
-	changed  chan struct{}     // closed, and replaced, when a handler returns
+	changed  chan struct{}     // closed, and replaced, when a handler returns while waited for
+	waiting  bool              // someone waits on changed: only then does a handler close it
 }
 
 // connKey is the context key of the connection a request came on.
@@ -51,8 +52,10 @@ func track(srv *http.Server, h http.Handler) *handlers {
 			if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
 				delete(t.hijacked, c)
 			}
-			close(t.changed)
-			t.changed = make(chan struct{})
+			if t.waiting { // shutting down: not a channel per request
+				close(t.changed)
+				t.changed = make(chan struct{})
+			}
 		}()
 		h.ServeHTTP(w, r)
 	})
@@ -72,6 +75,7 @@ func (t *handlers) wait(ctx context.Context, done func() bool) bool {
 	for {
 		t.mu.Lock()
 		ok, changed := done(), t.changed
+		t.waiting = true
 		t.mu.Unlock()
 		if ok {
 			return true
