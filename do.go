@@ -31,8 +31,12 @@ type DoOpts struct {
 // succeeded for as long as the lease lasts (context.Cause reports it).
 var ErrLeaseLost = errors.New("idem: lease lost while running")
 
-// Do runs fn at most once per key and replays its result to every later
-// call with the same key and request. Begin's outcome decides:
+// Do runs fn for a key until one run succeeds or fails permanently, one
+// run at a time, and replays that outcome to every later call with the
+// same key and request: fn's effects happen once as long as a run that
+// fails leaves none behind (a run cut off by a crash or a lost lease may
+// have done part of its work before the next one runs). Begin's outcome
+// decides:
 //
 //   - Fresh (no record, or a reservation whose lease lapsed, taken over):
 //     fn runs, and its result is committed and returned;

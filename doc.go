@@ -37,8 +37,8 @@
 //
 // # Using it
 //
-// Do is the one-call form: it runs a function at most once per key and
-// replays its result. Typed gives every outcome with typed values. Package
+// Do is the one-call form: it runs a function until it succeeds once per
+// key and replays its result. Typed gives every outcome with typed values. Package
 // idemhttp puts the same semantics in front of HTTP handlers, and cmd/idem
 // in front of any HTTP API.
 //

@@ -95,8 +95,8 @@ func ExampleTyped() {
 	// mismatch true
 }
 
-// Do is the one-call form: fn runs at most once per key; later calls with
-// the same request get the recorded result.
+// Do is the one-call form: fn runs until it succeeds once per key; later
+// calls with the same request get the recorded result.
 func ExampleDo() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})

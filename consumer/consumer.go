@@ -118,7 +118,9 @@ type Config[M any] struct {
 // defaultSettleTimeout is Config.SettleTimeout's default.
 const defaultSettleTimeout = 10 * time.Second
 
-// Consumer runs a handler at most once per message key. Make one with New:
+// Consumer runs a handler until it succeeds once per message key, one
+// delivery at a time: a redelivery of a message already handled is
+// acknowledged without running the handler again. Make one with New:
 // a Consumer declared without it, or a nil one, fails every message with a
 // *ConfigError.
 type Consumer[M any] struct {

@@ -98,8 +98,8 @@ func (c *trackerClaim) Release(context.Context) error {
 	}
 	if !c.l.t.ReleaseOwned(c.l.scope, c.key, c.tok) && c.l.t.Seen(c.l.scope, c.key) {
 		// Not freed because another delivery holds the key or completed
-		// it. (A lapsed claim that the sweeper deleted, or a stopped
-		// tracker, leaves the key free: released as asked.)
+		// it. (A lapsed claim, swept or not, or a stopped tracker,
+		// leaves the key free: released as asked.)
 		return errClaimLost
 	}
 	return nil

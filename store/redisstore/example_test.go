@@ -12,8 +12,8 @@ import (
 	"github.com/idemgo/idem/store/redisstore"
 )
 
-// Example charges a card at most once per order, whatever the number of
-// processes sharing the Redis server and of retries. It needs a server, so
+// Example charges a card once per order, whatever the number of processes
+// sharing the Redis server and of retries. It needs a server, so
 // it is compiled but not run.
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
