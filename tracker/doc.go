@@ -3,18 +3,44 @@
 // handling it, so that a duplicate delivery is dropped instead of running
 // its effects twice.
 //
+// Use it when one process receives the duplicates (a webhook endpoint or a
+// queue consumer running as a single instance) and losing the tracked keys
+// on a restart is acceptable. It
+// keeps no results to replay and shares nothing between processes: for
+// several instances, or to replay a recorded answer, use an idem.Store
+// (package idem, with idem.Do, or package idemhttp for HTTP). Package
+// consumer wraps a message handler with either (consumer.TrackerLedger,
+// consumer.StoreLedger), in the right order. For replication streams that
+// number each session's operations, package dedup drops duplicates in a
+// fixed amount of memory without a TTL.
+//
+// # Lifecycle
+//
+//	tr := tracker.New(tracker.Config{TTL: 10 * time.Minute})
+//	tr.Start()      // until Start, every delivery runs: see Fail-open
+//	defer tr.Stop() // or Close, as an io.Closer
+//
+// New only configures; Start starts the sweeper goroutine and the tracking;
+// Stop stops the sweeper and drops every key. A Tracker can be started
+// again after Stop. The zero Tracker is one from New(Config{}), not yet
+// started. A started Tracker that is no longer used must be stopped, or its
+// sweeper keeps it, and its keys, in memory.
+//
 // # Contract
 //
 // Keys live in scopes (a scope names a consumer or a tenant; the same key in
-// two scopes is two keys). For each key:
+// two scopes is two keys). Scopes and keys are any strings, the empty string
+// included; the tracker does not check them. For each key:
 //
 //   - Reserve is atomic: of many simultaneous first deliveries exactly one
 //     gets true and runs; the others get false and treat the delivery as a
-//     duplicate.
+//     duplicate. Completed and Reserved tell such a loser whether the work
+//     is done (acknowledge the duplicate) or still running (put it off, by
+//     as long as Reserved reports).
 //   - Complete, after success, keeps the key (Seen true, Reserve false) and
 //     refreshes its TTL.
-//   - Release, after a terminal failure, frees the key so that a genuinely
-//     new submission runs.
+//   - Release, after a failure, frees the key so that a redelivery, or a
+//     genuinely new submission, runs.
 //   - A reservation neither completed nor released within the TTL is
 //     abandoned (its holder crashed or hung) and the key is free again.
 //   - Expiry is decided from each key's stored deadline on every call; the
@@ -23,35 +49,43 @@
 //
 // The right way round for a consumer is reserve, handle, complete, and
 // release on error; never mark a key before handling it, or a failed
-// message is swallowed instead of redelivered.
+// message is swallowed instead of redelivered. A handler that may panic
+// releases its key in a deferred call, or the key stays reserved, and every
+// redelivery is turned away, until the TTL passes.
 //
 // # Retries
 //
-// The design says retries bypass reservation because they already own the
-// key from the first attempt. Here ownership is proven by a Token: Acquire
-// is Reserve that also returns the reservation's Token, and a retry calls
-// ReserveOwned with it, which succeeds for the owner (and refreshes the
-// reservation's TTL, so a slow series of retries is not taken for an
-// abandoned reservation) and fails for anybody else. Tokens are minted by
-// the tracker, so a caller cannot claim ownership it was not granted (a
-// Token is unique in the process: one from another Tracker owns nothing), and
-// CompleteOwned and ReleaseOwned let an owner finish without touching a
-// reservation that has lapsed and been taken over by another delivery.
+// A retry that already owns a key (the same delivery, trying again) must
+// not be turned away as a duplicate of itself. Ownership is proven by a
+// Token: Acquire is Reserve that also returns the reservation's Token, and
+// a retry calls ReserveOwned with it, which succeeds for the owner (and
+// refreshes the reservation's TTL, so a slow series of retries is not taken
+// for an abandoned reservation) and fails for anybody else. Tokens are
+// minted by the tracker, so a caller cannot claim ownership it was not
+// granted (a Token is unique in the process: one from another Tracker owns
+// nothing), and CompleteOwned and ReleaseOwned let an owner finish without
+// touching a reservation that has lapsed and been taken over by another
+// delivery.
 //
 // # Fail-open
 //
-// As in the design, a Tracker that is not started (New returns one; Stop
-// leaves one; the zero Tracker is one), and a nil *Tracker, never panics
-// and never blocks a delivery: Reserve, Acquire and ReserveOwned return
-// true, Seen returns false, and Complete, Release and the Owned variants do
-// nothing. Stop drops every key.
+// A Tracker that is not started (New returns one; Stop leaves one; the zero
+// Tracker is one), and a nil *Tracker, never panics and never blocks a
+// delivery: Reserve, Acquire and ReserveOwned return true, Seen, Completed
+// and Reserved report nothing, and Complete, Release and the Owned variants
+// do nothing. A program that forgets Start therefore runs every duplicate;
+// a test that checks one duplicate is dropped catches that. Stop drops
+// every key.
 //
-// # Configuration
+// # Configuration and errors
 //
-// Config's zero value is valid: every field has a default. New panics with
-// a *ConfigError for an invalid Config, as a mistake in the program;
-// NewChecked returns the *ConfigError instead, for a Config built from
-// input. The zero Tracker is configured with the defaults.
+// Config's zero value is valid: every field has a default, which its doc
+// states (TTL, for one, defaults to an hour). New
+// panics with a *ConfigError for an invalid Config, as a mistake in the
+// program; NewChecked returns the *ConfigError instead, for a Config built
+// from input (test for it with errors.As; its Field names the field). No
+// other call returns an error: a duplicate is a false from Reserve, not an
+// error. Tests control time with Config.Now (see the example of Config).
 //
 // # Concurrency and memory
 //
