@@ -61,12 +61,15 @@ type capture struct {
 	// upgrade says the handler passes on a protocol upgrade (101) that it
 	// writes on the connection it takes over: the proxy sets it.
 	upgrade bool
+	// conn, when set, wraps the connection Hijack hands over: the proxy
+	// sets it with upgrade (see upstreamCall.upgraded).
+	conn func(net.Conn) net.Conn
 }
 
-// init readies c to capture up to max body bytes of a response to w, and
-// the headers cfg replays (none when cfg is nil).
-func (c *capture) init(w http.ResponseWriter, max int, cfg *Config) {
-	c.w, c.max, c.cfg = w, max, cfg
+// init readies c to capture up to max body bytes of a response to c.w,
+// and the headers cfg replays (none when cfg is nil).
+func (c *capture) init(max int, cfg *Config) {
+	c.max, c.cfg = max, cfg
 }
 
 // replayable appends to out the headers of h that c records.
@@ -216,6 +219,9 @@ func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(c.w).Hijack()
 	if err == nil {
 		c.abandoned, c.hijacked = true, true
+		if c.conn != nil {
+			conn = c.conn(conn)
+		}
 	}
 	return conn, brw, err
 }

@@ -60,15 +60,16 @@ type middleware struct {
 // gets.
 type exchange struct {
 	m  *middleware
-	w  http.ResponseWriter
 	r  *http.Request
 	ev Event
 	// detached is r's context without its cancellation (see ctx), kept
 	// here to save an allocation.
 	detached detachedContext
-	cw       capture
-	body     bodyReader
-	buf      *[]byte // a pooled buffer for encoding, nil until needed
+	// cw is the writer the handler gets; cw.w is the client's, which the
+	// middleware's own answers are written to.
+	cw   capture
+	body bodyReader
+	buf  *[]byte // a pooled buffer for encoding, nil until needed
 	// values is the storage of replayed header values: the value of
 	// ReplayedHeader, two recorded values (more go to the heap), and the
 	// replay's Content-Length. They go into the response's header, so x is
@@ -93,7 +94,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	x := &exchange{m: m, w: w, r: r, ev: Event{Request: r}}
+	x := &exchange{m: m, r: r, ev: Event{Request: r}}
+	x.cw.w = w
 	x.detached.parent = r.Context()
 	defer x.end()
 
@@ -360,7 +362,7 @@ func (x *exchange) since(start time.Time) time.Duration {
 func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
-	cw.init(x.w, x.m.cfg.MaxCapture, &x.m.cfg)
+	cw.init(x.m.cfg.MaxCapture, &x.m.cfg)
 	cw.recording, cw.head = true, x.r.Method == http.MethodHead
 	cw.outside()
 	// What a panic in the handler leaves: the key released.
@@ -413,7 +415,7 @@ func (x *exchange) replay(b []byte) {
 		return
 	}
 	*x.buf = rec.body[:0]
-	h := x.w.Header()
+	h := x.cw.w.Header()
 	for _, f := range rec.header {
 		if x.m.cfg.replaySet[f.name] {
 			h[f.name] = f.values
@@ -427,21 +429,21 @@ func (x *exchange) replay(b []byte) {
 		h["Content-Length"] = x.values[3:4:4]
 	}
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
-	x.w.WriteHeader(rec.status)
-	_, _ = x.w.Write(rec.body)
+	x.cw.w.WriteHeader(rec.status)
+	_, _ = x.cw.w.Write(rec.body)
 }
 
 // fail answers with a problem.
 func (x *exchange) fail(o Outcome, p *Problem) {
 	x.ev.Outcome, x.ev.Status = o, p.Status
-	x.m.cfg.ErrorWriter(x.w, x.r, p)
+	x.m.cfg.ErrorWriter(x.cw.w, x.r, p)
 }
 
 // pass hands the request to the handler unprotected.
 func (x *exchange) pass(next http.Handler) {
 	start := x.now()
 	cw := &x.cw
-	cw.init(x.w, 0, nil)
+	cw.init(0, nil)
 	returned := false
 	defer func() { // also when the handler panicked
 		x.ev.HandlerTime = x.since(start)

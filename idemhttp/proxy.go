@@ -93,6 +93,13 @@ type ProxyConfig struct {
 // recorded. Other requests (unprotected methods, no key) pass through as
 // ReverseProxy forwards them, streamed responses included.
 //
+// A protocol upgrade passed on for a protected request lasts until both
+// sides have ended it, or either connection is closed: the client's
+// closed by the server (a shutdown closing the connections handlers took
+// over, say) closes the upstream's, within a fraction of a second even
+// after the client half-closed its side, so that the handler returns and
+// releases its key however the upstream behaves.
+//
 // A body the upstream frames (Content-Length, chunked) and cuts short is an
 // upstream failure (502), never recorded. A body it ends by closing the
 // connection, with neither framing (HTTP/1.0 style), cannot be told from
@@ -166,6 +173,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			call := callOf(res.Request.Context())
 			if res.StatusCode == http.StatusSwitchingProtocols && call.capture != nil {
 				call.capture.upgrade = true // written on the hijacked connection
+				call.capture.conn = call.upgraded
 			}
 			if call.recording != nil {
 				if err := bufferResponse(res, call.recording); err != nil {
@@ -209,7 +217,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
-		call := &upstreamCall{cancel: cancel}
+		call := &upstreamCall{ctx: ctx, cancel: cancel}
 		if c, ok := w.(*capture); ok {
 			call.capture = c
 			if c.recording {
@@ -234,9 +242,79 @@ type upstreamCall struct {
 	recording *capture
 	// timer cancels the call when the upstream has not answered within
 	// ProxyConfig.Timeout; stopped once it has.
-	timer  *time.Timer
+	timer *time.Timer
+	// ctx is the call's context, which cancel cancels.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
+
+// upgraded wraps conn, the client's connection of an upgrade passed on
+// for a protected request (see upgradedConn).
+func (c *upstreamCall) upgraded(conn net.Conn) net.Conn {
+	return &upgradedConn{Conn: conn, call: c}
+}
+
+// upgradedConn is the client's connection of an upgrade the proxy passes
+// on for a protected request, which ReverseProxy copies to and from the
+// upstream's until both ends are done. Once the client has half-closed it
+// (ReverseProxy passes the half-close on, and then waits for the upstream
+// to end its side), it watches for the connection to be closed, as a
+// server's shutdown closes the connections handlers took over, and then
+// cancels the call, which closes the upstream's side: else an upstream
+// that keeps its side open and silent would keep the handler, and the
+// key it holds, from ever returning, since its context is detached from
+// the client's.
+type upgradedConn struct {
+	net.Conn
+	call     *upstreamCall
+	watching bool // only ReverseProxy's copy to the upstream reads
+}
+
+func (c *upgradedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err == io.EOF && !c.watching {
+		c.watching = true
+		go c.watch()
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection, as ReverseProxy does when the
+// upstream has ended its side; a connection that cannot be half-closed
+// reports it, and ReverseProxy then ends the exchange.
+func (c *upgradedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// watch cancels the call once the connection is closed, by polling it
+// every closedPoll (a connection that has read its EOF has nothing left to
+// block on that its closing would wake), until the call ends.
+func (c *upgradedConn) watch() {
+	t := time.NewTicker(closedPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.call.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.Conn.SetReadDeadline(time.Time{}) != nil { // fails only once closed
+			c.call.cancel(errClientClosed)
+			return
+		}
+	}
+}
+
+// closedPoll is how often a half-closed upgraded connection is checked
+// for having been closed.
+const closedPoll = 200 * time.Millisecond
+
+// errClientClosed is the cause of a call cancelled when the client's
+// connection of an upgrade was closed.
+var errClientClosed = errors.New("idemhttp: the client's upgraded connection was closed")
 
 // expire cancels the call, the upstream having taken too long.
 func (c *upstreamCall) expire() { c.cancel(errUpstreamTimeout) }
