@@ -84,7 +84,16 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //     error wrapping the store's (joined to fn's error, if any) and
 //     releases the key: the effect happened, but a retry runs fn again;
 //   - the release after an error of fn fails: fn's error joined to the
-//     release's. The key then stays in flight until its lease lapses.
+//     release's. The key then stays in flight until its lease lapses;
+//   - a heartbeat panics (the store's Heartbeat, called from a goroutine
+//     of Do's own, where a panic would crash the process): the panic is
+//     recovered and counts as a lost lease. fn's context is cancelled with
+//     a cause wrapping both ErrLeaseLost and a *PanicError that carries the
+//     panic's value and stack; once fn returns, nothing is recorded,
+//     whatever fn returned, the key is released, and Do returns fn's result
+//     with an error wrapping that cause (joined to fn's error, if any). A
+//     panic in the other store calls happens on the caller's goroutine, and
+//     goes on as it is once the key is released.
 //
 // While fn runs, Do extends the lease every DoOpts.HeartbeatEvery, also
 // after ctx is cancelled (fn may still return a result to commit). When a
@@ -196,10 +205,19 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 		// cancellation. What is recorded is fn's error as it is.
 		defer func() { err = fmt.Errorf("%w (%w)", err, ErrLeaseLost) }()
 	}
-	k.stop()
+	pe := k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	sctx, scancel := settleContext(ctx, opts)
 	defer scancel()
+	if pe != nil {
+		// The store panicked in a heartbeat: whether the lease is still
+		// held cannot be told, and the store is broken. Record nothing.
+		perr := fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
+		if rerr := t.FailTransient(sctx, key, lease); rerr != nil {
+			perr = errors.Join(perr, fmt.Errorf("idem: releasing the key: %w", rerr))
+		}
+		return res, errors.Join(err, perr)
+	}
 	// release frees the key after a settle call that recorded nothing, so
 	// that a retry runs fn again instead of waiting out the lease. It is a
 	// settle call of its own, with its own time: the one that failed may
@@ -264,6 +282,14 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // cannot keep any lease: KeepAlive then calls lost (when not nil) before
 // it returns, and returns a stop that does nothing. A nil lost is allowed: the loss is
 // then not reported.
+//
+// Panics: the heartbeats run on a goroutine of their own, where a panic
+// would crash the process, so a panic there is recovered. A Heartbeat of s
+// that panics counts as a lost lease: lost is called and the keeping
+// stops; so it does when lost panics. stop then raises the first such
+// panic again, on the caller's goroutine where it can be recovered, as a
+// *PanicError carrying the panic's value and stack; a later stop does not.
+// Do and Owner.Run report a Heartbeat's panic as an error instead.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
 	if ctx == nil || IsNilStore(s) {
 		if lost != nil {
@@ -275,5 +301,9 @@ func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Du
 	if k == nil {
 		return func() {}
 	}
-	return k.stop
+	return func() {
+		if pe := k.stop(); pe != nil {
+			panic(pe)
+		}
+	}
 }

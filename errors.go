@@ -120,3 +120,28 @@ type unavailableError struct{ err error }
 func (e *unavailableError) Error() string        { return "idem: store unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() error        { return e.err }
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// PanicError is a panic recovered on a goroutine of this package's own,
+// where it would otherwise crash the process: in a Store's Heartbeat, which
+// KeepAlive, Do and Owner.Run call from a timer's goroutine, or in
+// KeepAlive's lost callback, called from there too. It carries the panic's
+// value and the stack of the goroutine that panicked. Do and Owner.Run
+// report a Heartbeat's as an error wrapping both it and ErrLeaseLost;
+// KeepAlive's stop panics with it (see KeepAlive).
+type PanicError struct {
+	// Op names what panicked: "Store.Heartbeat" or "KeepAlive's lost".
+	Op string
+	// Value is what it panicked with.
+	Value any
+	// Stack is the stack of the goroutine that panicked, as
+	// runtime/debug.Stack reports it.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("idem: %s panicked: %v", e.Op, e.Value) }
+
+// Unwrap returns the panic's value when it is an error, or nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -87,6 +89,9 @@ type keeper struct {
 	// endBeat cancels the heartbeat under way: stop calls it, as the run
 	// it would extend has ended.
 	endBeat context.CancelFunc
+	// panicked is the first panic a beat recovered, in the store's
+	// Heartbeat or in lost, for stop to return.
+	panicked *PanicError
 }
 
 // start makes k, new or from the pool, keep lease, as keepAlive
@@ -105,7 +110,7 @@ func (k *keeper) start(ctx context.Context, s Store, key Key, lease Lease, every
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.ctx, k.s, k.key, k.lease, k.every, k.lost, k.cancel = ctx, s, key, lease, every, lost, cancel
-	k.beating, k.stopped, k.idle, k.deadline, k.failing = false, false, nil, time.Time{}, false
+	k.beating, k.stopped, k.idle, k.deadline, k.failing, k.panicked = false, false, nil, time.Time{}, false, nil
 	switch {
 	case k.timer == nil:
 		k.timer = time.AfterFunc(every, k.beat)
@@ -159,18 +164,19 @@ func (k *keeper) beat() {
 
 	l, lost, err := k.heartbeat(ctx, lease, every, failing, now, deadline)
 	endBeat()
+	pe, _ := err.(*PanicError)
 	if lost {
-		switch {
-		case k.lost != nil:
-			k.lost()
-		case k.cancel != nil:
-			k.cancel.cancelCause(ErrLeaseLost)
+		if lpe := k.report(pe); pe == nil {
+			pe = lpe
 		}
 	}
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.beating, k.endBeat = false, nil
+	if k.panicked == nil {
+		k.panicked = pe
+	}
 	k.failing = err != nil
 	if k.idle != nil {
 		close(k.idle)
@@ -204,7 +210,8 @@ func (k *keeper) beat() {
 // when the lease lapses, not when the connection gives up; a beat that
 // runs after the deadline without a failure before (a late timer, an
 // interval longer than the lease) still gets one more try, bounded by
-// every: a success says nobody took the key over.
+// every: a success says nobody took the key over. A Heartbeat that panics
+// loses the lease too, with the panic as a *PanicError for error.
 func (k *keeper) heartbeat(ctx context.Context, lease Lease, every time.Duration, failing bool, now, deadline time.Time) (Lease, bool, error) {
 	parent, cancel := ctx, context.CancelFunc(nil)
 	if lease.TTL > 0 {
@@ -217,9 +224,14 @@ func (k *keeper) heartbeat(ctx context.Context, lease Lease, every time.Duration
 		}
 		ctx, cancel = context.WithDeadline(ctx, bound)
 	}
-	l, err := k.s.Heartbeat(ctx, k.key, lease, lease.TTL)
+	l, err := k.call(ctx, lease)
 	if cancel != nil {
 		cancel()
+	}
+	if _, ok := err.(*PanicError); ok {
+		// The store is broken: whether the lease is still held cannot be
+		// told, so the run must stop as if it were lost.
+		return Lease{}, true, err
 	}
 	switch {
 	case err == nil:
@@ -233,6 +245,46 @@ func (k *keeper) heartbeat(ctx context.Context, lease Lease, every time.Duration
 	return l, lease.TTL > 0 && !time.Now().Before(deadline) && parent.Err() == nil, err
 }
 
+// call sends the heartbeat, returning a panic in the store's Heartbeat as a
+// *PanicError: it runs on a timer's goroutine, where a panic would crash
+// the process.
+func (k *keeper) call(ctx context.Context, lease Lease) (l Lease, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l, err = Lease{}, &PanicError{Op: "Store.Heartbeat", Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return k.s.Heartbeat(ctx, k.key, lease, lease.TTL)
+}
+
+// report tells the run that its lease is lost: it calls lost, or else
+// cancels cancel with cause ErrLeaseLost, wrapped around pe, the panic of
+// the store's Heartbeat, if any. It returns a panic in lost as a
+// *PanicError.
+func (k *keeper) report(pe *PanicError) (lostPanic *PanicError) {
+	switch {
+	case k.lost != nil:
+		defer func() {
+			if p := recover(); p != nil {
+				lostPanic = &PanicError{Op: "KeepAlive's lost", Value: p, Stack: debug.Stack()}
+			}
+		}()
+		k.lost()
+	case k.cancel != nil:
+		k.cancel.cancelCause(leaseLostTo(pe))
+	}
+	return nil
+}
+
+// leaseLostTo returns the cause of a run's cancellation when its lease is
+// lost: ErrLeaseLost, wrapped around pe when a Heartbeat panicked.
+func leaseLostTo(pe *PanicError) error {
+	if pe == nil {
+		return ErrLeaseLost
+	}
+	return fmt.Errorf("%w: %w", ErrLeaseLost, pe)
+}
+
 // errLapsed is the failure of a beat that found the lease lapsed before
 // it tried the store.
 var errLapsed = errors.New("idem: lease lapsed without a heartbeat")
@@ -243,9 +295,12 @@ var errLapsed = errors.New("idem: lease lapsed without a heartbeat")
 // has nothing to stop. A pooled keeper goes back to the pool, its timer
 // left as it is for the next run (see keeper); another keeper's timer is
 // stopped.
-func (k *keeper) stop() {
+//
+// It returns the first panic a beat recovered (in the store's Heartbeat,
+// or in lost), once: a later stop returns nil.
+func (k *keeper) stop() *PanicError {
 	if k == nil {
-		return
+		return nil
 	}
 	k.mu.Lock()
 	k.stopped = true
@@ -265,6 +320,8 @@ func (k *keeper) stop() {
 		<-idle
 		k.mu.Lock()
 	}
+	pe := k.panicked
+	k.panicked = nil
 	if pooled {
 		k.ctx, k.s, k.key, k.lost, k.cancel, k.lease, k.pooled = nil, nil, Key{}, nil, nil, Lease{}, false
 	}
@@ -272,4 +329,5 @@ func (k *keeper) stop() {
 	if pooled {
 		keeperPool.Put(k)
 	}
+	return pe
 }

@@ -30,7 +30,8 @@ type Owner struct {
 	// Recorded reports that the result was committed.
 	Recorded bool
 	// Err is the error of the settle call that failed: the Commit's, or
-	// else the FailTransient's. When Run is called without a Store (nil,
+	// else the FailTransient's; or, when a Heartbeat panicked, an error
+	// wrapping ErrLeaseLost and a *PanicError (see Run). When Run is called without a Store (nil,
 	// or a nil pointer of a store type), a Key, a Lease (its Token), work
 	// or a context, Err is ErrInvalidArgument: work did not run and
 	// nothing was sent to the store.
@@ -52,7 +53,15 @@ type Owner struct {
 //     same value; work that ends its goroutine (runtime.Goexit) releases
 //     it too;
 //   - a Commit that fails releases the key too, unless it failed with
-//     ErrStaleToken (the key has another owner now).
+//     ErrStaleToken (the key has another owner now);
+//   - a Heartbeat of the store that panics (it runs on a goroutine of its
+//     own, where a panic would crash the process) is recovered and counts
+//     as a lost lease: work's context is cancelled with a cause wrapping
+//     both ErrLeaseLost and a *PanicError carrying the panic's value and
+//     stack, and once work returns nothing is recorded, whatever it
+//     returned: the key is released and Err wraps that cause. A panic in
+//     Commit or FailTransient happens on Run's goroutine and goes on as it
+//     is (after a Commit's, the key is released).
 //
 // The heartbeats and the settle calls run with ctx's values but not its
 // cancellation: work may go on after ctx is cancelled (work's context is
@@ -96,8 +105,19 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 	}()
 	result, record := work(runCtx)
 	returned = true
-	k.stop()
+	pe := k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
+	if pe != nil {
+		// The store panicked in a heartbeat: whether the lease is still
+		// held cannot be told, and the store is broken. Record nothing.
+		perr := fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
+		o.release(ctx)
+		if o.Err != nil {
+			perr = errors.Join(perr, fmt.Errorf("idem: releasing the key: %w", o.Err))
+		}
+		o.Err = perr
+		return
+	}
 	if !record {
 		o.release(ctx)
 		return
