@@ -1,8 +1,43 @@
 // Package durable runs durable finite-state machines on PostgreSQL: long
 // processes whose state is committed to the database before each step
 // proceeds, so that they survive crashes and restarts of the processes that
-// run them and resume where they left off. It is a Go port of the GenDurable
-// design.
+// run them and resume where they left off.
+//
+// Use it for a process of several steps that must finish whatever happens to
+// the process running it: an order that is paid, shipped and invoiced, a
+// sign-up that waits days for an e-mail confirmation, a batch fanned out to
+// child jobs. Instances wait for named signals from the outside (a webhook,
+// a user's click), addressed by a business key such as "order:42"; retries,
+// timeouts, queues, priorities, concurrency and rate limits are the
+// engine's. For one effect that must happen once per request or message,
+// with no steps and no waiting, package idem (idem.Do over an idem.Store)
+// or package consumer is enough. The package follows the GenDurable design,
+// whose telemetry event names it keeps.
+//
+// # Getting started
+//
+// Run the engine against a PostgreSQL database and a pgxpool.Pool:
+//
+//	fsm, err := durable.NewFSM(durable.FSMConfig[Order]{Name: "order", Initial: "charge", Steps: steps})
+//	client, err := durable.NewClient(pool, &durable.Config{
+//		FSMs:   []durable.Definition{fsm},
+//		Queues: map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 10}},
+//	})
+//	err = client.Migrate(ctx)     // creates or updates the tables; idempotent
+//	err = client.Start(ctx)       // pickers, workers and background work
+//	defer client.Stop(stopCtx)    // graceful: running steps finish and commit
+//	id, err := client.Insert(ctx, fsm.With(Order{ID: 42}), &durable.InsertOpts{CorrelationKey: "order:42"})
+//	err = client.Signal(ctx, durable.ByKey("order:42"), "paid", payment, paymentEventID)
+//
+// A Client comes from NewClient only (the zero Client is not usable). One
+// Client both writes (Insert, Signal, Cancel, Retry, Get, List) and, once
+// started, runs steps; a process that only inserts and signals, such as a
+// web server beside separate workers, never calls Start, and its Config
+// needs no FSMs or Queues. Start runs until Stop, or until Start's context
+// is cancelled; a stopped Client can be started again. Every method is
+// safe for concurrent use. The configuration's defaults are in the doc of
+// each field of Config, FSMConfig, QueueConfig and InsertOpts; nil options
+// (*Config, *InsertOpts, *RetryOpts, *ListOpts) take every default.
 //
 // # The model
 //
@@ -40,6 +75,8 @@
 // run it, and insert instances with Client.Insert(ctx, fsm.With(state),
 // opts). NewFSM and NewClient reject an invalid definition or configuration
 // with a *ConfigError naming the field (errors.Is(err, ErrInvalidConfig)).
+// A step reads the payload of the signal that woke it from Step.Awaited,
+// as JSON (json.Unmarshal of Signal.Payload).
 //
 // # Versions
 //
@@ -297,10 +334,11 @@
 // signal with a fresh snapshot, waking at once if one is there.
 //
 // The woken step sees the awaited signals (Step.Awaited) and the whole inbox
-// (Step.Pending). Progress (Next or Await) consumes, by id, exactly the
-// awaited signals the step saw; a same-name signal that arrived while it ran
-// stays for the next Await. Retry consumes nothing. Done and Stop delete the
-// inbox, and signals to a terminal instance, to an unknown id or to a key no
+// (Step.Pending). Progress (Next, Await or Children) consumes, by id,
+// exactly the awaited signals the step saw; a same-name signal that arrived
+// while it ran stays for the next Await. Retry consumes nothing. Done, Stop
+// and Cancel delete the inbox, and signals to a terminal instance, to an
+// unknown id or to a key no
 // live instance occupies fail with ErrNoTarget: a signal is never held for
 // an instance that does not exist yet. A non-empty dedup key makes delivery
 // idempotent per instance for the row's lifetime, even after the signal was
@@ -357,4 +395,48 @@
 // worker, one for LISTEN and a few for the background work. The engine's
 // statements need READ COMMITTED (PostgreSQL's default); times are the
 // database server's now().
+//
+// # Errors
+//
+// The errors a caller branches on are sentinels, tested with errors.Is;
+// those that carry data are typed, read with errors.As, and match a
+// sentinel too:
+//
+//   - NewFSM, NewClient: *ConfigError naming the field (ErrInvalidConfig).
+//   - Insert and its relatives: *DuplicateError with the occupant's id
+//     (ErrDuplicate), *PayloadTooLargeError (ErrPayloadTooLarge),
+//     ErrUnstorable, *ScopeError for a correlation scope that lacks a live
+//     status.
+//   - Signal, Lookup: ErrNoTarget (no live instance: ended, unknown, or a
+//     key nobody occupies), ErrAmbiguousTarget; Signal also the payload
+//     errors of Insert.
+//   - Cancel: ErrNoTarget, ErrAmbiguousTarget, ErrTerminal (by id, already
+//     ended).
+//   - Retry: ErrNotFailed, ErrNoTarget, ErrAmbiguousTarget, *DuplicateError.
+//   - Get: ErrNotFound.
+//   - Stop: ErrStopInStep, or Stop's context's error.
+//
+// A step's error handling (FSMConfig.OnError) is handed the step's own
+// error, or a *PanicError, an error matching ErrStepTimeout (a
+// *StepTimeoutError), ErrUnknownStep, ErrUnknownFSM, ErrPayloadTooLarge or
+// ErrUnstorable. A running step's context is cancelled with the cause
+// ErrLeaseLost (context.Cause) when its lease is lost. An instance failed
+// for being reaped too often has an Instance.Error that begins with
+// ErrReapedTooOften's text. Other errors come from the database, the pool
+// (pgx) or a cancelled context, and match none of these.
+//
+// # Testing
+//
+// Test FSMs against a real PostgreSQL, as this package's own tests do. Give
+// each test a schema of its own: create it, and put it first in the pool's
+// search_path (the search_path parameter of the connection string), so that
+// Migrate creates the tables there and nothing is shared with other tests.
+// A short Config.PollInterval (tens of milliseconds) keeps a test from
+// waiting on a poll for what a NOTIFY missed; stop the client in the test's
+// cleanup. There is no call that waits for an instance to end: poll
+// Client.Get until Instance.Status is terminal (Status.Terminal), with a
+// deadline, or have Hooks.StepStop send on a buffered channel the events
+// whose Kind ends the instance (KindDone, KindStop, KindCancel); hooks must
+// return quickly. A step's effects are tested by signalling the instance
+// (Client.Signal) and reading its state and result back with Client.Get.
 package durable

@@ -1,0 +1,199 @@
+package durable_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// NewFSM checks a definition before any database is involved: an invalid
+// one is a *ConfigError naming the field, which matches ErrInvalidConfig.
+func ExampleNewFSM() {
+	_, err := durable.NewFSM(durable.FSMConfig[Order]{
+		Name:    "checkout",
+		Initial: "reserve",
+		Steps: map[string]durable.StepFunc[Order]{
+			"charge": func(ctx context.Context, s *durable.Step[Order]) (durable.Outcome, error) {
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	var ce *durable.ConfigError
+	fmt.Println(errors.Is(err, durable.ErrInvalidConfig), errors.As(err, &ce) && ce.Field == "FSMConfig.Initial")
+	fmt.Println(err)
+	// Output:
+	// true true
+	// durable: FSMConfig.Initial "reserve" is not in Steps
+}
+
+// errDeclined is a failure no retry will fix.
+var errDeclined = errors.New("card declined")
+
+// An error handler decides what a failed step does: here a declined card
+// stops the instance at once, a panic is logged and stops it too, and any
+// other error is retried with the default backoff, five times at most.
+func ExampleErrorHandler() {
+	onError := func(ctx context.Context, s *durable.Step[Order], err error) durable.Outcome {
+		var pe *durable.PanicError
+		switch {
+		case errors.Is(err, errDeclined):
+			return durable.Stop("payment declined")
+		case errors.As(err, &pe):
+			log.Printf("step %s panicked: %v", s.Name, pe.Value)
+			return durable.Stop("bug: " + err.Error())
+		case s.Attempt < 5:
+			return durable.Retry(durable.DefaultBackoff(s.Attempt))
+		}
+		return durable.Stop(err.Error())
+	}
+	_ = durable.FSMConfig[Order]{OnError: onError} // as the FSM's OnError
+
+	// The engine calls it with the failed step; here, by hand.
+	ctx := context.Background()
+	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 1}, errDeclined).Kind())
+	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 1}, errors.New("timeout")).Kind())
+	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 5}, errors.New("timeout")).Kind())
+	// Output:
+	// stop
+	// retry
+	// stop
+}
+
+// A step woken by a signal reads its payload from Step.Awaited, as JSON.
+func ExampleAwait() {
+	type Payment struct {
+		Ref    string `json:"ref"`
+		Amount int    `json:"amount"`
+	}
+	steps := map[string]durable.StepFunc[Order]{
+		"reserve": func(ctx context.Context, s *durable.Step[Order]) (durable.Outcome, error) {
+			return durable.Await("paid", "payment_confirmed"), nil
+		},
+		"paid": func(ctx context.Context, s *durable.Step[Order]) (durable.Outcome, error) {
+			var p Payment
+			if err := json.Unmarshal(s.Awaited[0].Payload, &p); err != nil {
+				return durable.Stop("bad payment: " + err.Error()), nil
+			}
+			s.State.Status = "paid " + p.Ref
+			return durable.Done(nil), nil
+		},
+	}
+
+	// The engine runs the steps; here, "paid" by hand, as the engine would
+	// after client.Signal(ctx, durable.ByKey("order:42"), "payment_confirmed",
+	// Payment{Ref: "pay_1", Amount: 100}, "evt-1").
+	s := &durable.Step[Order]{Name: "paid", Awaited: []durable.Signal{
+		{Name: "payment_confirmed", Payload: json.RawMessage(`{"ref":"pay_1","amount":100}`)},
+	}}
+	out, err := steps["paid"](context.Background(), s)
+	fmt.Println(out.Kind(), s.State.Status, err)
+	// Output: done paid pay_1 <nil>
+}
+
+// A payment webhook signals the order it names, by its correlation key. The
+// provider's event id is the dedup key, so a redelivered event is stored
+// once. An order that has ended, or never existed, is ErrNoTarget: nothing
+// is stored, and the webhook answers so that the provider stops retrying.
+func ExampleClient_Signal() {
+	var client *durable.Client // from durable.NewClient
+	http.HandleFunc("POST /webhooks/payments", func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			ID      string `json:"id"`
+			OrderID int    `json:"order_id"`
+			Amount  int    `json:"amount"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		key := fmt.Sprintf("order:%d", ev.OrderID)
+		err := client.Signal(r.Context(), durable.ByKey(key), "payment_confirmed",
+			map[string]int{"amount": ev.Amount}, ev.ID)
+		switch {
+		case errors.Is(err, durable.ErrNoTarget):
+			http.Error(w, "no open order "+key, http.StatusGone)
+		case err != nil:
+			http.Error(w, "try again", http.StatusServiceUnavailable) // the provider retries
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+}
+
+// A second Insert with an occupied correlation key inserts nothing; its
+// *DuplicateError carries the id of the instance that holds the key.
+func ExampleClient_Insert() {
+	ctx := context.Background()
+	var (
+		client   *durable.Client              // from durable.NewClient
+		checkout *durable.FSM[Order]          // from durable.NewFSM
+		order    = Order{ID: 42, Amount: 100} // from the request
+	)
+	id, err := client.Insert(ctx, checkout.With(order), &durable.InsertOpts{
+		CorrelationKey: fmt.Sprintf("order:%d", order.ID),
+	})
+	var dup *durable.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		id = dup.ID // order 42 is already running: use that instance (0 if it just ended)
+	case errors.Is(err, durable.ErrPayloadTooLarge), errors.Is(err, durable.ErrUnstorable):
+		log.Printf("order %d cannot be stored: %v", order.ID, err) // bad input: do not retry
+		return
+	case err != nil:
+		log.Printf("insert: %v", err) // the database: retry later
+		return
+	}
+	fmt.Println("order 42 is instance", id)
+}
+
+// InsertOrSignal starts a process with its first event and signals it with
+// the later ones: every event of order 42 reaches the one instance, whichever
+// arrives first, even when several arrive at once.
+func ExampleClient_InsertOrSignal() {
+	ctx := context.Background()
+	var (
+		client   *durable.Client     // from durable.NewClient
+		checkout *durable.FSM[Order] // from durable.NewFSM: its first step awaits "event"
+	)
+	event := map[string]string{"type": "item_added", "sku": "A-1"}
+	id, inserted, err := client.InsertOrSignal(ctx,
+		checkout.With(Order{ID: 42}),
+		&durable.InsertOpts{CorrelationKey: "order:42"},
+		"event", event, "evt-981") // the event's id: a redelivery is stored once
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(id, inserted)
+}
+
+// There is no call that waits for an instance to end; a test or a tool polls
+// Get, with a deadline.
+func ExampleClient_Get() {
+	var (
+		client *durable.Client // from durable.NewClient
+		id     int64           // from client.Insert
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		in, err := client.Get(ctx, id)
+		if err != nil {
+			log.Fatal(err) // durable.ErrNotFound once collected, or ctx's deadline
+		}
+		if in.Status.Terminal() {
+			fmt.Println(in.Status, string(in.Result), in.Error)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Fatalf("instance %d is still %s", id, in.Status)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
