@@ -97,7 +97,11 @@ type Config[M any] struct {
 	// done (Handled comes with an error wrapping idem.ErrStaleToken); when
 	// nobody did, a success is marked done as usual. An error it returns
 	// after the loss is wrapped with idem.ErrLeaseLost by Handle, if it
-	// does not carry it already.
+	// does not carry it already. A Heartbeat of the store that panics
+	// (on the heartbeats' goroutine) is recovered and counts as a loss
+	// too; the store being broken, the key is then released rather than
+	// marked done, whatever the handler returns, and Handle's error
+	// carries the panic as an *idem.PanicError.
 	Handle func(ctx context.Context, msg M) error
 	// SettleTimeout bounds each call that settles a message's key after the
 	// handler: the ledger's Complete after a success, its Release after a

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -155,12 +156,50 @@ func (c *storeClaim) lose() {
 	}
 }
 
-func (c *storeClaim) Complete(ctx context.Context) error {
+// end stops the heartbeats. A Heartbeat of the store that panicked, which
+// idem.KeepAlive's stop raises again as an *idem.PanicError, is returned
+// as an error wrapping it and idem.ErrLeaseLost: the claim was counted as
+// lost (see lose).
+func (c *storeClaim) end() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			pe, ok := p.(*idem.PanicError)
+			if !ok {
+				panic(p)
+			}
+			err = fmt.Errorf("%w: %w", idem.ErrLeaseLost, pe)
+		}
+	}()
 	c.stop()
+	return nil
+}
+
+// Complete marks the key done, unless a Heartbeat of the store panicked
+// while the handler ran: the store is broken and whether the claim is still
+// held cannot be told, so the key is released instead, and the error
+// carries the panic (*idem.PanicError).
+func (c *storeClaim) Complete(ctx context.Context) error {
+	if err := c.end(); err != nil {
+		return c.releaseAfter(ctx, err)
+	}
 	return c.s.Commit(ctx, c.key, c.lease, []byte("true"))
 }
 
+// Release releases the key. When a Heartbeat of the store panicked while
+// the handler ran, the error carries the panic (*idem.PanicError) even
+// though the key was released.
 func (c *storeClaim) Release(ctx context.Context) error {
-	c.stop()
+	if err := c.end(); err != nil {
+		return c.releaseAfter(ctx, err)
+	}
 	return c.s.FailTransient(ctx, c.key, c.lease)
+}
+
+// releaseAfter releases the key after a heartbeat's panic, err, and
+// returns err, joined to the release's error if it failed.
+func (c *storeClaim) releaseAfter(ctx context.Context, err error) error {
+	if rerr := c.s.FailTransient(ctx, c.key, c.lease); rerr != nil {
+		return errors.Join(err, fmt.Errorf("releasing the key: %w", rerr))
+	}
+	return fmt.Errorf("the claim's heartbeat panicked (the key is released): %w", err)
 }
