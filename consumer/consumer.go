@@ -187,7 +187,10 @@ func configErrorf(field, format string, args ...any) error {
 // long the key stays held, see ErrInProgress), or nil. Settling the key after the
 // handler is bounded by Config.SettleTimeout; when it fails, Handle joins
 // its error to the handler's (Failed), or returns Handled with it: the
-// message must still be acknowledged, though the key is not marked done.
+// message must still be acknowledged, though the key is not marked done
+// (a StoreLedger then releases it, when the settle bound leaves time, so
+// that a duplicate runs the handler again at once rather than once the
+// lease lapses; see StoreLedger).
 func (c *Consumer[M]) Handle(ctx context.Context, msg M) (outcome Outcome, err error) {
 	if c == nil || c.cfg.Key == nil {
 		return Failed, errNotMade

@@ -37,6 +37,15 @@ type StoreLedgerOpts struct {
 // whose RetryAfter is the rest of that consumer's lease, as the store
 // reports it (see ErrInProgress).
 //
+// Marking a key done is a Commit. When it fails (other than with
+// idem.ErrStaleToken), the key is released within the same settle bound,
+// as idem.Do releases its key, rather than left in flight until its lease
+// lapses. A Commit that failed may have been applied all the same (a lost
+// reply); the store then rejects the release with idem.ErrStaleToken and
+// the key stays done, so the release never undoes a done mark. A Commit
+// that failed because the settle bound ran out leaves the key to its
+// lease.
+//
 // A nil s (or a nil pointer of a store type, as a constructor returns with
 // its error), an invalid ns (see idem.Namespace), or a negative Retention or
 // Lease, makes a ledger that New refuses with a *ConfigError, and whose Claim
@@ -174,15 +183,35 @@ func (c *storeClaim) end() (err error) {
 	return nil
 }
 
-// Complete marks the key done, unless a Heartbeat of the store panicked
-// while the handler ran: the store is broken and whether the claim is still
-// held cannot be told, so the key is released instead, and the error
-// carries the panic (*idem.PanicError).
+// Complete marks the key done (Commit), unless a Heartbeat of the store
+// panicked while the handler ran: the store is broken and whether the
+// claim is still held cannot be told, so the key is released instead, and
+// the error carries the panic (*idem.PanicError).
+//
+// A Commit that fails, other than with idem.ErrStaleToken (the key has
+// another owner, or is settled), is followed by a release
+// (FailTransient) within what is left of ctx, as idem.Do releases its
+// key, so that the key is not left in flight until its lease lapses. That
+// is safe even when the Commit was applied all the same (a lost reply, a
+// context that ended while the store wrote): a store rejects the release
+// of a settled reservation with idem.ErrStaleToken, changing nothing (see
+// idem.Store; the conformance suite checks it), and the key stays done. A
+// Commit that failed because ctx ended leaves no time for the release: the
+// key then stays in flight until its lease lapses. The error is the
+// Commit's, joined to the release's when the release failed otherwise than
+// with idem.ErrStaleToken.
 func (c *storeClaim) Complete(ctx context.Context) error {
 	if err := c.end(); err != nil {
 		return c.releaseAfter(ctx, err)
 	}
-	return c.s.Commit(ctx, c.key, c.lease, []byte("true"))
+	err := c.s.Commit(ctx, c.key, c.lease, []byte("true"))
+	if err == nil || errors.Is(err, idem.ErrStaleToken) || ctx.Err() != nil {
+		return err
+	}
+	if rerr := c.s.FailTransient(ctx, c.key, c.lease); rerr != nil && !errors.Is(rerr, idem.ErrStaleToken) {
+		return errors.Join(err, fmt.Errorf("releasing the key: %w", rerr))
+	}
+	return err
 }
 
 // Release releases the key. When a Heartbeat of the store panicked while
