@@ -1,21 +1,3 @@
-// Package idemtest is the conformance suite every idem.Store backend runs:
-// one call, Exercise, checks the whole store contract (statements S1–S11 of
-// the project's conformance list) against a real backend.
-//
-//	func TestConformance(t *testing.T) {
-//		idemtest.Exercise(t, idemtest.Harness{
-//			NewStore: func(t *testing.T, now func() time.Time) idem.Store {
-//				s, err := memstore.New(memstore.Config{Now: now})
-//				if err != nil {
-//					t.Fatal(err)
-//				}
-//				return s
-//			},
-//		})
-//	}
-//
-// Every subtest uses its own random namespace, so backends may share one
-// database or server across subtests and test runs.
 package idemtest
 
 import (
