@@ -82,7 +82,12 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //     unavailable store, a result that does not encode, ErrInvalidPayload,
 //     or is too large, ErrPayloadTooLarge): Do returns fn's result with an
 //     error wrapping the store's (joined to fn's error, if any) and
-//     releases the key: the effect happened, but a retry runs fn again;
+//     releases the key: the effect happened, but a retry runs fn again.
+//     The release is safe even when the store failed after applying the
+//     write (a lost reply, a context that ended while it wrote; see
+//     Store): a store rejects the release of a settled reservation with
+//     ErrStaleToken, changing nothing, so what was recorded stays, and
+//     a retry replays it;
 //   - the release after an error of fn fails: fn's error joined to the
 //     release's. The key then stays in flight until its lease lapses;
 //   - a heartbeat panics (the store's Heartbeat, called from a goroutine
