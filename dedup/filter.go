@@ -42,9 +42,10 @@ func NewFilterChecked(capacity int) (*Filter, error) {
 
 // Accept reports whether the operation should be applied: false if seq is
 // at or below the session's high-water mark, or if the window remembers the
-// operation's key; true otherwise, in which case the mark is raised to seq
-// and the key recorded. Of several concurrent Accepts of one operation,
-// exactly one returns true.
+// operation's key; true otherwise, and the key is recorded. A seq above the
+// mark raises the mark to it in either case, also when the window then
+// answers false. Of several concurrent Accepts of one operation, exactly one
+// returns true.
 //
 // An accepted operation counts as seen whether or not the caller manages to
 // apply it; as in the design, a failed apply is not retried by redelivery.

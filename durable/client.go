@@ -26,7 +26,8 @@ type Client struct {
 // NewClient returns a client on pool with cfg (nil: the zero Config, enough
 // to insert, signal, inspect and migrate). The tables live in the first
 // schema of the pool's search_path; every client of one engine must see the
-// same one. Its errors name the Config field at fault.
+// same one. Its errors name the Config field at fault (a *ConfigError),
+// but for a nil pool, a plain error.
 func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("durable: NewClient: pool is nil")

@@ -45,8 +45,8 @@ type Step[S any] struct {
 	// Awaited are the signals in the inbox, oldest first, whose names the
 	// Await that woke this step named. Empty when the step was not woken by
 	// an Await, or when the Await timed out. They are consumed (deleted, by
-	// id) when the step's outcome is Next or Await; Retry keeps them, and
-	// Done and Stop delete the whole inbox.
+	// id) when the step's outcome is Next, Await or Children; Retry keeps
+	// them, and Done, Stop and Cancel delete the whole inbox.
 	Awaited []Signal
 	// Pending is every signal in the inbox when the step was picked,
 	// Awaited included, oldest first. Signals that are not awaited stay in

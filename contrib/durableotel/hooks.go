@@ -59,7 +59,7 @@ var stepDurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.0
 //	                          of the step to its return; attributes FSMKey,
 //	                          StepKey, OutcomeKey, CommitKey, ErrorKey
 //	durable.step.fenced       counter: outcomes not committed because the
-//	                          lease was lost (GenDurable's stale outcome);
+//	                          lease was lost (reaped or taken over meanwhile);
 //	                          FSMKey, StepKey, OutcomeKey
 //	durable.pick.claims       counter: claims a picker made; QueueKey
 //	durable.pick.rows         counter: rows claimed; QueueKey
