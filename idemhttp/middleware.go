@@ -523,5 +523,18 @@ type detachedContext struct{ parent context.Context }
 func (detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (detachedContext) Done() <-chan struct{}       { return nil }
 func (detachedContext) Err() error                  { return nil }
-func (c *detachedContext) Value(key any) any        { return c.parent.Value(key) }
 func (c *detachedContext) String() string           { return "idemhttp.detachedContext" }
+
+// Value is the parent's value for key; for clientKey, the parent itself.
+func (c *detachedContext) Value(key any) any {
+	if _, ok := key.(clientKey); ok {
+		return c.parent
+	}
+	return c.parent.Value(key)
+}
+
+// clientKey is the context key under which the handler's context of a
+// protected request gives the request's own context, which ends when the
+// client goes away: for the proxy to stop a response that is streamed to
+// a client that left (see upstreamCall.follow).
+type clientKey struct{}

@@ -89,7 +89,10 @@ type ProxyConfig struct {
 // from the upstream before it is written to the client, so its result is
 // recorded either way. Server-sent events (text/event-stream), protocol
 // upgrades (101) and responses larger than MaxCapture are streamed through
-// and not recorded. Response trailers are passed on to the client but not
+// and not recorded; an event stream or a large response, having nothing
+// to record, ends when its client goes away, as through a plain reverse
+// proxy, however long the upstream keeps it open (for an upgrade, see
+// below). Response trailers are passed on to the client but not
 // recorded. Other requests (unprotected methods, no key) pass through as
 // ReverseProxy forwards them, streamed responses included.
 //
@@ -179,6 +182,9 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 				if err := bufferResponse(res, call.recording); err != nil {
 					return err
 				}
+				if !call.recording.whole && res.StatusCode != http.StatusSwitchingProtocols {
+					call.follow(res.Request.Context()) // streamed through, not recorded
+				}
 			}
 			// The upstream has answered: what is left of the body
 			// streams through without a time limit.
@@ -225,7 +231,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			}
 		}
 		call.timer = time.AfterFunc(cfg.Timeout, call.expire)
-		defer call.timer.Stop()
+		defer call.end()
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call)))
 	})
 	return mw(timed), nil
@@ -246,7 +252,31 @@ type upstreamCall struct {
 	// ctx is the call's context, which cancel cancels.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// unfollow stops follow's watch, once set.
+	unfollow func() bool
 }
+
+// follow cancels the call when the client goes away: for a protected
+// request's response that streams through, not recorded, whose upstream
+// may keep it open and silent for as long as it likes. ctx is the call's,
+// which gives the client's (see clientKey).
+func (c *upstreamCall) follow(ctx context.Context) {
+	if client, ok := ctx.Value(clientKey{}).(context.Context); ok {
+		c.unfollow = context.AfterFunc(client, func() { c.cancel(errClientGone) })
+	}
+}
+
+// end stops what watches the call once the handler returns.
+func (c *upstreamCall) end() {
+	c.timer.Stop()
+	if c.unfollow != nil {
+		c.unfollow()
+	}
+}
+
+// errClientGone is the cause of a call cancelled because its client went
+// away while its response streamed.
+var errClientGone = errors.New("idemhttp: the client went away during a streamed response")
 
 // upgraded wraps conn, the client's connection of an upgrade passed on
 // for a protected request (see upgradedConn).
