@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -74,5 +75,27 @@ func TestOwnerKeepsLeaseAfterCallerCancels(t *testing.T) {
 	}
 	if rec, err := s.Get(context.Background(), k); err != nil || rec.Status != idem.StatusCommitted {
 		t.Errorf("record = %+v, %v; want committed", rec, err)
+	}
+}
+
+// TestOwnerRunOnCancelledContextDoesNotStart: Run given a ctx that is done
+// already does not start work, as Do and the consumer do not: it releases
+// the key, so that a retry runs the work, and sets Err to ctx's error.
+func TestOwnerRunOnCancelledContextDoesNotStart(t *testing.T) {
+	s := newMem(t, nil)
+	k := testKey(t, "owner-cancelled-before")
+	o := owned(t, s, k)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	o.Run(ctx, func(context.Context) ([]byte, bool) { ran = true; return []byte(`1`), true })
+	if ran {
+		t.Error("work ran on a context already cancelled")
+	}
+	if !errors.Is(o.Err, context.Canceled) || o.Recorded {
+		t.Errorf("Recorded %v, Err %v; want false, context.Canceled", o.Recorded, o.Err)
+	}
+	if _, err := s.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get after Run = %v, want ErrNotFound (the key released)", err)
 	}
 }

@@ -31,7 +31,8 @@ type Owner struct {
 	Recorded bool
 	// Err is the error of the settle call that failed: the Commit's, or
 	// else the FailTransient's; or, when a Heartbeat panicked, an error
-	// wrapping ErrLeaseLost and a *PanicError (see Run). When Run is called without a Store (nil,
+	// wrapping ErrLeaseLost and a *PanicError; or ctx's error, when Run
+	// was called with a ctx already done (see Run). When Run is called without a Store (nil,
 	// or a nil pointer of a store type), a Key, a Lease (its Token), work
 	// or a context, Err is ErrInvalidArgument: work did not run and
 	// nothing was sent to the store.
@@ -53,7 +54,9 @@ type Owner struct {
 //     same value; work that ends its goroutine (runtime.Goexit) releases
 //     it too;
 //   - a Commit that fails releases the key too, unless it failed with
-//     ErrStaleToken (the key has another owner now);
+//     ErrStaleToken (the key has another owner now). A Commit that was
+//     applied all the same (a lost reply) keeps its result: the store
+//     rejects the release of a settled reservation with ErrStaleToken;
 //   - a Heartbeat of the store that panics (it runs on a goroutine of its
 //     own, where a panic would crash the process) is recovered and counts
 //     as a lost lease: work's context is cancelled with a cause wrapping
@@ -74,12 +77,28 @@ type Owner struct {
 // nothing until work watches it (Done, or a context derived from it), so a
 // short handler that never looks pays for no cancellation machinery.
 //
+// A ctx that is done already when Run is called does not start work, as
+// Do and the consumer do not: Run releases the key (FailTransient), so that
+// a retry runs the work, and sets Err to ctx.Err() (joined to the
+// release's error, if it fails). Only a cancellation that comes while work
+// runs is detached from, as above.
+//
 // Run never runs work outside a reservation: an Owner without a Store, Key
 // or Lease, a nil work or a nil ctx sets Err to ErrInvalidArgument and
 // returns without calling work.
 func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result []byte, record bool)) {
 	if ctx == nil || IsNilStore(o.Store) || o.Key.IsZero() || o.Lease.Token == "" || work == nil {
 		o.Err = o.invalid(ctx == nil, work == nil)
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		// Nobody waits for what work would do: do not start it, and
+		// leave no reservation behind.
+		o.release(ctx)
+		if o.Err != nil {
+			err = errors.Join(err, fmt.Errorf("idem: releasing the key: %w", o.Err))
+		}
+		o.Err = err
 		return
 	}
 	runCtx := newRunContext(ctx)
