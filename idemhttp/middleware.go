@@ -157,7 +157,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			Detail: "This key was first used with a different method, path, query or body. Use a new key for a new request."})
 	case idem.InFlight:
 		x.fail(OutcomeInProgress, &Problem{Type: ProblemInProgress, Title: "A request with this Idempotency-Key is in progress", Status: http.StatusConflict,
-			Detail: "Retry after the original request completes.", RetryAfter: o.RetryAfter})
+			Detail: "Retry after the original request completes.", RetryAfter: max(o.RetryAfter, time.Second)})
 	default: // PriorError: never written by this middleware; another writer shares the namespace.
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded failure", Status: http.StatusInternalServerError,
 			Detail: "The original request failed permanently."})

@@ -51,11 +51,12 @@ func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// retrySeconds rounds d up to whole seconds, at least 1.
+// retrySeconds rounds d up to whole seconds, at least 1 (without
+// overflowing for the longest d).
 func retrySeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		return 1
+	s := int(d / time.Second)
+	if d%time.Second > 0 {
+		s++
 	}
-	return s
+	return max(s, 1)
 }
