@@ -272,8 +272,10 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // must not call stop itself (signal the work instead, and stop from there).
 // Other heartbeat errors (an unavailable store) are retried at the next
 // tick; once no heartbeat has succeeded for the lease's TTL (counted from
-// when the last successful one was sent, or from the start), the lease has
-// lapsed and may have been taken over, so KeepAlive calls lost then too.
+// when the last successful one was sent; before the first success, from
+// the start, or until the lease's ExpiresAt when that is earlier, as for a
+// lease granted some time before KeepAlive starts), the lease has lapsed
+// and may have been taken over, so KeepAlive calls lost then too.
 // Each heartbeat is bounded by that moment, so a store that hangs rather
 // than fails is given up on in time (stores honour their context). A
 // negative every, or a lease without TTL and no explicit every, disables

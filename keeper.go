@@ -148,14 +148,24 @@ func (k *keeper) beat() {
 	now := time.Now()
 	if lease.TTL > 0 && k.deadline.IsZero() {
 		// The run's first beat. Its timer was armed at armedOn: by start,
-		// as the run began just after Begin granted the lease, or by an
-		// earlier run for a pooled timer, before this run began. The
-		// deadline is a TTL after that: about when the lease lapses, or
-		// earlier, which is the safe side (giving up sooner while the
-		// store is unreachable). It does not depend on when the timer
-		// fired: a beat that runs late, even after the lease lapsed, must
-		// not push the lapse back by its lateness.
+		// when the run began, some time after Begin granted the lease, or
+		// by an earlier run for a pooled timer, before this run began. The
+		// deadline is the earlier of a TTL after that and the lease's
+		// ExpiresAt, as Begin granted it: a run started late after Begin
+		// is not told later than the lease lapsed. Either is about when
+		// the lease lapses, or earlier, which is the safe side (giving up
+		// sooner while the store is unreachable): ExpiresAt is read on the
+		// store's clock, and one behind this process's makes it early,
+		// while one ahead is capped by the TTL. The deadline does not
+		// depend on when the timer fired: a beat that runs late, even
+		// after the lease lapsed, must not push the lapse back by its
+		// lateness.
 		k.deadline = k.armedOn.Add(lease.TTL)
+		if !lease.ExpiresAt.IsZero() {
+			if end := now.Add(lease.ExpiresAt.Sub(now)); end.Before(k.deadline) {
+				k.deadline = end
+			}
+		}
 	}
 	deadline := k.deadline
 	ctx, endBeat := context.WithCancel(k.ctx)
