@@ -32,10 +32,10 @@ type Owner struct {
 	// Err is the error of the settle call that failed: the Commit's, or
 	// else the FailTransient's; or, when a Heartbeat panicked, an error
 	// wrapping ErrLeaseLost and a *PanicError; or ctx's error, when Run
-	// was called with a ctx already done (see Run). When Run is called without a Store (nil,
-	// or a nil pointer of a store type), a Key, a Lease (its Token), work
-	// or a context, Err is ErrInvalidArgument: work did not run and
-	// nothing was sent to the store.
+	// was called with a ctx already done (see Run). When Run is called
+	// without a Store (nil, or a nil pointer of a store type), a Key, a
+	// Lease (its Token), work or a context, Err is ErrInvalidArgument: work
+	// did not run and nothing was sent to the store.
 	Err error
 	// SettleTime is the time spent in settle calls, when Timed.
 	SettleTime time.Duration
