@@ -248,10 +248,14 @@ func (c *capture) sent(panicked bool) int {
 	return http.StatusOK
 }
 
-// finish completes the capture after the handler returned.
+// finish completes the capture after the handler returned: the header,
+// if the handler wrote none, and the trailers of a response recorded.
 func (c *capture) finish() {
 	if !c.wroteHeader {
 		c.take(http.StatusOK)
+	}
+	if c.recording && !c.abandoned {
+		c.header = appendTrailers(c.header, c.w.Header())
 	}
 }
 

@@ -35,14 +35,18 @@
 // configuration says; nor those a middleware outside this one set before
 // the handler ran and the handler left untouched, such as a compressor's
 // Content-Encoding: that middleware runs again for the replay and sets
-// them, or not, for the retry) and the body up to Config.MaxCapture. Not
-// recorded, so a retry runs again: statuses the profile does not store (IETF: all 5xx,
-// 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
+// them, or not, for the retry), the body up to Config.MaxCapture, and the
+// trailers (declared in the Trailer header or set under
+// http.TrailerPrefix; never Set-Cookie, authentication or hop-by-hop
+// ones). Not recorded, so a retry runs again: statuses the profile does
+// not store (IETF: all 5xx, 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
 // (the handler called Flush or Hijack), responses whose body is shorter or
 // longer than the Content-Length the handler set (the client got them cut
 // off), and handler panics (the key is released and the panic goes on).
 // A replay sends the recorded status, headers and body back with
-// Idempotent-Replayed: true and the body's Content-Length.
+// Idempotent-Replayed: true and the body's Content-Length, or, for a
+// response with trailers, chunked with the recorded trailers after the
+// body.
 //
 // A handler that takes the connection over (Hijack; a protocol upgrade
 // through NewProxy) holds its key, its lease extended, until it returns,

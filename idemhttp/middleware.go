@@ -416,13 +416,18 @@ func (x *exchange) replay(b []byte) {
 	}
 	*x.buf = rec.body[:0]
 	h := x.cw.w.Header()
+	trailers := false
 	for _, f := range rec.header {
-		if x.m.cfg.replaySet[f.name] {
+		switch {
+		case x.m.cfg.replaySet[f.name]:
 			h[f.name] = f.values
+		case replayedTrailer(f.name): // net/http sends it after the body
+			h[f.name] = f.values
+			trailers = true
 		}
 	}
 	h[ReplayedHeader] = replayed
-	if bodyAllowed(rec.status) && x.r.Method != http.MethodHead {
+	if bodyAllowed(rec.status) && x.r.Method != http.MethodHead && !trailers {
 		// The length the first answer had or could have had: without it
 		// net/http chunks a body beyond its buffer.
 		x.values[3] = strconv.Itoa(len(rec.body))

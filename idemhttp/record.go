@@ -22,6 +22,9 @@ import (
 //
 //	{"v":1,"status":200,"header_bytes":{"Content-Disposition":["<base64>"]},"body":"<base64>"}
 //
+// Trailers are recorded in "header" too, under their names prefixed with
+// http.TrailerPrefix ("Trailer:X-Checksum"), as a replay sets them.
+//
 // It is written by appendResponse and read by decodeResponse, both by hand
 // on the hot path; decodeResponse falls back to encoding/json for anything
 // it does not recognise (header_bytes among them), so a record reformatted
@@ -181,7 +184,8 @@ func readResponse(b, body []byte, fields []headerField, values []string) (respon
 // DecodeRecordedResponse decodes b, the Result of a record the middleware
 // or the proxy wrote (the format described at the top of this file), as
 // it replays: the status, the recorded header fields (those of
-// "header_bytes" included, as the bytes they were), and the body. It
+// "header_bytes" included, as the bytes they were; trailers under their
+// names prefixed with http.TrailerPrefix), and the body. It
 // fails on anything that is not such a record, as the Result of idem.Do
 // or idem.Typed generally is not. It is for tools that show records, such
 // as idem inspect.
@@ -364,6 +368,36 @@ func (p *scanner) str() (string, bool) {
 	}
 	p.i += j + 1
 	return v, true
+}
+
+// appendTrailers appends to out the trailers h holds once the handler
+// returned, as net/http sends them: the fields the Trailer header declares
+// and those set under http.TrailerPrefix, but for those never replayed.
+// Each is named with the prefix, under which a replay sets it (see
+// replayedTrailer).
+func appendTrailers(out []headerField, h http.Header) []headerField {
+	for _, line := range h["Trailer"] {
+		for name := range strings.SplitSeq(line, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if v := h[name]; len(v) > 0 && !neverReplayed[name] {
+				out = append(out, headerField{name: http.TrailerPrefix + name, values: v})
+			}
+		}
+	}
+	for k, v := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) && len(v) > 0 && replayedTrailer(k) {
+			out = append(out, headerField{name: k, values: v})
+		}
+	}
+	return out
+}
+
+// replayedTrailer reports whether name, a header map key, is a trailer
+// that may be recorded and replayed: http.TrailerPrefix and a field that
+// is not never replayed.
+func replayedTrailer(name string) bool {
+	t, ok := strings.CutPrefix(name, http.TrailerPrefix)
+	return ok && !neverReplayed[http.CanonicalHeaderKey(t)]
 }
 
 // headerField is one recorded header with its values.
