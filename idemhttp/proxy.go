@@ -331,7 +331,9 @@ func (c *upgradedConn) watch() {
 			return
 		case <-t.C:
 		}
-		if c.Conn.SetReadDeadline(time.Time{}) != nil { // fails only once closed
+		// A closed connection takes no deadline; one that takes none for
+		// another reason is left alone.
+		if err := c.Conn.SetReadDeadline(time.Time{}); errors.Is(err, net.ErrClosed) {
 			c.call.cancel(errClientClosed)
 			return
 		}
