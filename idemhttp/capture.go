@@ -263,12 +263,20 @@ func (c *capture) finish() {
 // Content-Length the handler declared, which net/http holds the body to
 // (except for HEAD and for statuses without a body): the body kept may then
 // be no longer than that, and must be that long to be recorded. A declared
-// length over max cannot be recorded at all.
+// length over max cannot be recorded at all. For HEAD, it is the length of
+// the body not sent, recorded with the header for the replay.
 func (c *capture) declare() {
-	if !c.recording || c.head || !bodyAllowed(c.status) {
+	if !c.recording || !bodyAllowed(c.status) {
 		return
 	}
-	switch n := declaredLength(c.w.Header()); {
+	n := declaredLength(c.w.Header())
+	if c.head {
+		if n >= 0 {
+			c.header = append(c.header, headerField{name: "Content-Length", values: c.w.Header()["Content-Length"][:1]})
+		}
+		return
+	}
+	switch {
 	case n < 0:
 	case n > int64(c.max):
 		c.abandon()

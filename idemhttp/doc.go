@@ -44,9 +44,9 @@
 // longer than the Content-Length the handler set (the client got them cut
 // off), and handler panics (the key is released and the panic goes on).
 // A replay sends the recorded status, headers and body back with
-// Idempotent-Replayed: true and the body's Content-Length, or, for a
-// response with trailers, chunked with the recorded trailers after the
-// body.
+// Idempotent-Replayed: true and the body's Content-Length (for HEAD, the
+// one the handler declared), or, for a response with trailers, chunked
+// with the recorded trailers after the body.
 //
 // A handler that takes the connection over (Hijack; a protocol upgrade
 // through NewProxy) holds its key, its lease extended, until it returns,

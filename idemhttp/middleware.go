@@ -424,6 +424,8 @@ func (x *exchange) replay(b []byte) {
 		case replayedTrailer(f.name): // net/http sends it after the body
 			h[f.name] = f.values
 			trailers = true
+		case f.name == "Content-Length" && x.r.Method == http.MethodHead: // of the body a HEAD does not send
+			h[f.name] = f.values
 		}
 	}
 	h[ReplayedHeader] = replayed
