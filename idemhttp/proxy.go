@@ -93,8 +93,9 @@ type ProxyConfig struct {
 // to record, ends when its client goes away, as through a plain reverse
 // proxy, however long the upstream keeps it open (for an upgrade, see
 // below). Response trailers are passed on to the client, and recorded
-// with the response they end. Other requests (unprotected methods, no key) pass through as
-// ReverseProxy forwards them, streamed responses included.
+// with the response they end. Other requests (unprotected methods, no
+// key) pass through as ReverseProxy forwards them, streamed responses
+// included.
 //
 // A protocol upgrade passed on for a protected request lasts until both
 // sides have ended it, or either connection is closed: the client's

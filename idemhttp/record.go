@@ -23,7 +23,8 @@ import (
 //	{"v":1,"status":200,"header_bytes":{"Content-Disposition":["<base64>"]},"body":"<base64>"}
 //
 // Trailers are recorded in "header" too, under their names prefixed with
-// http.TrailerPrefix ("Trailer:X-Checksum"), as a replay sets them.
+// http.TrailerPrefix ("Trailer:X-Checksum"), as a replay sets them; and so
+// is, for HEAD only, the Content-Length the handler declared.
 //
 // It is written by appendResponse and read by decodeResponse, both by hand
 // on the hot path; decodeResponse falls back to encoding/json for anything
