@@ -76,7 +76,11 @@
 // (one that flushes), whose response is never recorded, gets its failed
 // writes reported: it must stop on them, since its context does not end
 // when the client goes away. The lease is extended
-// in the background while the handler runs.
+// in the background while the handler runs. The context ends, with cause
+// idem.ErrLeaseLost, only when the key's reservation is lost under the
+// handler (taken over once its lease lapsed, or the store unreachable for
+// a whole lease): a retry may then run the request again, so a handler
+// should stop on it.
 //
 // Records expire after Config.Retention but, except on Redis, stay stored
 // until purged: call the store's PurgeExpired (for DefaultNamespace, or
