@@ -63,6 +63,7 @@ type openedStore struct {
 	table   string                          // the SQL stores' table, as messages name it
 	migrate func(ctx context.Context) error // nil when the backend has no schema
 	ping    func(ctx context.Context) error
+	failed  func() // told when a request meets a store error; nil when nothing listens
 	close   func()
 }
 
@@ -256,7 +257,8 @@ func sqliteHasTable(ctx context.Context, db *sql.DB, path, table string) error {
 }
 
 func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, error) {
-	pool, err := connectPostgres(ctx, dsn)
+	stale := newStaleCheck()
+	pool, err := connectPostgres(ctx, dsn, stale.configure)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +273,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), note: passwordNote(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, close: pool.Close}, nil
+	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), note: passwordNote(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, failed: stale.failed, close: pool.Close}, nil
 }
 
 // notReadOnly refuses a Postgres server at (a redacted DSN) whose

@@ -108,7 +108,7 @@ func (d *durableCall) client(ctx context.Context) (*durable.Client, error) {
 	if d.dsn == "" {
 		return nil, missingFlag("--db URL (or IDEM_DB) is required: the PostgreSQL database of the engine")
 	}
-	pool, err := connectPostgres(ctx, d.dsn)
+	pool, err := connectPostgres(ctx, d.dsn, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -19,11 +19,15 @@ const pgConnectTimeout = 10 * time.Second
 // key=value string) and checks, within pgConnectTimeout, that the server
 // answers. The store (openPostgres) and the durable commands both connect
 // through it, so that every command reports a bad, unreachable or refusing
-// database alike (badPostgresDSN, pgConnectError).
-func connectPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+// database alike (badPostgresDSN, pgConnectError). configure, when not
+// nil, adjusts the pool's configuration first.
+func connectPostgres(ctx context.Context, dsn string, configure func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, badPostgresDSN(dsn, err)
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

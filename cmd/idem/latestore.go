@@ -55,6 +55,11 @@ func reachLater(name string, first error, open func(context.Context) (*openedSto
 			}
 			return errNotReached
 		},
+		failed: func() {
+			if st := l.st.Load(); st != nil && st.failed != nil {
+				st.failed()
+			}
+		},
 		close: func() {
 			cancel()
 			<-done

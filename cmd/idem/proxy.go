@@ -136,7 +136,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
-			OnEvent: func(e idemhttp.Event) { m.observe(e); errs.report(e) },
+			OnEvent: func(e idemhttp.Event) {
+				m.observe(e)
+				errs.report(e)
+				if e.Err != nil && st.failed != nil {
+					st.failed()
+				}
+			},
 		},
 	})
 	if err != nil {
