@@ -372,9 +372,17 @@ func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Begin on a paused server: %v, want context.DeadlineExceeded", err)
 	}
+	waitFresh(t, s, key, req, "the unheard one")
+}
+
+// waitFresh waits up to 5 s for a Begin of key to answer Fresh: for the
+// reservation a Begin whose caller left (after) made, and nobody holds, to
+// be released.
+func waitFresh(t *testing.T, s *redisstore.Store, key idem.Key, req idem.Request, after string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		o, err := s.Begin(ctx, key, req, nil)
+		o, err := s.Begin(context.Background(), key, req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +390,7 @@ func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Begin after the unheard one = %v 5s on, want Fresh: the unheard reservation still holds the key", o.Kind)
+			t.Fatalf("Begin after %s = %v 5 s on, want Fresh: the reservation nobody holds still holds the key", after, o.Kind)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/internal/redistest"
 	"github.com/idemgo/idem/store/redisstore"
@@ -78,20 +77,7 @@ func TestBeginReleasedWhenCallerLeaves(t *testing.T) {
 			if err := <-busy; err != nil {
 				t.Fatalf("busy script: %v", err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				o, err := s.Begin(ctx, key, req, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if o.Kind == idem.Fresh {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Begin after the one whose caller left = %v 5 s on, want Fresh: the reservation nobody holds still holds the key", o.Kind)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitFresh(t, s, key, req, "the one whose caller left")
 		})
 	}
 }
