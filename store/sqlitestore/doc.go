@@ -18,6 +18,7 @@
 //		"&_pragma=journal_mode(WAL)"+
 //		"&_pragma=synchronous(FULL)"+
 //		"&_pragma=foreign_keys(ON)"+
+//		"&_pragma=journal_size_limit(16777216)"+
 //		"&_txlock=immediate")
 //	db.SetMaxOpenConns(1) // lease mode only; see "Connections" below
 //	store, err := sqlitestore.New(db, sqlitestore.Config{})
@@ -51,6 +52,15 @@
 //     second time, the one thing the store exists to prevent. Choose NORMAL
 //     only if that risk is acceptable and you need the throughput (one fsync
 //     per transaction fewer).
+//   - journal_size_limit(16777216): SQLite checkpoints the WAL by itself
+//     (at the first commit after it holds 1000 pages, some 4 MB), copying
+//     its pages into the database, and then writes the -wal file again from
+//     its start, so that under steady load it stays near 4 MB. But a file
+//     that a large transaction grew (a batch of large results) keeps its
+//     size until the last connection closes; with this limit it is cut
+//     back to 16 MiB once the log starts over. A process that keeps a read
+//     transaction open for long (a caller's own) holds the checkpoint back,
+//     and the file grows meanwhile.
 //   - foreign_keys(ON): the store's table has no foreign keys; this is for
 //     the caller's own tables in transactional mode (SQLite leaves it off).
 //   - _txlock=immediate: database/sql's BeginTx then sends BEGIN IMMEDIATE,
@@ -66,7 +76,8 @@
 //
 // Use a file. ":memory:" gives every pooled connection a database of its own.
 // With github.com/mattn/go-sqlite3 (driver "sqlite3") the same settings are
-// "?_busy_timeout=5000&_journal_mode=WAL&_synchronous=FULL&_foreign_keys=on&_txlock=immediate".
+// "?_busy_timeout=5000&_journal_mode=WAL&_synchronous=FULL&_foreign_keys=on&_txlock=immediate"
+// (run PRAGMA journal_size_limit in its ConnectHook).
 //
 // # Connections
 //

@@ -28,6 +28,7 @@ func Example() {
 		"&_pragma=journal_mode(WAL)"+
 		"&_pragma=synchronous(FULL)"+
 		"&_pragma=foreign_keys(ON)"+
+		"&_pragma=journal_size_limit(16777216)"+
 		"&_txlock=immediate")
 	if err != nil {
 		log.Fatal(err)
@@ -84,7 +85,7 @@ func ExampleStore_WithTx() {
 	}
 	defer os.RemoveAll(dir)
 	db, err := sql.Open("sqlite", filepath.Join(dir, "idem.db")+
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate")
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_pragma=journal_size_limit(16777216)&_txlock=immediate")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // dsnParams are the parameters the package documentation recommends.
-const dsnParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+const dsnParams = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_pragma=journal_size_limit(16777216)&_txlock=immediate"
 
 // openDB opens path with params, sets the pool size and closes the
 // database when the test ends.

@@ -37,7 +37,7 @@ const (
 	// process retakes the write lock as soon as it commits, while the
 	// other polls for it (see the package doc), and on a loaded machine
 	// a Begin waited over 5 s.
-	raceDSNParams = "?_pragma=busy_timeout(60000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	raceDSNParams = "?_pragma=busy_timeout(60000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_pragma=journal_size_limit(16777216)&_txlock=immediate"
 )
 
 // raceRun runs the workload of one process, named name, on the database at
