@@ -377,6 +377,7 @@ func redisClient(dsn string) (redis.UniversalClient, error) {
 			return nil, usagef("bad %s-cluster DSN %q: %w", scheme, redact(dsn), urlError(err))
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.DialerRetries = redisDialAttempts
 		return redis.NewClusterClient(opts), nil
 	}
 	opts, err := redis.ParseURL(dsn)
@@ -384,8 +385,18 @@ func redisClient(dsn string) (redis.UniversalClient, error) {
 		return nil, usagef("bad redis DSN %q: %w", redact(dsn), urlError(err))
 	}
 	opts.ContextTimeoutEnabled = true
+	opts.DialerRetries = redisDialAttempts
 	return redis.NewClient(opts), nil
 }
+
+// redisDialAttempts is how many times go-redis dials for a connection
+// before the command that wanted it fails (and is retried, up to the
+// client's MaxRetries, with back-off). go-redis's default, 5 attempts 100
+// ms apart for each of a command's 4 tries, held every request 2 to 3 s
+// while the server refused connections, and with --fail-open delayed every
+// request it forwarded as much; the command's own retries still ride out
+// a blip of tens of milliseconds.
+const redisDialAttempts = 1
 
 // serverInfo is the INFO of c's server (its default sections, cluster and
 // replication among them), or "" when it does not answer INFO (a command
