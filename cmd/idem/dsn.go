@@ -167,16 +167,18 @@ var queryPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password=)[^&#]*`)
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 // sqliteQuery matches a path that ends in what reads as the query of a
-// SQLite URI or of the driver's DSN (idem.db?mode=ro,
-// idem.db?_pragma=busy_timeout(5000)) rather than a file name: a '?' and,
-// after it, a parameter that SQLite or the driver knows, with its '='.
-var sqliteQuery = regexp.MustCompile(`\?(?:.*&)?(?:_pragma|_txlock|_time_format|mode|cache|vfs|immutable|nolock|psow)=`)
+// SQLite URI or of a driver's DSN (idem.db?mode=ro,
+// idem.db?_pragma=busy_timeout(5000), or another driver's
+// idem.db?_busy_timeout=5000) rather than a file name: a '?' and, after it
+// or after a '&', a parameter name and its '='.
+var sqliteQuery = regexp.MustCompile(`\?(?:.*&)?[A-Za-z_][A-Za-z0-9_]*=`)
 
 // sqliteParams configure every SQLite connection: WAL so readers never
 // block the writer, a busy timeout so writers queue instead of failing,
-// synchronous=FULL so a committed record survives a power cut, and
-// immediate write transactions.
-const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+// synchronous=FULL so a committed record survives a power cut, a -wal
+// file cut back to 16 MiB after a checkpoint however large a burst grew
+// it, and immediate write transactions.
+const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=journal_size_limit(16777216)&_txlock=immediate"
 
 func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, error) {
 	switch {

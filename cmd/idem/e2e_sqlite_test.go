@@ -483,7 +483,7 @@ func TestSQLiteDSNPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	forms := []string{"a b/my q?x=1#frag%41%zz.db", "sub/../dots.db", filepath.Join(dir, "a b", "abs ?#%.db")}
+	forms := []string{"a b/my q?x#frag%41%zz=.db", "sub/../dots.db", filepath.Join(dir, "a b", "abs ?#%.db")}
 	for _, form := range forms {
 		if r := runIdem(t, dir, nil, "migrate", "--store", "sqlite:"+form); r.code != 0 {
 			t.Errorf("idem migrate --store sqlite:%s: exit %d, %s", form, r.code, r.stderr)
