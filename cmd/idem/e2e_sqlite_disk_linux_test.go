@@ -63,7 +63,6 @@ func sqliteFill(t *testing.T, dir string) (free func()) {
 // replays what it recorded before, and once there is room again answers
 // every key: a key answered 201 while the disk was full never runs again.
 func TestSQLiteFullDisk(t *testing.T) {
-	sqliteQuickExit(t)
 	dir := sqliteTinyDisk(t, 1<<20)
 	db := filepath.Join(dir, "idem.db")
 

@@ -49,12 +49,6 @@ func sqlitePost(client *http.Client, base, key, body string) (status int, text s
 	return res.StatusCode, string(b), res.Header.Get("Idempotent-Replayed") == "true", nil
 }
 
-// sqliteQuickExit lets the race-enabled idem processes of the test exit at
-// once: by default the race detector's runtime sleeps a second before a
-// process exits, which every command and every proxy stopped would add to
-// the test's time. Races are still reported, and fail the process.
-func sqliteQuickExit(t *testing.T) { t.Setenv("GORACE", "atexit_sleep_ms=0") }
-
 // TestSeveralProxiesOneSQLite: three idem proxies on one SQLite file (two
 // batching their store calls, one not), clients sending each key to all
 // of them at once and retrying on 409: the upstream runs each key once in
@@ -63,7 +57,6 @@ func sqliteQuickExit(t *testing.T) { t.Setenv("GORACE", "atexit_sleep_ms=0") }
 // reported). Afterwards every key replays through every proxy: none is
 // left in flight.
 func TestSeveralProxiesOneSQLite(t *testing.T) {
-	sqliteQuickExit(t)
 	up := newCounting(t)
 	dsn := sqliteDSN(t)
 	var proxies []*proxy
@@ -151,7 +144,6 @@ type sqliteAnswer struct {
 // database passes SQLite's integrity check and every key replays what its
 // last client got.
 func TestSQLiteProxyKilledUnderLoad(t *testing.T) {
-	sqliteQuickExit(t)
 	up := newCounting(t)
 	dsn := sqliteDSN(t)
 	path := strings.TrimPrefix(dsn, "sqlite:")
@@ -305,7 +297,6 @@ func sqliteWALCheckpoints(path string) (seq uint32, ok bool) {
 // (SQLite's automatic checkpoint, every 1000 pages), and the -wal file
 // stays below 6 MB, though the load writes more than that to it.
 func TestSQLiteWALCheckpointed(t *testing.T) {
-	sqliteQuickExit(t)
 	up := newCounting(t)
 	up.size = 3000 // a record of a few kB: the log fills sooner
 	dsn := sqliteDSN(t)
@@ -421,7 +412,6 @@ func sqlitePurged(t *testing.T, p *proxy) int {
 // statement, and does not hold the store for the whole table); the
 // records written meanwhile are kept, and replay.
 func TestSQLitePurgeWhileServing(t *testing.T) {
-	sqliteQuickExit(t)
 	const expired = 5000
 	up := newCounting(t)
 	dsn := sqliteDSN(t)
@@ -476,7 +466,6 @@ func TestSQLitePurgeWhileServing(t *testing.T) {
 // directory with the relative form records into it, and idem inspect
 // given the absolute form reads the record back.
 func TestSQLiteDSNPaths(t *testing.T) {
-	sqliteQuickExit(t)
 	dir := t.TempDir()
 	for _, sub := range []string{"a b", "sub"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
