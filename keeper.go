@@ -172,7 +172,14 @@ func (k *keeper) beat() {
 	k.endBeat = endBeat
 	k.mu.Unlock()
 
+	finished := false
+	defer func() {
+		if !finished {
+			k.goexited()
+		}
+	}()
 	l, lost, err := k.heartbeat(ctx, lease, every, failing, now, deadline)
+	finished = true
 	endBeat()
 	pe, _ := err.(*PanicError)
 	if lost {
@@ -209,6 +216,33 @@ func (k *keeper) beat() {
 		k.armed = false
 	}
 }
+
+// goexited ends a beat whose store's Heartbeat ended the goroutine
+// (runtime.Goexit, as t.FailNow in a fake store does) instead of
+// returning: as for a Heartbeat that panics, the lease counts as lost and
+// the run is told, so that stop, waiting for the beat to end, does not wait
+// for ever.
+func (k *keeper) goexited() {
+	pe := &PanicError{Op: "Store.Heartbeat", Value: errGoexit, Stack: debug.Stack()}
+	_ = k.report(pe) // a panic of lost meanwhile is second to the Heartbeat's end
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.endBeat != nil {
+		k.endBeat()
+	}
+	k.beating, k.endBeat, k.failing, k.armed = false, nil, true, false
+	if k.panicked == nil {
+		k.panicked = pe
+	}
+	if k.idle != nil {
+		close(k.idle)
+		k.idle = nil
+	}
+}
+
+// errGoexit is the Value of the *PanicError of a Heartbeat that ended its
+// goroutine.
+var errGoexit = errors.New("it ended its goroutine (runtime.Goexit)")
 
 // heartbeat extends lease, sent at now within ctx (k.ctx, ended by stop
 // too), and reports whether the lease is
