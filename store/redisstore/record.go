@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,7 +31,10 @@ var recordFields = [...]string{
 }
 
 // decodeRecord builds a record from the values of recordFields, as HMGET
-// returns them. It returns nil when there is no record (no status).
+// returns them. It returns nil when there is no record (no status), and an
+// idem.ErrUnavailable error naming the field for a hash the scripts never
+// write: a field that does not decode, a status other than the three, a
+// committed record without its result or a failed one without its error.
 func decodeRecord(rkey string, vals []any) (*idem.Record, error) {
 	if len(vals) != len(recordFields) {
 		return nil, replyError("get", vals)
@@ -44,6 +48,11 @@ func decodeRecord(rkey string, vals []any) (*idem.Record, error) {
 		return nil, nil
 	}
 	rec := &idem.Record{Status: idem.Status(status)}
+	switch rec.Status {
+	case idem.StatusInProgress, idem.StatusCommitted, idem.StatusFailed:
+	default:
+		return nil, corruptError("get", rkey, fieldStatus, fmt.Errorf("unknown status %q", status))
+	}
 	fp, _ := str(1)
 	var err error
 	if rec.Fingerprint, err = idem.ParseFingerprint([]byte(fp)); err != nil {
@@ -52,10 +61,18 @@ func decodeRecord(rkey string, vals []any) (*idem.Record, error) {
 	if req, ok := str(2); ok {
 		rec.Request = []byte(req)
 	}
-	if res, ok := str(3); ok && rec.Status == idem.StatusCommitted {
+	if rec.Status == idem.StatusCommitted {
+		res, ok := str(3)
+		if !ok {
+			return nil, corruptError("get", rkey, fieldResult, errMissing)
+		}
 		rec.Result = []byte(res)
 	}
-	if enc, ok := str(4); ok && rec.Status == idem.StatusFailed {
+	if rec.Status == idem.StatusFailed {
+		enc, ok := str(4)
+		if !ok {
+			return nil, corruptError("get", rkey, fieldError, errMissing)
+		}
 		var se idem.StoredError
 		if err := json.Unmarshal([]byte(enc), &se); err != nil {
 			return nil, corruptError("get", rkey, fieldError, err)
@@ -78,6 +95,10 @@ func decodeRecord(rkey string, vals []any) (*idem.Record, error) {
 	}
 	return rec, nil
 }
+
+// errMissing is the cause of a corrupt record lacking a field its status
+// needs.
+var errMissing = errors.New("missing")
 
 // timeField parses a field of Unix milliseconds.
 func timeField(v any) (time.Time, error) {
