@@ -62,7 +62,8 @@ type Config struct {
 	// StoreCode decides which outcomes of the handler are recorded and
 	// replayed, by their status code (codes.OK for a response); the key of
 	// any other outcome is released, so that a retry runs the handler again.
-	// Defaults to DefaultStoreCode.
+	// Codes gRPC does not define (over codes.Unauthenticated, 16) are never
+	// recorded. Defaults to DefaultStoreCode.
 	StoreCode func(codes.Code) bool
 	// ReplayMetadata are the names of the header and trailer metadata the
 	// handler sets (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) that

@@ -34,8 +34,12 @@ type recordedResponse struct {
 // encodeResponse builds the record of an outcome: resp when st is OK, else
 // st. The error says why an outcome cannot be recorded: a response that is
 // not a proto.Message, one that does not marshal (gRPC then answers
-// Internal), or one over max bytes.
+// Internal), one over max bytes, or a status code gRPC does not define
+// (over 16), which decodeResponse would refuse.
 func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, max int) ([]byte, error) {
+	if st.Code() > codes.Unauthenticated {
+		return nil, fmt.Errorf("idemgrpc: status code %d is not one gRPC defines", uint32(st.Code()))
+	}
 	rec := recordedResponse{V: 1, Code: uint32(st.Code()), Header: metadataBytes(header), Trailer: metadataBytes(trailer)}
 	if st.Code() == codes.OK {
 		// A nil pointer of a message type is a response: gRPC sends it as
