@@ -84,7 +84,9 @@ type Config struct {
 	// decoded into: the retry gets codes.Internal (IDEMPOTENCY_INTERNAL),
 	// as after a deploy that changed the method's response type. The same
 	// look-up gives the type of the empty message recorded when the
-	// handler returns no message (nil) and no error.
+	// handler returns no message (nil) and no error. For a response type of
+	// the original protobuf API (no ProtoReflect method), return
+	// protoadapt.MessageV2Of(new(T)); the replay is a *T.
 	NewResponse func(fullMethod string) proto.Message
 	// MaxCapture is the largest response recorded, in bytes of its wire
 	// form; larger responses are delivered but not recorded (the key is

@@ -79,6 +79,12 @@
 // found in GlobalTypes, which covers services registered by hand with a
 // grpc.ServiceDesc whose descriptors are not in GlobalFiles. A response
 // that cannot be rebuilt gives Internal and leaves the record as it is.
+// Messages of the original protobuf API (github.com/golang/protobuf before
+// 1.4, gogo/protobuf: no ProtoReflect method), which gRPC's codec accepts,
+// are fingerprinted and recorded through their protoadapt.MessageV2Of
+// view, and replayed as the handler's own type; where that type is in no
+// registry (gogo's), Config.NewResponse returns
+// protoadapt.MessageV2Of(new(T)).
 //
 // Streaming methods are not covered: there is no stream interceptor, and a
 // stream that carries an idempotency-key runs on every call, unmarked.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemgo/idem"
@@ -83,8 +84,8 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 		x.ev.Err = err
 		return x.fail(OutcomeInternal, errInternal("invalid key scope"))
 	}
-	msg, ok := req.(proto.Message)
-	if !ok {
+	msg := messageOf(req)
+	if msg == nil {
 		return x.fail(OutcomeInternal, errInternal("the request is not a protocol buffers message"))
 	}
 	fp, wire, err := requestFingerprint(info.FullMethod, msg)
@@ -235,6 +236,12 @@ func (x *call) replay(b []byte) (any, error) {
 	if err := proto.Unmarshal(rec.Body, resp); err != nil {
 		x.ev.Err = err
 		return x.fail(OutcomeReplayed, errInternal("recorded response does not decode"))
+	}
+	if _, ok := resp.(protoadapt.MessageV1); !ok {
+		// A view of a message of the original API (see messageOf): the
+		// interceptors outside get the message itself, as the handler
+		// returned it.
+		return protoadapt.MessageV1Of(resp), nil
 	}
 	return resp, nil
 }

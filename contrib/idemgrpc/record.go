@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemgo/idem"
@@ -47,8 +48,8 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 		// (nil) is one too, but of no known type: the caller passes the
 		// empty message of the method's response type instead, when it
 		// can find that type.
-		m, ok := resp.(proto.Message)
-		if !ok {
+		m := messageOf(resp)
+		if m == nil {
 			if resp == nil {
 				return nil, errors.New("idemgrpc: the handler returned no response message, and the method's response type is unknown (set Config.NewResponse)")
 			}
@@ -73,6 +74,20 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 		rec.Status = b
 	}
 	return json.Marshal(rec)
+}
+
+// messageOf returns v as a message, as gRPC's protobuf codec takes it: v
+// itself, or for a message of the original API (github.com/golang/protobuf
+// before 1.4, gogo/protobuf), which has no ProtoReflect method, its
+// protoadapt.MessageV2Of view; nil for anything else.
+func messageOf(v any) proto.Message {
+	switch m := v.(type) {
+	case proto.Message:
+		return m
+	case protoadapt.MessageV1:
+		return protoadapt.MessageV2Of(m)
+	}
+	return nil
 }
 
 // nilIfEmpty is v, or nil when v is empty.
