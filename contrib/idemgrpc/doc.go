@@ -60,9 +60,18 @@
 // and deadline (context.WithoutCancel): a client that goes away does not
 // abort the work it started, so its retry finds the result instead of
 // running again. The lease is extended in the background (idem.KeepAlive)
-// while the handler runs; if the key is taken over meanwhile, the handler's
-// context is cancelled with cause idem.ErrLeaseLost. Header and trailer
-// metadata the handler sets once its client has gone (grpc.SetHeader,
+// while the handler runs; the handler's context is cancelled, with cause
+// idem.ErrLeaseLost, only when the reservation is lost under it (taken
+// over once its lease lapsed, or the store unreachable for a whole
+// lease): a retry may then run the call again, so a handler should stop
+// on it. For the same reason a server that stops does not cut the
+// handlers of protected calls: GracefulStop waits for them, and Stop,
+// which does not, fails their clients with Unavailable while the handlers
+// run on and their outcomes are recorded for the retries; a process that
+// exits before a handler returns leaves its key reserved until its lease
+// ends (Config.Lease), and a retry after that runs the call again.
+//
+// Header and trailer metadata the handler sets once its client has gone (grpc.SetHeader,
 // grpc.SendHeader, grpc.SetTrailer), which the stream then refuses, is
 // not refused to the handler: it goes into the record when
 // Config.ReplayMetadata names it, and a handler that checks those errors
