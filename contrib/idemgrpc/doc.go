@@ -52,7 +52,9 @@
 // recorded, so a retry runs again: other codes (Unavailable,
 // DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
 // Canceled…), responses over Config.MaxCapture, no message where the
-// response type cannot be found, and handler panics (the key is released
+// response type cannot be found, outcomes whose Commit fails (the client
+// still gets them; the key is released, or if that fails too stays in
+// progress until its lease ends), and handler panics (the key is released
 // and the panic goes on, to a recovery interceptor further out if there is
 // one).
 //
