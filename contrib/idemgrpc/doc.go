@@ -10,9 +10,9 @@
 // syntax of the HTTP header (an sf-string or a raw token, 1–255 bytes; see
 // idem.ParseHeader). Keys are scoped by caller (Config.KeyScope; by default
 // a hash of the "authorization" metadata). A call is identified by its full
-// method name and its request message in deterministic wire form. For each
-// call of a protected method (Config.Protect; by default every method not
-// declared NO_SIDE_EFFECTS or IDEMPOTENT):
+// method name and its request message in deterministic wire form (see
+// below). For each call of a protected method (Config.Protect; by default
+// every method not declared NO_SIDE_EFFECTS or IDEMPOTENT):
 //
 //   - no key: InvalidArgument when the key is required, else the call
 //     passes through and nothing is recorded;
@@ -38,6 +38,17 @@
 //     and trailer metadata named in Config.ReplayMetadata;
 //   - the store unreachable: Unavailable, with a RetryInfo and a pushback
 //     of one second (or pass-through with Config.FailOpen).
+//
+// The request's wire form is the message as the server parsed it, marshalled
+// again with proto.MarshalOptions{Deterministic: true}: the order of its
+// fields on the wire, the order of map entries, and a field without
+// presence sent with its default value (which parses as unset) do not
+// count; presence does (an optional or message field set to its default
+// is not unset), and unknown fields count byte for byte, in the order they
+// arrived. That form is stable within a build, not across builds: a deploy
+// between a call and its retry that changes the request's schema (a field
+// becoming known or unknown to the server) or the protobuf runtime can make
+// the retry a mismatch (FailedPrecondition).
 //
 // The interceptor's own errors carry a google.rpc.ErrorInfo detail with
 // domain ErrorDomain and one of the Reason… constants.

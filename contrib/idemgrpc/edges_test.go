@@ -1,10 +1,15 @@
 package idemgrpc_test
 
 import (
+	"context"
+	"math"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/idemgo/idem/contrib/idemgrpc"
 )
@@ -26,4 +31,83 @@ func TestH12UnknownCodeIsNotRecorded(t *testing.T) {
 		}
 	}
 	wantRuns(t, b, 2)
+}
+
+// rawCodec sends a request's wire form as the test builds it, byte for
+// byte, and reads the response's.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// sendRaw calls method with the request wire form raw and key k.
+func sendRaw(b *bundle, method string, raw []byte, k string) result {
+	var out []byte
+	var r result
+	ctx := metadata.AppendToOutgoingContext(context.Background(), key(k)...)
+	r.err = b.conn.Invoke(ctx, method, raw, &out, grpc.ForceCodec(rawCodec{}), grpc.Header(&r.header))
+	r.reply = string(out)
+	return r
+}
+
+// field appends field num to b with value v: a varint for a uint64, a
+// length-delimited field for a []byte.
+func field(b []byte, num protowire.Number, v any) []byte {
+	switch v := v.(type) {
+	case uint64:
+		return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	case []byte:
+		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	panic("field: unsupported value")
+}
+
+// TestH7FingerprintWireForm pins what of a request counts in its
+// fingerprint, which is its deterministic wire form as the server parsed
+// it: the order of known fields on the wire, the order of map entries, and
+// a field without presence sent with its default value (which parses as
+// unset) do not count; unknown fields count byte for byte, in the order
+// they arrived.
+func TestH7FingerprintWireForm(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	same := func(k string, raws ...[]byte) {
+		t.Helper()
+		for i, raw := range raws {
+			r := sendRaw(b, echoMethod, raw, k)
+			if r.err != nil || r.replayed() != (i > 0) {
+				t.Errorf("%s, form %d (%x): %v replayed %v, want the same request", k, i, raw, r.err, r.replayed())
+			}
+		}
+	}
+	// google.protobuf.StringValue: value = 1 (no presence).
+	same("default", nil, field(nil, 1, []byte{}))
+	// Unknown fields 5 and 6, in the same order.
+	unknown := field(field(field(nil, 1, []byte("x")), 5, uint64(1)), 6, uint64(2))
+	same("unknown", unknown, unknown)
+	swapped := field(field(field(nil, 1, []byte("x")), 6, uint64(2)), 5, uint64(1))
+	wantError(t, sendRaw(b, echoMethod, swapped, "unknown"), codes.FailedPrecondition, idemgrpc.ReasonKeyReused)
+
+	// google.protobuf.Struct: map<string, Value> fields = 1, each entry
+	// key = 1, value = 2; Value.number_value = 2 (a double).
+	num := func(f float64) []byte {
+		return protowire.AppendFixed64(protowire.AppendTag(nil, 2, protowire.Fixed64Type), math.Float64bits(f))
+	}
+	entry := func(k string, v float64, valueFirst bool) []byte {
+		if valueFirst {
+			return field(field(nil, 2, num(v)), 1, []byte(k))
+		}
+		return field(field(nil, 1, []byte(k)), 2, num(v))
+	}
+	ab := field(field(nil, 1, entry("a", 1, false)), 1, entry("b", 2, false))
+	ba := field(field(nil, 1, entry("b", 2, true)), 1, entry("a", 1, true))
+	for i, raw := range [][]byte{ab, ba} {
+		r := sendRaw(b, chargeMethod, raw, "fields")
+		if r.err != nil || r.replayed() != (i > 0) {
+			t.Errorf("Struct form %d (%x): %v replayed %v, want the same request", i, raw, r.err, r.replayed())
+		}
+	}
 }

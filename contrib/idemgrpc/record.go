@@ -183,9 +183,10 @@ func metadataOf(m map[string][][]byte, allow map[string]bool) metadata.MD {
 }
 
 // requestFingerprint identifies a call by its method and its request
-// message in deterministic wire form (map entries sorted), so that equal
-// messages give equal fingerprints within a build. The kind "GRPC" keeps
-// them apart from HTTP requests' fingerprints.
+// message in deterministic wire form (known fields in a fixed order, map entries
+// sorted, unknown fields as received), so that equal messages give equal
+// fingerprints within a build (see the package docs). The kind "GRPC"
+// keeps them apart from HTTP requests' fingerprints.
 func requestFingerprint(fullMethod string, req proto.Message) (idem.Fingerprint, []byte, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
 	if err != nil {
