@@ -108,8 +108,11 @@
 // registry (gogo's), Config.NewResponse returns
 // protoadapt.MessageV2Of(new(T)).
 //
-// Streaming methods are not covered: there is no stream interceptor, and a
-// stream that carries an idempotency-key runs on every call, unmarked.
+// Streaming methods (server, client and bidirectional streaming) are not
+// covered: there is no stream interceptor, so streams pass through
+// untouched. One that carries an idempotency-key runs on every call,
+// unmarked, and neither Config.RequireKey nor the key's validation applies
+// to them.
 //
 // The handler's context has no deadline, whatever the client's: a client
 // whose deadline passes gets DeadlineExceeded, while the handler runs on

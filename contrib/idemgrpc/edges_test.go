@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -10,8 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/idemgo/idem/contrib/idemgrpc"
+	"github.com/idemgo/idem/store/memstore"
 )
 
 // A status code beyond those gRPC defines (0–16), which a handler may
@@ -110,4 +113,34 @@ func TestH7FingerprintWireForm(t *testing.T) {
 			t.Errorf("Struct form %d (%x): %v replayed %v, want the same request", i, raw, r.err, r.replayed())
 		}
 	}
+}
+
+// Metadata built by hand (metadata.MD{...}, as in-process callers and
+// tests do) may have names that are not lower-case; gRPC's transports
+// never deliver such names, but metadata.ValueFromIncomingContext reads
+// them all the same, and so does the interceptor: a key under
+// "Idempotency-Key" protects the call instead of letting it run
+// unprotected, and one under "Idempotency-Key-Bin" is rejected.
+func TestH3KeyMetadataNameCase(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	ic, _ := idemgrpc.New(idemgrpc.Config{Store: s, RequireKey: true})
+	runs := 0
+	handler := func(context.Context, any) (any, error) {
+		runs++
+		return wrapperspb.String(fmt.Sprint("run ", runs)), nil
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: chargeMethod}
+	for i := range 2 {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.MD{"Idempotency-Key": {"upper"}})
+		resp, err := ic(ctx, amount(1), info, handler)
+		if err != nil || resp.(*wrapperspb.StringValue).GetValue() != "run 1" {
+			t.Fatalf("call %d: %v %v, want the first run's response", i, resp, err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.MD{"Idempotency-Key-Bin": {"upper"}})
+	_, err := ic(ctx, amount(1), info, handler)
+	wantError(t, result{err: err}, codes.InvalidArgument, idemgrpc.ReasonKeyInvalid)
 }

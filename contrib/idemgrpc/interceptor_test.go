@@ -781,33 +781,54 @@ func TestH21ClientDeadlineDoesNotCutTheHandler(t *testing.T) {
 	wantRuns(t, b, 1)
 }
 
-// Streaming methods pass through untouched: with the same key, each call
-// runs, and nothing marks it replayed.
+// Streaming methods of every kind pass through untouched: with the same
+// key, each call runs and nothing marks it replayed, and neither
+// Config.RequireKey nor an invalid key fails them.
 func TestStreamsPassThrough(t *testing.T) {
 	b := setup(t, idemgrpc.Config{RequireKey: true})
-	for i := range 2 {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), key("stream")...)
-		s, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, watchMethod)
-		if err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		method         string
+		client, server bool
+		reply          string // of the i-th call, with i for %d
+	}{
+		{watchMethod, false, true, "watch %d: x"},
+		{collectMethod, true, false, "collect %d: xx"},
+		{chatMethod, true, true, "chat %d: x"},
+	} {
+		b.svc.runs.Store(0)
+		for i, md := range [][]string{key("stream"), key("stream"), nil, append(key("a"), key("b")...)} {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
+			s, err := b.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: tc.client, ServerStreams: tc.server}, tc.method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sends := 1
+			if tc.client && !tc.server {
+				sends = 2
+			}
+			for range sends {
+				if err := s.SendMsg(wrapperspb.String("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = s.CloseSend()
+			out := new(wrapperspb.StringValue)
+			if err := s.RecvMsg(out); err != nil {
+				t.Fatalf("%s call %d: %v", tc.method, i, err)
+			}
+			h, _ := s.Header()
+			if want := fmt.Sprintf(tc.reply, i+1); out.GetValue() != want || h.Get(idemgrpc.ReplayedMetadata) != nil {
+				t.Errorf("%s call %d: %q header %v, want %q unmarked", tc.method, i, out.GetValue(), h, want)
+			}
+			if err := s.RecvMsg(out); err != io.EOF {
+				t.Errorf("%s call %d: end of stream: %v", tc.method, i, err)
+			}
 		}
-		if err := s.SendMsg(wrapperspb.String("x")); err != nil {
-			t.Fatal(err)
-		}
-		_ = s.CloseSend()
-		out := new(wrapperspb.StringValue)
-		if err := s.RecvMsg(out); err != nil {
-			t.Fatal(err)
-		}
-		h, _ := s.Header()
-		if want := fmt.Sprintf("watch %d: x", i+1); out.GetValue() != want || h.Get(idemgrpc.ReplayedMetadata) != nil {
-			t.Errorf("stream %d: %q header %v, want %q unmarked", i, out.GetValue(), h, want)
-		}
-		if err := s.RecvMsg(out); err != io.EOF {
-			t.Errorf("end of stream: %v", err)
-		}
+		wantRuns(t, b, 4)
 	}
-	wantRuns(t, b, 2)
+	if len(b.events) != 0 {
+		t.Errorf("%d events for streaming calls", len(b.events))
+	}
 }
 
 // TestInProgressPushbackPacesGRPCRetries: a client whose retry policy

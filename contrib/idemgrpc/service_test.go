@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -186,10 +187,51 @@ var unlistedDesc = grpc.ServiceDesc{
 			n := srv.(*payments).runs.Add(1)
 			return stream.SendMsg(wrapperspb.String(fmt.Sprintf("watch %d: %s", n, in.GetValue())))
 		},
+	}, {
+		StreamName:    "Collect",
+		ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			n := srv.(*payments).runs.Add(1)
+			var all string
+			for {
+				in := new(wrapperspb.StringValue)
+				if err := stream.RecvMsg(in); err == io.EOF {
+					break
+				} else if err != nil {
+					return err
+				}
+				all += in.GetValue()
+			}
+			return stream.SendMsg(wrapperspb.String(fmt.Sprintf("collect %d: %s", n, all)))
+		},
+	}, {
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			n := srv.(*payments).runs.Add(1)
+			for {
+				in := new(wrapperspb.StringValue)
+				if err := stream.RecvMsg(in); err == io.EOF {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if err := stream.SendMsg(wrapperspb.String(fmt.Sprintf("chat %d: %s", n, in.GetValue()))); err != nil {
+					return err
+				}
+			}
+		},
 	}},
 }
 
-const watchMethod = "/idemgrpc.test.Unlisted/Watch"
+// The streaming methods of Unlisted: server-streaming, client-streaming
+// and bidirectional.
+const (
+	watchMethod   = "/idemgrpc.test.Unlisted/Watch"
+	collectMethod = "/idemgrpc.test.Unlisted/Collect"
+	chatMethod    = "/idemgrpc.test.Unlisted/Chat"
+)
 
 // recoverPanics stands for the recovery interceptor a server puts first:
 // a panic becomes Internal.
