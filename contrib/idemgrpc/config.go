@@ -190,6 +190,15 @@ func validMetadataName(n string) bool {
 // yet (a generated Unimplemented…Server stub), as during a rolling deploy:
 // a retry that reaches a newer server must run there, not be answered the
 // old server's Unimplemented for the rest of the retention.
+//
+// Through the usual mapping of codes to HTTP statuses, this is the policy
+// of idemhttp's default profile (which stores every status under 500 but
+// 408, 409, 425 and 429) except for three codes: Unauthenticated (401,
+// stored over HTTP) is released, as it may come of credentials that could
+// not be checked for now; AlreadyExists (409, released over HTTP, where
+// 409 is also the conflict that may pass) is recorded, Aborted being
+// gRPC's code for that conflict; and Canceled (499, stored over HTTP) is
+// released.
 func DefaultStoreCode(c codes.Code) bool {
 	switch c {
 	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
