@@ -57,7 +57,9 @@ type Config struct {
 	RequireKey bool
 	// KeyScope returns the scope of a call's key, from the incoming
 	// context, so that callers cannot see or probe each other's records.
-	// Defaults to ScopeByAuthorization.
+	// A scope is at most 128 bytes of UTF-8 without control characters
+	// (idem.Key.WithScope): any other fails the call with codes.Internal
+	// before the handler runs. Defaults to ScopeByAuthorization.
 	KeyScope func(ctx context.Context) string
 	// StoreCode decides which outcomes of the handler are recorded and
 	// replayed, by their status code (codes.OK for a response); the key of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -143,4 +144,21 @@ func TestH3KeyMetadataNameCase(t *testing.T) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.MD{"Idempotency-Key-Bin": {"upper"}})
 	_, err := ic(ctx, amount(1), info, handler)
 	wantError(t, result{err: err}, codes.InvalidArgument, idemgrpc.ReasonKeyInvalid)
+}
+
+// A Config.KeyScope answer longer than a scope may be (128 bytes) fails the
+// call with Internal before the handler runs, as the docs say; 128 bytes
+// is a scope.
+func TestKeyScopeLimit(t *testing.T) {
+	for _, n := range []int{128, 129} {
+		b := setup(t, idemgrpc.Config{KeyScope: func(context.Context) string { return strings.Repeat("s", n) }})
+		r := b.call(chargeMethod, amount(1), key("k")...)
+		if n <= 128 {
+			wantOK(t, r)
+			wantRuns(t, b, 1)
+			continue
+		}
+		wantError(t, r, codes.Internal, idemgrpc.ReasonInternal)
+		wantRuns(t, b, 0)
+	}
 }
