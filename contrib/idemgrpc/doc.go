@@ -84,9 +84,9 @@
 // exits before a handler returns leaves its key reserved until its lease
 // ends (Config.Lease), and a retry after that runs the call again.
 //
-// Header and trailer metadata the handler sets once its client has gone (grpc.SetHeader,
-// grpc.SendHeader, grpc.SetTrailer), which the stream then refuses, is
-// not refused to the handler: it goes into the record when
+// Header and trailer metadata the handler sets once its client has gone
+// (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer), which the stream
+// then refuses, is not refused to the handler: it goes into the record when
 // Config.ReplayMetadata names it, and a handler that checks those errors
 // does not fail work it has done. To that end the handler's context
 // carries a stream of the interceptor's; the experimental
