@@ -134,7 +134,13 @@
 // released; a lock released sooner costs the step nothing. A step that
 // fails so cancelled is not charged with the failure: its error handling
 // is not called, and its row, if the engine still holds it, is handed back
-// with its attempt unchanged (StepStopEvent.HandedBack). Cancelling Start's context is a hard stop, not a crash: the engine keeps
+// with its attempt unchanged (StepStopEvent.HandedBack). Only a running
+// process can be told, though: one paused past its leases (stopped,
+// starved of CPU for seconds, a suspended VM) goes on with its steps when
+// it resumes, until the cancellation reaches them, while the reaper has
+// given their rows to other engines; their commits are fenced off, but
+// their effects outside the database are not, which is why steps must be
+// idempotent. Cancelling Start's context is a hard stop, not a crash: the engine keeps
 // its leases until its running steps return, and commits their outcomes;
 // a step that fails once its context is so cancelled has its row handed
 // back, runnable with its attempt unchanged, rather than spending an
