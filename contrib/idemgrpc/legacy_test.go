@@ -3,14 +3,11 @@ package idemgrpc_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -63,26 +60,10 @@ func serveLegacy(t *testing.T, cfg idemgrpc.Config, runs *atomic.Int32, types ch
 			return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: legacyMethod}, h)
 		}}},
 	}
-	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverPanics, outer, ic))
 	srv.RegisterService(&desc, struct{}{})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	_, dial := serveBufconn(t, srv)
+	return dial()
 }
 
 // Requests and responses of the original protobuf API, which gRPC's codec

@@ -294,10 +294,17 @@ func setup(t *testing.T, cfg idemgrpc.Config) *bundle {
 // serveDial runs a server with opts for svc over bufconn until the test
 // ends and returns a function connecting a client to it with dialOpts.
 func serveDial(t testing.TB, svc *payments, opts ...grpc.ServerOption) func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
-	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&paymentsDesc, svc)
 	srv.RegisterService(&unlistedDesc, svc)
+	_, dial := serveBufconn(t, srv)
+	return dial
+}
+
+// serveBufconn serves srv over bufconn until the test ends and returns
+// its listener and a function connecting a client to it with dialOpts.
+func serveBufconn(t testing.TB, srv *grpc.Server) (*bufconn.Listener, func(dialOpts ...grpc.DialOption) *grpc.ClientConn) {
+	lis := bufconn.Listen(1 << 20)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -307,7 +314,7 @@ func serveDial(t testing.TB, svc *payments, opts ...grpc.ServerOption) func(dial
 		srv.Stop()
 		<-served
 	})
-	return func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
+	return lis, func(dialOpts ...grpc.DialOption) *grpc.ClientConn {
 		conn, err := grpc.NewClient("passthrough:///bufnet", append([]grpc.DialOption{
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
