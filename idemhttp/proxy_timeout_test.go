@@ -1,11 +1,9 @@
 package idemhttp_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -94,18 +92,7 @@ func TestProxyTimeoutDoesNotCutUpgradedConnections(t *testing.T) {
 	}))
 	defer up.Close()
 	p := newProxy(t, up.URL, proxyTimeout)
-	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade through the proxy: %v, %v", res, err)
-	}
+	c, br := upgradeThrough(t, p.URL, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 	time.Sleep(pause) // the connection outlives the Timeout
 	fmt.Fprintf(c, "hello\n")
 	if line, err := br.ReadString('\n'); line != "echo hello\n" {

@@ -2,7 +2,6 @@ package idemhttp_test
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"log"
 	"net"
@@ -90,17 +89,7 @@ func TestProxyUpgradeEndsWhenTheClientConnectionCloses(t *testing.T) {
 	p.Start()
 	defer p.Close()
 
-	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: half-1\r\nContent-Length: 0\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade through the proxy: %v, %v", res, err)
-	}
+	c, _ := upgradeThrough(t, p.URL, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: half-1\r\nContent-Length: 0\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +112,25 @@ func TestProxyUpgradeEndsWhenTheClientConnectionCloses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler did not return after its client's connection was closed: the key stays reserved")
 	}
+}
+
+// upgradeThrough sends request, an upgrade, on a connection of its own to
+// the proxy at proxyURL and fails t unless the proxy answers 101. The
+// connection, closed when the test ends, gives up after 10 s; the reader
+// holds what followed the 101.
+func upgradeThrough(t *testing.T, proxyURL, request string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(proxyURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, request)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the proxy: %v, %v", res, err)
+	}
+	return c, br
 }

@@ -98,17 +98,7 @@ func TestProxyUpgradeEventStatus(t *testing.T) {
 	defer up.Close()
 	events := make(chan idemhttp.Event, 1)
 	p := serveProxy(t, up.URL, idemhttp.ProxyConfig{Middleware: idemhttp.Config{OnEvent: func(e idemhttp.Event) { events <- e }}})
-	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: up-1\r\nContent-Length: 0\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade through the proxy: %v, %v", res, err)
-	}
+	c, _ := upgradeThrough(t, p.URL, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: up-1\r\nContent-Length: 0\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n")
 	_ = c.Close() // the exchange ends when both sides have closed
 	select {
 	case e := <-events:
