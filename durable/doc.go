@@ -30,9 +30,9 @@
 //	err = client.Signal(ctx, durable.ByKey("order:42"), "paid", payment, paymentEventID)
 //
 // A Client comes from NewClient only (the zero Client is not usable). One
-// Client both writes (Insert, Signal, Cancel, Retry, Get, List) and, once
-// started, runs steps; a process that only inserts and signals, such as a
-// web server beside separate workers, never calls Start, and its Config
+// Client both writes (Insert, Signal, Cancel, Retry, Get, Wait, List)
+// and, once started, runs steps; a process that only inserts and signals,
+// such as a web server beside separate workers, never calls Start, and its Config
 // needs no FSMs or Queues. Start runs until Stop, or until Start's context
 // is cancelled; a stopped Client can be started again. Every method is
 // safe for concurrent use. The configuration's defaults are in the doc of
@@ -419,7 +419,7 @@
 //   - Cancel: ErrNoTarget, ErrAmbiguousTarget, ErrTerminal (by id, already
 //     ended).
 //   - Retry: ErrNotFailed, ErrNoTarget, ErrAmbiguousTarget, *DuplicateError.
-//   - Get: ErrNotFound.
+//   - Get, Wait: ErrNotFound; Wait also its context's error, itself.
 //   - Stop: ErrStopInStep, or Stop's context's error.
 //
 // A step's error handling (FSMConfig.OnError) is handed the step's own
@@ -439,10 +439,10 @@
 // Migrate creates the tables there and nothing is shared with other tests.
 // A short Config.PollInterval (tens of milliseconds) keeps a test from
 // waiting on a poll for what a NOTIFY missed; stop the client in the test's
-// cleanup. There is no call that waits for an instance to end: poll
-// Client.Get until Instance.Status is terminal (Status.Terminal), with a
-// deadline, or have Hooks.StepStop send on a buffered channel the events
-// whose Kind ends the instance (KindDone, KindStop, KindCancel); hooks must
+// cleanup. Client.Wait, with a deadline, returns an instance once it has
+// ended; it polls, and sees an end up to a second late. To learn of ends
+// at once, have Hooks.StepStop send on a buffered channel the events whose
+// Kind ends the instance (KindDone, KindStop, KindCancel); hooks must
 // return quickly. A step's effects are tested by signalling the instance
 // (Client.Signal) and reading its state and result back with Client.Get.
 package durable

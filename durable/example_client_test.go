@@ -172,28 +172,40 @@ func ExampleClient_InsertOrSignal() {
 	fmt.Println(id, inserted)
 }
 
-// There is no call that waits for an instance to end; a test or a tool polls
-// Get, with a deadline.
+// Wait returns the instance once it has ended: a process that inserted an
+// order, or a test, reads its outcome without a loop of its own.
+func ExampleClient_Wait() {
+	var (
+		client *durable.Client // from durable.NewClient; need not be started
+		id     int64           // from client.Insert
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in, err := client.Wait(ctx, id)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Printf("instance %d has not ended within 30s", id)
+		return
+	case err != nil:
+		log.Fatal(err) // durable.ErrNotFound: no such instance, or already collected
+	}
+	switch in.Status {
+	case durable.StatusDone:
+		fmt.Println("done:", string(in.Result))
+	case durable.StatusFailed, durable.StatusCancelled:
+		fmt.Println(in.Status, in.Error)
+	}
+}
+
+// Get reads an instance as it is now, and the head of its inbox.
 func ExampleClient_Get() {
 	var (
 		client *durable.Client // from durable.NewClient
 		id     int64           // from client.Insert
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		in, err := client.Get(ctx, id)
-		if err != nil {
-			log.Fatal(err) // durable.ErrNotFound once collected, or ctx's deadline
-		}
-		if in.Status.Terminal() {
-			fmt.Println(in.Status, string(in.Result), in.Error)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			log.Fatalf("instance %d is still %s", id, in.Status)
-		case <-time.After(100 * time.Millisecond):
-		}
+	in, err := client.Get(context.Background(), id)
+	if err != nil {
+		log.Fatal(err) // durable.ErrNotFound once collected
 	}
+	fmt.Println(in.Status, in.Step, in.InboxLen)
 }
