@@ -56,6 +56,10 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
+	// trailers are the trailers declared as the header was written (see
+	// declaredTrailers), when recording; nil when none were (a pointer,
+	// to keep the exchange within its size class).
+	trailers *[]string
 	// hijacked says the handler took the connection over (Hijack).
 	hijacked bool
 	// upgrade says the handler passes on a protocol upgrade (101) that it
@@ -101,6 +105,10 @@ func (c *capture) WriteHeader(code int) {
 func (c *capture) take(status int) {
 	c.status = status
 	c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
+	if c.recording && len(c.w.Header()["Trailer"]) > 0 {
+		names := declaredTrailers(nil, c.w.Header())
+		c.trailers = &names
+	}
 	c.declare()
 }
 
@@ -249,13 +257,18 @@ func (c *capture) sent(panicked bool) int {
 }
 
 // finish completes the capture after the handler returned: the header,
-// if the handler wrote none, and the trailers of a response recorded.
-func (c *capture) finish() {
+// if the handler wrote none, and the trailers of a response recorded, as
+// sent over HTTP/2 when h2 (see appendTrailers).
+func (c *capture) finish(h2 bool) {
 	if !c.wroteHeader {
 		c.take(http.StatusOK)
 	}
 	if c.recording && !c.abandoned {
-		c.header = appendTrailers(c.header, c.w.Header())
+		var declared []string
+		if c.trailers != nil {
+			declared = *c.trailers
+		}
+		c.header = appendTrailers(c.header, c.w.Header(), declared, h2)
 	}
 }
 

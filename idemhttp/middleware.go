@@ -59,8 +59,8 @@ type middleware struct {
 // per request, with the capture writer and the body reader the handler
 // gets.
 type exchange struct {
-	m  *middleware
-	r  *http.Request
+	m *middleware
+	// ev is the event of the request, ev.Request the request (see req).
 	ev Event
 	// detached is r's context without its cancellation (see ctx), kept
 	// here to save an allocation.
@@ -76,6 +76,9 @@ type exchange struct {
 	// never reused.
 	values [4]string
 }
+
+// req is x's request.
+func (x *exchange) req() *http.Request { return x.ev.Request }
 
 // ctx is r's context without its cancellation, for the store calls and
 // the handler: finished work is recorded even when the client has gone.
@@ -94,7 +97,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	x := &exchange{m: m, r: r, ev: Event{Request: r}}
+	x := &exchange{m: m, ev: Event{Request: r}}
 	x.cw.w = w
 	x.detached.parent = r.Context()
 	defer x.end()
@@ -181,7 +184,7 @@ func (x *exchange) storeFailed(next http.Handler, err error) {
 // readBody reads the whole request body within MaxBody and puts it back
 // for the handler.
 func (x *exchange) readBody() ([]byte, bool) {
-	r, max := x.r, x.m.cfg.MaxBody
+	r, max := x.req(), x.m.cfg.MaxBody
 	if r.ContentLength > max {
 		x.tooLarge()
 		return nil, false
@@ -212,12 +215,12 @@ func (x *exchange) readBody() ([]byte, bool) {
 	return body, true
 }
 
-// lendBody readies x.r, whose body readBody read, for the handler: its
+// lendBody readies x's request, whose body readBody read, for the handler: its
 // GetBody, which net/http's client and ReverseProxy use to send the body
 // again, reads the bytes already read. It is made only for a handler that
 // runs, sparing replays an allocation.
 func (x *exchange) lendBody() {
-	x.r.GetBody = func() (io.ReadCloser, error) {
+	x.req().GetBody = func() (io.ReadCloser, error) {
 		return io.NopCloser(io.NewSectionReader(&x.body.Reader, 0, x.body.Size())), nil
 	}
 }
@@ -231,7 +234,7 @@ func (x *exchange) tooLarge() {
 // body-free description, encoded in x's buffer (stores keep a copy of
 // what they record, never the buffer).
 func (x *exchange) request(body []byte) (idem.Request, error) {
-	r := x.r
+	r := x.req()
 	target, contentType := r.URL.RequestURI(), headerValue(r.Header, "Content-Type")
 	var fp idem.Fingerprint
 	var err error
@@ -258,13 +261,13 @@ func (x *exchange) request(body []byte) (idem.Request, error) {
 // keyScope is Config.KeyScope's answer for x's request.
 func (x *exchange) keyScope() string {
 	defer x.panicked("Config.KeyScope")
-	return x.m.cfg.KeyScope(x.r)
+	return x.m.cfg.KeyScope(x.req())
 }
 
 // fingerprint is Config.Fingerprint's answer for x's request.
 func (x *exchange) fingerprint(body []byte) (idem.Fingerprint, error) {
 	defer x.panicked("Config.Fingerprint")
-	return x.m.cfg.Fingerprint(x.r, body)
+	return x.m.cfg.Fingerprint(x.req(), body)
 }
 
 // panicked, deferred around a call of the configuration's function fn,
@@ -363,7 +366,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
 	cw.init(x.m.cfg.MaxCapture, &x.m.cfg)
-	cw.recording, cw.head = true, x.r.Method == http.MethodHead
+	cw.recording, cw.head = true, x.req().Method == http.MethodHead
 	cw.outside()
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome = OutcomeReleased
@@ -383,10 +386,10 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 				x.ev.Status = cw.sent(true)
 			}
 		}()
-		next.ServeHTTP(cw, x.r.WithContext(ctx))
+		next.ServeHTTP(cw, x.req().WithContext(ctx))
 		served = true
 		x.ev.HandlerTime = x.since(start)
-		cw.finish()
+		cw.finish(x.req().ProtoMajor >= 2)
 		x.ev.Status = cw.sent(false)
 		if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
 			return nil, false
@@ -424,12 +427,12 @@ func (x *exchange) replay(b []byte) {
 		case replayedTrailer(f.name): // net/http sends it after the body
 			h[f.name] = f.values
 			trailers = true
-		case f.name == "Content-Length" && x.r.Method == http.MethodHead: // of the body a HEAD does not send
+		case f.name == "Content-Length" && x.req().Method == http.MethodHead: // of the body a HEAD does not send
 			h[f.name] = f.values
 		}
 	}
 	h[ReplayedHeader] = replayed
-	if bodyAllowed(rec.status) && x.r.Method != http.MethodHead && !trailers {
+	if bodyAllowed(rec.status) && x.req().Method != http.MethodHead && !trailers {
 		// The length the first answer had or could have had: without it
 		// net/http chunks a body beyond its buffer.
 		x.values[3] = strconv.Itoa(len(rec.body))
@@ -443,7 +446,7 @@ func (x *exchange) replay(b []byte) {
 // fail answers with a problem.
 func (x *exchange) fail(o Outcome, p *Problem) {
 	x.ev.Outcome, x.ev.Status = o, p.Status
-	x.m.cfg.ErrorWriter(x.cw.w, x.r, p)
+	x.m.cfg.ErrorWriter(x.cw.w, x.req(), p)
 }
 
 // pass hands the request to the handler unprotected.
@@ -457,7 +460,7 @@ func (x *exchange) pass(next http.Handler) {
 		cw.close()
 		x.ev.Status = cw.sent(!returned)
 	}()
-	next.ServeHTTP(cw, x.r)
+	next.ServeHTTP(cw, x.req())
 	returned = true
 }
 

@@ -371,26 +371,71 @@ func (p *scanner) str() (string, bool) {
 	return v, true
 }
 
-// appendTrailers appends to out the trailers h holds once the handler
-// returned, as net/http sends them: the fields the Trailer header declares
-// and those set under http.TrailerPrefix, but for those never replayed.
-// Each is named with the prefix, under which a replay sets it (see
-// replayedTrailer).
-func appendTrailers(out []headerField, h http.Header) []headerField {
+// declaredTrailers appends to out the trailers the Trailer header of h
+// declares, as net/http's servers take them in when the header is
+// written: each name in canonical form, in order, once per mention, but
+// for those they refuse to send as trailers (see sendableTrailer).
+func declaredTrailers(out []string, h http.Header) []string {
 	for _, line := range h["Trailer"] {
 		for name := range strings.SplitSeq(line, ",") {
-			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
-			if v := h[name]; len(v) > 0 && !neverReplayed[name] {
-				out = append(out, headerField{name: http.TrailerPrefix + name, values: v})
+			if name = http.CanonicalHeaderKey(strings.TrimSpace(name)); name != "" && sendableTrailer(name) {
+				out = append(out, name)
 			}
 		}
 	}
+	return out
+}
+
+// appendTrailers appends to out the trailers net/http sends once the
+// handler returned, h being its header then and declared the trailers
+// declared when the header was written (see declaredTrailers): those set
+// under http.TrailerPrefix and those declared, put together as HTTP/1.1
+// does (the values of both; a name declared twice, its values twice) or,
+// when h2, as HTTP/2 does (a prefixed field wins over the declared one, a
+// name counts once, and one it refuses to send as a trailer is not sent),
+// but for those never replayed. Each is named with the prefix, under
+// which a replay sets it (see replayedTrailer), so that the replay sends
+// what the first response sent.
+func appendTrailers(out []headerField, h http.Header, declared []string, h2 bool) []headerField {
+	start := len(out)
 	for k, v := range h {
-		if strings.HasPrefix(k, http.TrailerPrefix) && len(v) > 0 && replayedTrailer(k) {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && len(v) > 0 && replayedTrailer(k) && (!h2 || sendableTrailer(http.CanonicalHeaderKey(name))) {
 			out = append(out, headerField{name: k, values: v})
 		}
 	}
+	for _, name := range declared {
+		v := h[name]
+		if len(v) == 0 || neverReplayed[name] {
+			continue
+		}
+		key := http.TrailerPrefix + name
+		switch i := slices.IndexFunc(out[start:], func(f headerField) bool { return f.name == key }); {
+		case i < 0:
+			out = append(out, headerField{name: key, values: v})
+		case !h2:
+			f := &out[start+i]
+			f.values = append(slices.Clip(f.values), v...) // a copy: never the handler's slice
+		}
+	}
 	return out
+}
+
+// sendableTrailer reports whether net/http's servers send the field name,
+// in canonical form, as a trailer when the Trailer header declares it:
+// not the fields RFC 9110 (section 6.5.1) forbids in trailers, which they
+// drop.
+func sendableTrailer(name string) bool {
+	return !strings.HasPrefix(name, "If-") && !forbiddenTrailer[name]
+}
+
+// forbiddenTrailer are the fields net/http's servers refuse to send as
+// trailers.
+var forbiddenTrailer = map[string]bool{
+	"Authorization": true, "Cache-Control": true, "Connection": true, "Content-Encoding": true,
+	"Content-Length": true, "Content-Range": true, "Content-Type": true, "Expect": true,
+	"Host": true, "Keep-Alive": true, "Max-Forwards": true, "Pragma": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Proxy-Connection": true, "Range": true,
+	"Realm": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Www-Authenticate": true,
 }
 
 // replayedTrailer reports whether name, a header map key, is a trailer
