@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/url"
 	"sync/atomic"
@@ -46,7 +47,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
-	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM or SIGINT; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM or SIGINT, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
 	describe(fs, "idem proxy --upstream URL [--listen ADDR] [--store DSN] [flags]", summaryOf("proxy"))
@@ -186,22 +187,22 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(proxyListener(ln)) }()
 	ready.Store(true)
 	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.name)
 
-	select {
-	case err = <-serveErr:
-	case <-ctx.Done():
+	// stop waits for the requests being served, and returns what it left
+	// reserved; why opens the line it logs.
+	stop := func(why string) error {
 		// Only requests being served are waited for: without any, the
 		// proxy stops at once, and must not say it waits.
 		switch n := served.inFlight(); n {
 		case 0:
-			logger.Printf("shutting down")
+			logger.Printf("%s", why)
 		case 1:
-			logger.Printf("shutting down: waiting up to %s (--shutdown-timeout) for 1 in-flight request to finish", f.drain)
+			logger.Printf("%s: waiting up to %s (--shutdown-timeout) for 1 in-flight request to finish", why, f.drain)
 		default:
-			logger.Printf("shutting down: waiting up to %s (--shutdown-timeout) for %d in-flight requests to finish", f.drain, n)
+			logger.Printf("%s: waiting up to %s (--shutdown-timeout) for %d in-flight requests to finish", why, f.drain, n)
 		}
 		ready.Store(false)
 		d := shutdown(srv, served, f.drain, f.storeTimeout)
@@ -213,19 +214,33 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			logger.Printf("closed %d upgraded connections still open after --shutdown-timeout %s", d.closed, f.drain)
 		}
 		if d.cutOff {
-			err = fmt.Errorf("requests still running after --shutdown-timeout %s were cut off: their keys stay reserved until their leases end (--lease %s), and a retry meanwhile gets 409", f.drain, f.lease)
+			return fmt.Errorf("requests still running after --shutdown-timeout %s were cut off: their keys stay reserved until their leases end (--lease %s), and a retry meanwhile gets 409", f.drain, f.lease)
 		}
+		return nil
+	}
+	select {
+	case err = <-serveErr:
+		// The listener failed: the requests being served are let finish
+		// as on a signal, so that their keys are settled before the store
+		// is closed.
+		err = fmt.Errorf("--listen %s: accepting connections failed: %w", ln.Addr(), err)
+		if cut := stop(fmt.Sprintf("stopping: %v", err)); cut != nil {
+			err = fmt.Errorf("%w; %w", err, cut)
+		}
+	case <-ctx.Done():
+		err = stop("shutting down")
 	}
 	stopPurge()
 	<-purgeDone
 	if adminSrv != nil {
 		_ = adminSrv.Close()
 	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
 	return err
 }
+
+// proxyListener is what idem proxy serves on, made of the listener it
+// opened for --listen: that listener. Tests replace it, to make Serve fail.
+var proxyListener = func(ln net.Listener) net.Listener { return ln }
 
 // withoutMigrate adds to err, from opening or checking the store, that
 // --migrate=false was given, when err says that the schema is not there.

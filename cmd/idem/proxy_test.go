@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// lockedBuffer collects what runProxy writes, and may be read meanwhile.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// errAcceptBroken is the Accept error of a failingListener that failed.
+var errAcceptBroken = errors.New("accept: injected failure")
+
+// failingListener is a listener whose Accept fails, for good, once fail
+// is called: http.Server.Serve then returns.
+type failingListener struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *failingListener) fail() {
+	l.failed.Store(true)
+	_ = l.Listener.Close() // Accept returns
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if l.failed.Load() {
+		if c != nil {
+			_ = c.Close()
+		}
+		return nil, errAcceptBroken
+	}
+	return c, err
+}
+
+// inProcessProxy is runProxy running in this process.
+type inProcessProxy struct {
+	addr   string
+	stderr *lockedBuffer
+	done   chan error // runProxy's result
+}
+
+// runProxyInProcess runs runProxy with args (--listen 127.0.0.1:0 added)
+// until ctx ends, serving on what wrap makes of its listener, and waits
+// until it listens.
+func runProxyInProcess(t *testing.T, ctx context.Context, wrap func(net.Listener) net.Listener, args ...string) *inProcessProxy {
+	t.Helper()
+	old := proxyListener
+	proxyListener = wrap
+	t.Cleanup(func() { proxyListener = old })
+	stdout := &lockedBuffer{}
+	p := &inProcessProxy{stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	go func() {
+		p.done <- runProxy(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), stdout, p.stderr, noEnv)
+	}()
+	listening := regexp.MustCompile(`listening on http://(\S+),`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(stdout.String()); m != nil {
+			p.addr = m[1]
+			return p
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("runProxy returned before listening: %v\n%s", err, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runProxy not listening after 30 s\n%s", p.stderr)
+		}
+	}
+}
+
+// keyStatus is the status idem inspect shows for key in store dsn, or
+// "none" when the key has no live record.
+func keyStatus(t *testing.T, dsn, key string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := runInspect(context.Background(), []string{"--store", dsn, "--key", key}, &out, &errOut, noEnv)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "no live record"):
+		return "none"
+	case err != nil:
+		t.Fatalf("idem inspect --key %s: %v\n%s", key, err, errOut.String())
+	}
+	var rec struct{ Status string }
+	if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
+		t.Fatalf("idem inspect --key %s: %v in %q", key, err, out.String())
+	}
+	return rec.Status
+}
+
+// TestServeFailureSettlesInFlightKeys: when the proxy's listener fails
+// (Serve returns an error, not at a shutdown), the proxy stops as it does
+// on SIGTERM: it waits, up to --shutdown-timeout, for the requests being
+// served, upgraded connections included, closes those still open then,
+// and lets their handlers settle their keys before it closes the store;
+// it then returns an error naming the listener's failure. No key is left
+// reserved until its lease ends.
+func TestServeFailureSettlesInFlightKeys(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	releaseUpstream := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(releaseUpstream)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			<-release
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "done")
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		if brw.Flush() == nil {
+			_, _ = io.Copy(c, brw)
+		}
+	}))
+	t.Cleanup(upstream.Close)
+
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "idem.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lns := make(chan *failingListener, 1)
+	p := runProxyInProcess(t, ctx, func(ln net.Listener) net.Listener {
+		fl := &failingListener{Listener: ln}
+		lns <- fl
+		return fl
+	}, "--upstream", upstream.URL, "--store", dsn, "--shutdown-timeout", "2s", "--purge-interval", "0")
+	fl := <-lns
+
+	// An ordinary request, its upstream answering only when released.
+	slow := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/charges", strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", "slow")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the in-flight request: %v", err)
+			close(slow)
+			return
+		}
+		_, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		slow <- res
+	}()
+	// An upgraded connection, held open by its client.
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "POST /attach HTTP/1.1\r\nHost: x\r\nIdempotency-Key: up\r\nContent-Length: 0\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the proxy: %v, %v; want 101", res, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); keyStatus(t, dsn, "slow") != "in_progress"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request's key is not in progress after 30 s")
+		}
+	}
+
+	fl.fail()
+	// The upstream answers once the proxy has stopped accepting: while it
+	// waits for the request, or after it returned without waiting.
+	var runErr error
+	returned := false
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), "in-flight"); time.Sleep(5 * time.Millisecond) {
+		select {
+		case runErr = <-p.done:
+			returned = true
+		default:
+		}
+		if returned || time.Now().After(deadline) {
+			break
+		}
+	}
+	releaseUpstream()
+	if res, ok := <-slow; ok && res.StatusCode != http.StatusCreated {
+		t.Errorf("the in-flight request: %d, want the upstream's 201", res.StatusCode)
+	}
+	// The upgraded connection is closed by the proxy at the end of the
+	// grace period.
+	if n, err := br.Read(make([]byte, 1)); err == nil {
+		t.Errorf("read %d bytes from the upgraded connection; want it closed by the proxy", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Errorf("the upgraded connection was not closed by the proxy: %v", err)
+	}
+	if !returned {
+		select {
+		case runErr = <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("runProxy still running 30 s after its listener failed\n%s", p.stderr)
+		}
+	}
+	if runErr == nil || !errors.Is(runErr, errAcceptBroken) {
+		t.Errorf("runProxy = %v; want an error wrapping the listener's %q", runErr, errAcceptBroken)
+	}
+	if want := "closed 1 upgraded connection still open after --shutdown-timeout 2s"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, p.stderr)
+	}
+	if s := keyStatus(t, dsn, "slow"); s != "committed" {
+		t.Errorf("key of the request in flight when the listener failed: %s; want committed", s)
+	}
+	if s := keyStatus(t, dsn, "up"); s != "none" {
+		t.Errorf("key of the upgraded connection open when the listener failed: %s; want released", s)
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", p.stderr)
+	}
+}
