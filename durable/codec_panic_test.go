@@ -84,17 +84,17 @@ func TestPanicsOfTheStatesJSONMethodsAreStepFailures(t *testing.T) {
 	b.start(t)
 
 	for _, tc := range []struct {
-		step, state, reason string
+		step, state, reason, panicked string
 	}{
-		{"ok", "decode", "does not decode"},
-		{"state", "", "state does not encode"},
-		{"result", "", "result does not encode"},
-		{"child", "", "Children[0]"},
+		{"ok", "decode", "does not decode", "JSON decoding panicked"},
+		{"state", "", "state does not encode", "JSON encoding panicked"},
+		{"result", "", "result does not encode", "JSON encoding panicked"},
+		{"child", "", "Children[0]", "JSON encoding panicked"},
 	} {
 		id := b.insert(t, fsm.With(touchy{Boom: tc.state}), &durable.InsertOpts{Step: tc.step})
 		in := b.waitStatus(t, id, durable.StatusFailed)
-		if !strings.Contains(in.Error, tc.reason) || !strings.Contains(in.Error, "panicked") {
-			t.Errorf("step %s: error %q, want it to say %q and that a method panicked", tc.step, in.Error, tc.reason)
+		if !strings.Contains(in.Error, tc.reason) || !strings.Contains(in.Error, tc.panicked) || strings.Contains(in.Error, "step panicked") {
+			t.Errorf("step %s: error %q, want it to say %q and %q, not that the step panicked", tc.step, in.Error, tc.reason, tc.panicked)
 		}
 		if in.Step != tc.step {
 			t.Errorf("step %s: failed at step %q", tc.step, in.Step)
@@ -160,7 +160,8 @@ func TestStepPanicsAreLoggedWithTheirStack(t *testing.T) {
 
 // A value whose MarshalJSON panics, given to Insert as a state or to
 // Signal, SignalTx or InsertOrSignal as a payload, fails the call with a
-// *PanicError and stores nothing, rather than panicking in the caller.
+// *PanicError and stores nothing, rather than panicking in the caller; the
+// error says that JSON encoding panicked, not a step.
 func TestPanickingPayloadsAreErrors(t *testing.T) {
 	t.Parallel()
 	ctl := ctlFSM(t)
@@ -202,8 +203,15 @@ func TestPanickingPayloadsAreErrors(t *testing.T) {
 				}()
 				return call(ctxT(t))
 			}()
-			if _, ok := errors.AsType[*durable.PanicError](err); !ok {
-				t.Errorf("%s: error %v, want a *PanicError", name, err)
+			pe, ok := errors.AsType[*durable.PanicError](err)
+			if !ok {
+				t.Fatalf("%s: error %v, want a *PanicError", name, err)
+			}
+			if pe.What != "JSON encoding" {
+				t.Errorf("%s: PanicError.What = %q, want \"JSON encoding\"", name, pe.What)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "JSON encoding panicked: touchy: encode") || strings.Contains(msg, "step") {
+				t.Errorf("%s: error %q, want it to say that JSON encoding panicked, and no step", name, msg)
 			}
 		})
 	}

@@ -62,16 +62,20 @@ func (e *DuplicateError) Error() string {
 func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
 // PanicError is the error handed to the error handling when a step panics,
-// or when a JSON method (MarshalJSON, UnmarshalJSON) of a value the engine
-// encodes or decodes for the step panics: its state, its Done result, the
-// state of a child it inserts. Insert and its relatives return one, wrapped,
-// for a state whose MarshalJSON panics.
+// or when a JSON method (MarshalJSON, MarshalText, UnmarshalJSON,
+// UnmarshalText) of a value the engine encodes or decodes for the step
+// panics: its state, its Done result, the state of a child it inserts.
+// Insert and its relatives, Signal and InsertOrSignal return one, wrapped,
+// for a state or payload whose MarshalJSON panics. What says which of these
+// panicked, and so does the message: "durable: step panicked: ...",
+// "durable: JSON encoding panicked: ...".
 type PanicError struct {
-	Value any    // what the step panicked with
+	Value any    // what the step, or the JSON method, panicked with
 	Stack []byte // the goroutine's stack at the panic
+	What  string // what panicked: "step", "JSON encoding" or "JSON decoding"
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("durable: step panicked: %v", e.Value) }
+func (e *PanicError) Error() string { return fmt.Sprintf("durable: %s panicked: %v", e.What, e.Value) }
 
 // Unwrap returns the panic value when it is an error.
 func (e *PanicError) Unwrap() error {

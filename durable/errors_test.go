@@ -55,8 +55,8 @@ func TestErrorHandlerChoosesOutcome(t *testing.T) {
 	id = b.insert(t, fsm.With(counter{N: 1}), &durable.InsertOpts{CorrelationKey: "panic"})
 	err := <-handled
 	var pe *durable.PanicError
-	if !errors.As(err, &pe) || pe.Value != errFlaky || !errors.Is(err, errFlaky) || len(pe.Stack) == 0 {
-		t.Fatalf("handler got %#v, want a *PanicError wrapping the panic", err)
+	if !errors.As(err, &pe) || pe.Value != errFlaky || !errors.Is(err, errFlaky) || len(pe.Stack) == 0 || pe.What != "step" {
+		t.Fatalf("handler got %v (%T), want a *PanicError of the step wrapping the panic", err, err)
 	}
 	if in := b.waitStatus(t, id, durable.StatusDone); string(in.Result) != "2" {
 		t.Fatalf("result %s, want 2", in.Result)

@@ -266,7 +266,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		attrs = append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))
 		if pe, ok := errors.AsType[*PanicError](r.err); ok {
 			// A panic is a bug: logged as an error, with where it happened.
-			cfg.Logger.Error("durable: step panicked", append(attrs, slog.String("stack", string(pe.Stack)))...)
+			cfg.Logger.Error("durable: "+pe.What+" panicked", append(attrs, slog.String("stack", string(pe.Stack)))...)
 		} else {
 			cfg.Logger.Info("durable: step failed", attrs...)
 		}

@@ -120,15 +120,16 @@ func (r *ranStep) check(limit int) error {
 
 // callStep calls fn, turning a panic into a *PanicError.
 func callStep[S any](ctx context.Context, fn StepFunc[S], step *Step[S]) (out Outcome, err error) {
-	defer recoverPanic(&err)
+	defer recoverPanic(&err, "step")
 	return fn(ctx, step)
 }
 
 // recoverPanic, deferred, turns a panic of the function that deferred it
-// into a *PanicError in *err; its other results are left zero.
-func recoverPanic(err *error) {
+// into a *PanicError in *err, saying that what panicked; its other results
+// are left zero.
+func recoverPanic(err *error, what string) {
 	if v := recover(); v != nil {
-		*err = &PanicError{Value: v, Stack: debug.Stack()}
+		*err = &PanicError{Value: v, Stack: debug.Stack(), What: what}
 	}
 }
 
@@ -184,12 +185,12 @@ func safeBackoff(backoff func(int) time.Duration, attempt int) (d time.Duration)
 // fail the step, not the process (and, the row being reaped and run again,
 // the process of every engine that picks it in turn).
 func marshalJSON(v any) (b []byte, err error) {
-	defer recoverPanic(&err)
+	defer recoverPanic(&err, "JSON encoding")
 	return json.Marshal(v)
 }
 
 func unmarshalJSON(data []byte, v any) (err error) {
-	defer recoverPanic(&err)
+	defer recoverPanic(&err, "JSON decoding")
 	return json.Unmarshal(data, v)
 }
 
