@@ -4,8 +4,9 @@
 #              (scripts/install-test-deps.sh)
 # make vet     go vet, every module
 # make lint    gofmt check and staticcheck, every module
-# make fuzz    each fuzz target (root and contrib modules) for FUZZTIME
-#              (default 10s)
+# make fuzz    each fuzz target (root, contrib and interop modules) for
+#              FUZZTIME (default 10s), against a throwaway PostgreSQL and
+#              Redis as for make test (the Postgres targets skip without)
 # make bench   the benchmarks of both modules, against the same servers
 #
 # go-test and go-bench do the same as test and bench against whatever
@@ -64,8 +65,8 @@ ifneq ($(strip $(bench_pkgs)),)
 endif
 	@set -e; for m in $(extra_mods); do echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
 
-fuzz:
-	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+fuzz: deps
+	$(GO) run ./internal/cmd/withservers -- env FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 bench: deps
 	$(GO) run ./internal/cmd/withservers -- $(MAKE) --no-print-directory go-bench

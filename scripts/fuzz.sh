@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs every fuzz target (func FuzzXxx in a _test.go file) of the root
-# module and of the contrib modules, one after another, each for FUZZTIME
-# (default 10s). New targets are picked up by themselves.
+# module and of the contrib and interop modules, one after another, each
+# for FUZZTIME (default 10s). New targets are picked up by themselves.
+# Targets that need a server read TEST_DATABASE_URL / TEST_REDIS_URL
+# (make fuzz starts throwaway ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
 fuzztime=${FUZZTIME:-10s}
 
 found=0
-for mod in . contrib/*/; do
+for mod in . contrib/*/ interop/*/; do
 	[ -f "$mod/go.mod" ] || continue
 	pushd "$mod" >/dev/null
 	while read -r pkg dir; do
