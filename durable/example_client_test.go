@@ -36,8 +36,9 @@ func ExampleNewFSM() {
 var errDeclined = errors.New("card declined")
 
 // An error handler decides what a failed step does: here a declined card
-// stops the instance at once, a panic is logged and stops it too, and any
-// other error is retried with the default backoff, five times at most.
+// stops the instance at once, a panic (of the step, or of its state's JSON
+// methods) is logged and stops it too, and any other error is retried with
+// the default backoff, five times at most.
 func ExampleErrorHandler() {
 	onError := func(ctx context.Context, s *durable.Step[Order], err error) durable.Outcome {
 		var pe *durable.PanicError
@@ -45,7 +46,7 @@ func ExampleErrorHandler() {
 		case errors.Is(err, errDeclined):
 			return durable.Stop("payment declined")
 		case errors.As(err, &pe):
-			log.Printf("step %s panicked: %v", s.Name, pe.Value)
+			log.Printf("step %s: %s panicked: %v", s.Name, pe.What, pe.Value)
 			return durable.Stop("bug: " + err.Error())
 		case s.Attempt < 5:
 			return durable.Retry(durable.DefaultBackoff(s.Attempt))
