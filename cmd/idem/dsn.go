@@ -111,6 +111,14 @@ func redact(dsn string) string {
 		return scheme + "://(unreadable URL)"
 	case err == nil && strings.Contains(u.Opaque, "@"): // user:password@host, no "//"
 		return u.Scheme + ":xxxxx@" + u.Opaque[strings.LastIndexByte(u.Opaque, '@')+1:]
+	case err == nil && u.Opaque != "" && strings.Contains(dsn, "@"):
+		// The same with a '?' or '#' in the password, which ends the
+		// opaque part before the '@': the host is after the last '@'.
+		host := dsn[strings.LastIndexByte(dsn, '@')+1:]
+		if i := strings.IndexAny(host, "?#"); i >= 0 {
+			host = host[:i]
+		}
+		return u.Scheme + ":xxxxx@" + host
 	case err != nil || u.Scheme == "" && u.User == nil || u.Opaque != "" && u.RawQuery == "":
 		// A key=value string, a path, a user:password@host that is no URL
 		// (my_user:secret@host)…

@@ -38,6 +38,10 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"postgres://us#er:secret@h/db":                "postgres://us#er:xxxxx@h/db",
 		"postgres://us/er:secret@h/db":                "postgres://us/er:xxxxx@h/db",
 		"postgres://us?er:secret@h/db":                "postgres://us?er:xxxxx@h/db",
+		// A '?' or '#' in the password of a user:password@ with no "//".
+		"u:sec?ret@h:1/db": "u:xxxxx@h:1/db",
+		"u:sec#ret@h:1/db": "u:xxxxx@h:1/db",
+		"u:sec?r#et@h?x=1": "u:xxxxx@h",
 	} {
 		got := redact(dsn)
 		if got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec ret") {
