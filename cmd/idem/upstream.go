@@ -12,10 +12,10 @@ import (
 // is refused with the URL the user likely meant. A URL with a query
 // string is refused too: the proxy would add the query to every request
 // it forwards, ahead of the client's own, which is seldom what was meant
-// (a request's URL pasted as the API's); the message leaves the query
-// out, as it may hold a token. So is a URL with user info
+// (a request's URL pasted as the API's). So is a URL with user info
 // (user:password@): a forwarded request carries its client's
-// Authorization, not those credentials.
+// Authorization, not those credentials. The messages leave out the query,
+// as it may hold a token, and the password.
 func parseUpstream(s string) (*url.URL, error) {
 	up, err := url.Parse(s)
 	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
@@ -29,9 +29,15 @@ func parseUpstream(s string) (*url.URL, error) {
 		}
 		return up, nil
 	}
-	msg := fmt.Sprintf("--upstream %q is not an absolute http or https URL", redact(s))
-	if _, _, err := net.SplitHostPort(s); err == nil && !strings.Contains(s, "/") {
-		msg += fmt.Sprintf("; did you mean --upstream http://%s?", s)
+	// Shown without its password, nor its query (from the first '?'
+	// past the password), which may hold a token.
+	shown, query := redact(s), ""
+	if i := strings.IndexByte(shown, '?'); i >= 0 {
+		shown, query = shown[:i], "?…"
+	}
+	msg := fmt.Sprintf("--upstream %q is not an absolute http or https URL", shown+query)
+	if _, _, err := net.SplitHostPort(s); err == nil && !strings.ContainsAny(s, "/?") {
+		msg += fmt.Sprintf("; did you mean --upstream http://%s?", shown)
 	}
 	return nil, usagef("%s", msg)
 }

@@ -90,3 +90,20 @@ func TestUpstreamWithQueryIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamNotAURLHidesTheQuery: an --upstream refused as no absolute
+// http or https URL (no scheme, another scheme) is shown without its
+// query string, which may hold a token, as an upstream refused for its
+// query is; and without the password of its user part.
+func TestUpstreamNotAURLHidesTheQuery(t *testing.T) {
+	for _, s := range []string{"127.0.0.1:9000/api?api_key=s3cret", "://127.0.0.1:9000?token=s3cret", "ftp://api.example/?token=s3cret#top", "127.0.0.1:9000?token=s3cret", "u:s3cret?x@h:1/p?q=1"} {
+		_, err := parseUpstream(s)
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), "not an absolute http or https URL") {
+			t.Errorf("parseUpstream(%q) = %v; want a usage error saying it is no http URL", s, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("parseUpstream(%q): %q shows the secret", s, err)
+		}
+	}
+}
