@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -45,10 +47,34 @@ func connectPostgres(ctx context.Context, dsn string, configure func(*pgxpool.Co
 // badPostgresDSN is the error of pgxpool.ParseConfig(dsn): a usage error,
 // as a DSN it cannot read is, unless a file the DSN names (sslrootcert,
 // sslcert…) could not be read, which is no mistake in how idem is called.
+// The DSN is shown once, redacted: pgconn's error repeats it, hiding
+// its password only as far as it can tell it in a DSN that does not read,
+// and is shown without it.
 func badPostgresDSN(dsn string, err error) error {
-	err = fmt.Errorf("bad postgres DSN %q: %w", redact(dsn), err)
+	err = pgParseError{msg: fmt.Sprintf("bad postgres DSN %q: %s", redact(dsn), withoutConnString(err)), error: err}
 	if _, ok := errors.AsType[*fs.PathError](err); ok {
 		return err
 	}
 	return usageError{err}
+}
+
+// pgParseError is an error of pgxpool.ParseConfig shown as msg.
+type pgParseError struct {
+	msg string
+	error
+}
+
+func (e pgParseError) Error() string { return e.msg }
+func (e pgParseError) Unwrap() error { return e.error }
+
+// withoutConnString is the message of err, from pgxpool.ParseConfig,
+// without the connection string a *pgconn.ParseConfigError in it quotes.
+func withoutConnString(err error) string {
+	pe, ok := errors.AsType[*pgconn.ParseConfigError](err)
+	if !ok {
+		return err.Error()
+	}
+	bare := *pe
+	bare.ConnString = ""
+	return strings.Replace(err.Error(), pe.Error(), strings.TrimPrefix(bare.Error(), "cannot parse ``: "), 1)
 }
