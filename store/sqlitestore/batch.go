@@ -211,13 +211,16 @@ func (b *batcher) take() []*batchCall {
 }
 
 // runBatch runs the calls of batch in the transaction open on conn, each
-// in a savepoint, commits and finishes them. The transaction is rolled back
+// in a savepoint, its statements prepared once for the batch (see
+// batchConn), commits and finishes them. The transaction is rolled back
 // unless it committed (a COMMIT that fails may leave it open).
 func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 	ctx := context.Background()
+	q := &batchConn{conn: conn}
 	var failed error
 	committed := false
 	defer func() {
+		q.close()
 		if committed {
 			_ = conn.Close()
 		} else {
@@ -226,18 +229,18 @@ func (b *batcher) runBatch(conn *sql.Conn, batch []*batchCall) {
 		finish(batch, failed)
 	}()
 	for _, c := range batch {
-		if _, err := conn.ExecContext(ctx, "SAVEPOINT idem_call"); err != nil {
+		if _, err := q.ExecContext(ctx, "SAVEPOINT idem_call"); err != nil {
 			failed = err
 			return
 		}
-		c.call(conn)
+		c.call(q)
 		if c.err != nil || c.panicked != nil {
-			if _, err := conn.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
+			if _, err := q.ExecContext(ctx, "ROLLBACK TO idem_call"); err != nil {
 				failed = ended(c, err)
 				return
 			}
 		}
-		if _, err := conn.ExecContext(ctx, "RELEASE idem_call"); err != nil {
+		if _, err := q.ExecContext(ctx, "RELEASE idem_call"); err != nil {
 			failed = err
 			return
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +232,50 @@ func threeInOneBatch(t *testing.T, params, schema string, call func(ctx context.
 	}
 	waitBatcher(t, b, func() bool { return !b.busy })
 	return db, errs, recovered
+}
+
+// TestBatchPreparesEachStatementOnce: the calls of a batch run on
+// statements prepared once for the batch (the same prepared statement for
+// the same text, with each call's own arguments), and a statement that
+// cannot be prepared (no such table) fails its call alone, with SQLite's
+// error, as it would unprepared.
+func TestBatchPreparesEachStatementOnce(t *testing.T) {
+	const insert = "INSERT INTO t VALUES (?)"
+	stmts := make([]*sql.Stmt, 3)
+	db, errs, recovered := threeInOneBatch(t, "", "CREATE TABLE t (k INTEGER)",
+		func(ctx context.Context, q querier, i int) error {
+			bc, ok := q.(*batchConn)
+			if !ok {
+				return fmt.Errorf("a batch's querier is a %T", q)
+			}
+			if _, err := q.ExecContext(ctx, insert, 10+i); err != nil {
+				return err
+			}
+			stmts[i] = bc.stmts[insert]
+			var n int
+			if err := q.QueryRowContext(ctx, "SELECT count(*) FROM t WHERE k = ?", 10+i).Scan(&n); err != nil || n != 1 {
+				return fmt.Errorf("own row counted %d times: %v", n, err)
+			}
+			if i == 1 {
+				_, err := q.ExecContext(ctx, "INSERT INTO missing VALUES (?)", i)
+				return err
+			}
+			return nil
+		})
+	if errs[0] != nil || errs[2] != nil || recovered[0] != nil || recovered[2] != nil {
+		t.Fatalf("calls 0 and 2: errors %v, %v, panics %v, %v; want success", errs[0], errs[2], recovered[0], recovered[2])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "no such table: missing") {
+		t.Errorf("call 1: %v, want SQLite's no such table", errs[1])
+	}
+	if stmts[0] == nil || stmts[1] != stmts[0] || stmts[2] != stmts[0] {
+		t.Errorf("the calls ran the insert on statements %p, %p, %p: want one, prepared for the batch", stmts[0], stmts[1], stmts[2])
+	}
+	var n, sum int
+	if err := db.QueryRowContext(context.Background(), "SELECT count(*), coalesce(sum(k), 0) FROM t").Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 22 {
+		t.Errorf("%d rows summing to %d, want the rows of calls 0 and 2 only", n, sum)
+	}
 }

@@ -30,8 +30,10 @@ func (s *Store) beginChecked(ctx context.Context, q querier, key idem.Key, req i
 	if db, ok := q.(*sql.DB); ok {
 		return s.beginOwnTx(ctx, db, key, req, opts)
 	}
-	if _, err := q.ExecContext(ctx, s.sql.lock); err != nil {
-		return idem.Outcome{}, dbError(ctx, err)
+	if !holdsWriteLock(q) {
+		if _, err := q.ExecContext(ctx, s.sql.lock); err != nil {
+			return idem.Outcome{}, dbError(ctx, err)
+		}
 	}
 	return s.beginLocked(ctx, q, key, req, opts)
 }
