@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"strings"
 	"time"
 
@@ -49,14 +50,25 @@ func connectPostgres(ctx context.Context, dsn string, configure func(*pgxpool.Co
 // sslcert…) could not be read, which is no mistake in how idem is called.
 // The DSN is shown once, redacted: pgconn's error repeats it, hiding
 // its password only as far as it can tell it in a DSN that does not read,
-// and is shown without it.
+// and is shown without it, nor what it quotes of a DSN with a password.
 func badPostgresDSN(dsn string, err error) error {
-	err = pgParseError{msg: fmt.Sprintf("bad postgres DSN %q: %s", redact(dsn), withoutConnString(err)), error: err}
+	reason := withoutConnString(err)
+	if redact(dsn) != dsn {
+		// What pgconn quotes of a DSN with a password, or one that does
+		// not read as a URL, may be the password or a part of it (a '/'
+		// in it ends the URL's host, and what comes before reads as a
+		// port).
+		reason = quoted.ReplaceAllString(reason, `"…"`)
+	}
+	err = pgParseError{msg: fmt.Sprintf("bad postgres DSN %q: %s", redact(dsn), reason), error: err}
 	if _, ok := errors.AsType[*fs.PathError](err); ok {
 		return err
 	}
 	return usageError{err}
 }
+
+// quoted is a string quoted as %q quotes it.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // pgParseError is an error of pgxpool.ParseConfig shown as msg.
 type pgParseError struct {
