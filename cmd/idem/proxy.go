@@ -175,7 +175,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			return err
 		}
 		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
-		go func() { _ = adminSrv.Serve(aln) }()
+		go func() {
+			// Requests are still served: said, not stopped for.
+			if err := adminSrv.Serve(serveListener("--admin", aln)); !errors.Is(err, http.ErrServerClosed) {
+				logger.Printf("--admin %s: accepting connections failed: %v; /healthz and /metrics are no longer served (requests still are)", aln.Addr(), err)
+			}
+		}()
 		fmt.Fprintf(stdout, "idem proxy: admin on http://%s (/healthz, /metrics)\n", aln.Addr())
 	}
 
@@ -187,7 +192,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(proxyListener(ln)) }()
+	go func() { serveErr <- srv.Serve(serveListener("--listen", ln)) }()
 	ready.Store(true)
 	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.name)
 
@@ -238,9 +243,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	return err
 }
 
-// proxyListener is what idem proxy serves on, made of the listener it
-// opened for --listen: that listener. Tests replace it, to make Serve fail.
-var proxyListener = func(ln net.Listener) net.Listener { return ln }
+// serveListener is what idem proxy serves on, made of the listener it
+// opened for the flag name (--listen, --admin): that listener. Tests
+// replace it, to make Serve fail.
+var serveListener = func(name string, ln net.Listener) net.Listener { return ln }
 
 // withoutMigrate adds to err, from opening or checking the store, that
 // --migrate=false was given, when err says that the schema is not there.

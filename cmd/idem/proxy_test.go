@@ -72,13 +72,13 @@ type inProcessProxy struct {
 }
 
 // runProxyInProcess runs runProxy with args (--listen 127.0.0.1:0 added)
-// until ctx ends, serving on what wrap makes of its listener, and waits
-// until it listens.
-func runProxyInProcess(t *testing.T, ctx context.Context, wrap func(net.Listener) net.Listener, args ...string) *inProcessProxy {
+// until ctx ends, serving on what wrap makes of the listener of each flag
+// (--listen, --admin), and waits until it listens.
+func runProxyInProcess(t *testing.T, ctx context.Context, wrap func(name string, ln net.Listener) net.Listener, args ...string) *inProcessProxy {
 	t.Helper()
-	old := proxyListener
-	proxyListener = wrap
-	t.Cleanup(func() { proxyListener = old })
+	old := serveListener
+	serveListener = wrap
+	t.Cleanup(func() { serveListener = old })
 	stdout := &lockedBuffer{}
 	p := &inProcessProxy{stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	go func() {
@@ -155,7 +155,10 @@ func TestServeFailureSettlesInFlightKeys(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	lns := make(chan *failingListener, 1)
-	p := runProxyInProcess(t, ctx, func(ln net.Listener) net.Listener {
+	p := runProxyInProcess(t, ctx, func(name string, ln net.Listener) net.Listener {
+		if name != "--listen" {
+			return ln
+		}
 		fl := &failingListener{Listener: ln}
 		lns <- fl
 		return fl
@@ -242,5 +245,60 @@ func TestServeFailureSettlesInFlightKeys(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("stderr:\n%s", p.stderr)
+	}
+}
+
+// TestAdminListenerFailureIsLogged: when the --admin listener fails, the
+// proxy says so, naming --admin and the failure (an orchestrator probing
+// /healthz would otherwise restart it with no word of why), and goes on
+// forwarding requests; a signal then stops it as usual.
+func TestAdminListenerFailureIsLogged(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(upstream.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lns := make(chan *failingListener, 1)
+	p := runProxyInProcess(t, ctx, func(name string, ln net.Listener) net.Listener {
+		if name != "--admin" {
+			return ln
+		}
+		fl := &failingListener{Listener: ln}
+		lns <- fl
+		return fl
+	}, "--upstream", upstream.URL, "--store", "memory", "--admin", "127.0.0.1:0", "--purge-interval", "0")
+	var fl *failingListener
+	select {
+	case fl = <-lns:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the --admin listener was not served")
+	}
+	fl.fail()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), "--admin"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing logged 10 s after the --admin listener failed:\n%s", p.stderr)
+		}
+	}
+	if msg := p.stderr.String(); !strings.Contains(msg, errAcceptBroken.Error()) {
+		t.Errorf("log %q does not name the failure %q", msg, errAcceptBroken)
+	}
+	res, err := http.Post("http://"+p.addr+"/charges", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatalf("a request after the --admin listener failed: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(b) != "ok" {
+		t.Errorf("a request after the --admin listener failed: %d %q, want the upstream's 200 ok", res.StatusCode, b)
+	}
+	cancel()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("runProxy after a signal = %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("runProxy still running 30 s after the signal")
 	}
 }
