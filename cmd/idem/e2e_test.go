@@ -1056,3 +1056,47 @@ func TestDurableCancelAndRetryCommands(t *testing.T) {
 		t.Fatalf("retry with a bad --at: %v\n%s", err, out)
 	}
 }
+
+// TestHangupStopsGracefully: SIGHUP, sent when the terminal the proxy was
+// started from closes, stops it as SIGTERM does: the request in flight
+// completes, its result is recorded, and the proxy exits 0, rather than
+// dying with the key reserved until its lease ends. Started with SIGHUP
+// ignored (nohup), the proxy keeps it ignored and goes on serving.
+func TestHangupStopsGracefully(t *testing.T) {
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 2)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	done := make(chan reply)
+	go func() { done <- send(t, p.base, "hup-1", `{}`) }()
+	<-up.started
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOutput(t, "shutting down")
+	close(up.block)
+	if r := <-done; r.status != 201 {
+		t.Fatalf("in-flight request during the shutdown: %+v", r)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("proxy exit after SIGHUP: %v, want 0\n%s", err, p.output)
+	}
+	q := startProxyVia(t, []string{"bash", "-c", `trap '' HUP; exec "$0" "$@"`}, "--upstream", up.srv.URL, "--store", dsn)
+	if r := send(t, q.base, "hup-1", `{}`); !r.replayed {
+		t.Fatalf("the result of the request drained on SIGHUP was not recorded: %+v", r)
+	}
+	if err := q.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Ignored, a SIGHUP changes nothing: give a mistaken shutdown the time
+	// it would need to show, then check the proxy still serves.
+	select {
+	case <-q.exited:
+		t.Fatalf("proxy started with SIGHUP ignored exited on SIGHUP: %v\n%s", q.err, q.output)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if r := send(t, q.base, "hup-2", `{}`); r.status != 201 || strings.Contains(q.output.String(), "shutting down") {
+		t.Fatalf("proxy started with SIGHUP ignored, after a SIGHUP: %+v, output:\n%s", r, q.output)
+	}
+}

@@ -41,7 +41,10 @@
 // WebSockets included, and then closes those still open so that the keys
 // they hold are released before it exits); a second one stops it at
 // once, also when SIGINT was ignored at start, as in a background job of a
-// non-interactive shell (the exit status is then 130).
+// non-interactive shell (the exit status is then 130). So does SIGHUP, sent
+// when the terminal a command was started from closes, unless it was
+// ignored at start (nohup): the keys of the requests in flight are settled
+// rather than left reserved until their leases end.
 package main
 
 import (
@@ -66,7 +69,11 @@ import (
 func main() {
 	// Asked before NotifyContext, which stops SIGINT being ignored.
 	interruptIgnored := signal.Ignored(os.Interrupt)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopping := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) { // ignored under nohup, and kept so
+		stopping = append(stopping, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopping...)
 	defer stop()
 	go func() {
 		<-ctx.Done()

@@ -47,7 +47,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
-	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM or SIGINT, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM, SIGINT or SIGHUP, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
 	describe(fs, "idem proxy --upstream URL [--listen ADDR] [--store DSN] [flags]", summaryOf("proxy"))
