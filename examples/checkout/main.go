@@ -110,9 +110,9 @@ func checkout(ctx context.Context, pool *pgxpool.Pool, api *provider, logger *sl
 		map[string]any{"order": o.ID, "amount": o.Amount}, "payment_confirmed:"+o.ID); err != nil {
 		return receipt{}, err
 	}
-	in, err := waitEnd(ctx, client, id)
+	in, err := client.Wait(ctx, id)
 	if err != nil {
-		return receipt{}, err
+		return receipt{}, fmt.Errorf("waiting for the checkout of order %s: %w", o.ID, err)
 	}
 	if in.Status != durable.StatusDone {
 		return receipt{}, fmt.Errorf("checkout of order %s %s: %s", o.ID, in.Status, in.Error)
@@ -122,24 +122,4 @@ func checkout(ctx context.Context, pool *pgxpool.Pool, api *provider, logger *sl
 		return receipt{}, err
 	}
 	return r, nil
-}
-
-// waitEnd polls instance id until it is terminal or ctx ends.
-func waitEnd(ctx context.Context, client *durable.Client, id int64) (*durable.Instance, error) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		in, err := client.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if in.Status.Terminal() {
-			return in, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("instance %d still %s: %w", id, in.Status, ctx.Err())
-		case <-t.C:
-		}
-	}
 }
