@@ -597,25 +597,7 @@ func TestScopesAndLargeBodies(t *testing.T) {
 // for the request, and, when no request runs, that it shuts down without
 // saying it waits.
 func TestGracefulShutdown(t *testing.T) {
-	up := newCounting(t)
-	up.block = make(chan struct{})
-	up.started = make(chan struct{}, 2)
-	dsn := sqliteDSN(t)
-	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
-	done := make(chan reply)
-	go func() { done <- send(t, p.base, "term-1", `{}`) }()
-	<-up.started
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	close(up.block)
-	if r := <-done; r.status != 201 {
-		t.Fatalf("in-flight request during shutdown: %+v", r)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatalf("proxy exit: %v\n%s", err, p.output)
-	}
+	up, dsn, p := drainOnSignal(t, syscall.SIGTERM, "term-1")
 	if want := "shutting down: waiting up to 30s (--shutdown-timeout) for 1 in-flight request to finish"; !strings.Contains(p.output.String(), want) {
 		t.Errorf("proxy output lacks %q:\n%s", want, p.output)
 	}
@@ -1063,25 +1045,7 @@ func TestDurableCancelAndRetryCommands(t *testing.T) {
 // dying with the key reserved until its lease ends. Started with SIGHUP
 // ignored (nohup), the proxy keeps it ignored and goes on serving.
 func TestHangupStopsGracefully(t *testing.T) {
-	up := newCounting(t)
-	up.block = make(chan struct{})
-	up.started = make(chan struct{}, 2)
-	dsn := sqliteDSN(t)
-	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
-	done := make(chan reply)
-	go func() { done <- send(t, p.base, "hup-1", `{}`) }()
-	<-up.started
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	p.waitOutput(t, "shutting down")
-	close(up.block)
-	if r := <-done; r.status != 201 {
-		t.Fatalf("in-flight request during the shutdown: %+v", r)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatalf("proxy exit after SIGHUP: %v, want 0\n%s", err, p.output)
-	}
+	up, dsn, _ := drainOnSignal(t, syscall.SIGHUP, "hup-1")
 	q := startProxyVia(t, []string{"bash", "-c", `trap '' HUP; exec "$0" "$@"`}, "--upstream", up.srv.URL, "--store", dsn)
 	if r := send(t, q.base, "hup-1", `{}`); !r.replayed {
 		t.Fatalf("the result of the request drained on SIGHUP was not recorded: %+v", r)
@@ -1099,4 +1063,32 @@ func TestHangupStopsGracefully(t *testing.T) {
 	if r := send(t, q.base, "hup-2", `{}`); r.status != 201 || strings.Contains(q.output.String(), "shutting down") {
 		t.Fatalf("proxy started with SIGHUP ignored, after a SIGHUP: %+v, output:\n%s", r, q.output)
 	}
+}
+
+// drainOnSignal starts a proxy on a new SQLite database and sends it sig
+// while a request with key runs upstream: once the proxy says it is
+// shutting down the request is let finish, and it must get its 201 and
+// the proxy exit 0. It returns the upstream, the database and the proxy.
+func drainOnSignal(t *testing.T, sig syscall.Signal, key string) (*counting, string, *proxy) {
+	t.Helper()
+	up := newCounting(t)
+	up.block = make(chan struct{})
+	up.started = make(chan struct{}, 2)
+	dsn := sqliteDSN(t)
+	p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn)
+	done := make(chan reply)
+	go func() { done <- send(t, p.base, key, `{}`) }()
+	<-up.started
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOutput(t, "shutting down")
+	close(up.block)
+	if r := <-done; r.status != 201 {
+		t.Fatalf("in-flight request during the shutdown on %v: %+v", sig, r)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("proxy exit after %v: %v, want 0\n%s", sig, err, p.output)
+	}
+	return up, dsn, p
 }

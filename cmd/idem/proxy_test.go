@@ -20,7 +20,9 @@ import (
 	"time"
 )
 
-// lockedBuffer collects what runProxy writes, and may be read meanwhile.
+// lockedBuffer collects what runProxy writes, and may be read meanwhile
+// (package main's tests cannot use the e2e tests' syncBuffer, in
+// main_test).
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -73,6 +75,19 @@ type inProcessProxy struct {
 
 // runProxyInProcess runs runProxy with args (--listen 127.0.0.1:0 added)
 // until ctx ends, serving on what wrap makes of the listener of each flag
+// failingOne is a wrap for runProxyInProcess that makes the listener of
+// the flag name a failingListener, sent on lns, and leaves the others.
+func failingOne(name string, lns chan<- *failingListener) func(string, net.Listener) net.Listener {
+	return func(flag string, ln net.Listener) net.Listener {
+		if flag != name {
+			return ln
+		}
+		fl := &failingListener{Listener: ln}
+		lns <- fl
+		return fl
+	}
+}
+
 // (--listen, --admin), and waits until it listens.
 func runProxyInProcess(t *testing.T, ctx context.Context, wrap func(name string, ln net.Listener) net.Listener, args ...string) *inProcessProxy {
 	t.Helper()
@@ -155,14 +170,7 @@ func TestServeFailureSettlesInFlightKeys(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	lns := make(chan *failingListener, 1)
-	p := runProxyInProcess(t, ctx, func(name string, ln net.Listener) net.Listener {
-		if name != "--listen" {
-			return ln
-		}
-		fl := &failingListener{Listener: ln}
-		lns <- fl
-		return fl
-	}, "--upstream", upstream.URL, "--store", dsn, "--shutdown-timeout", "2s", "--purge-interval", "0")
+	p := runProxyInProcess(t, ctx, failingOne("--listen", lns), "--upstream", upstream.URL, "--store", dsn, "--shutdown-timeout", "2s", "--purge-interval", "0")
 	fl := <-lns
 
 	// An ordinary request, its upstream answering only when released.
@@ -260,14 +268,7 @@ func TestAdminListenerFailureIsLogged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	lns := make(chan *failingListener, 1)
-	p := runProxyInProcess(t, ctx, func(name string, ln net.Listener) net.Listener {
-		if name != "--admin" {
-			return ln
-		}
-		fl := &failingListener{Listener: ln}
-		lns <- fl
-		return fl
-	}, "--upstream", upstream.URL, "--store", "memory", "--admin", "127.0.0.1:0", "--purge-interval", "0")
+	p := runProxyInProcess(t, ctx, failingOne("--admin", lns), "--upstream", upstream.URL, "--store", "memory", "--admin", "127.0.0.1:0", "--purge-interval", "0")
 	var fl *failingListener
 	select {
 	case fl = <-lns:
