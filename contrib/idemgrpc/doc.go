@@ -57,7 +57,9 @@
 // accepts (by default InvalidArgument, NotFound, AlreadyExists,
 // PermissionDenied, FailedPrecondition and OutOfRange: the answers a retry
 // would get again; not Unimplemented, which a retry may not get from a
-// newer server). A handler that returns no message and
+// newer server). An error is recorded as gRPC sends it: one whose message
+// is not valid UTF-8 with each invalid byte replaced by U+FFFD and without
+// its details, which gRPC drops then. A handler that returns no message and
 // no error, which gRPC answers with the empty message, is recorded as the
 // empty message of the method's response type (see replay below). Not
 // recorded, so a retry runs again: other codes (Unavailable,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -33,7 +34,7 @@ type recordedResponse struct {
 }
 
 // encodeResponse builds the record of an outcome: resp when st is OK, else
-// st. The error says why an outcome cannot be recorded: a response that is
+// st as the client gets it (sentStatus). The error says why an outcome cannot be recorded: a response that is
 // not a proto.Message, one that does not marshal (gRPC then answers
 // Internal), one over max bytes, or a status code gRPC does not define
 // (over 16), which decodeResponse would refuse.
@@ -64,7 +65,7 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 		}
 		rec.Type, rec.Body = string(m.ProtoReflect().Descriptor().FullName()), b
 	} else {
-		b, err := proto.Marshal(st.Proto())
+		b, err := proto.Marshal(sentStatus(st).Proto())
 		if err != nil {
 			return nil, fmt.Errorf("idemgrpc: status does not marshal: %w", err)
 		}
@@ -74,6 +75,19 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 		rec.Status = b
 	}
 	return json.Marshal(rec)
+}
+
+// sentStatus returns st as gRPC-go delivers it to the client, which is
+// what a retry must get again: when its message is not valid UTF-8, each
+// invalid byte becomes U+FFFD (grpc-message percent-encodes the message's
+// runes, decoding every invalid byte as one), and the details are not
+// sent, since the google.rpc.Status that would carry them does not marshal
+// with such a message.
+func sentStatus(st *status.Status) *status.Status {
+	if utf8.ValidString(st.Message()) {
+		return st
+	}
+	return status.New(st.Code(), string([]rune(st.Message())))
 }
 
 // messageOf returns v as a message, as gRPC's protobuf codec takes it: v
