@@ -22,8 +22,11 @@ import (
 // ProxyConfig configures NewProxy.
 type ProxyConfig struct {
 	// Upstream is the API requests are forwarded to: scheme, host and an
-	// optional base path. Required. It has no user info (user:password@):
-	// requests are forwarded with the client's own Authorization.
+	// optional base path (see NewProxy for how a request's target is
+	// joined to it). Required. It has no user info (user:password@):
+	// requests are forwarded with the client's own Authorization. A query,
+	// if it has one, is put ahead of every forwarded request's own query,
+	// as ReverseProxy's SetURL does; its fragment is ignored.
 	Upstream *url.URL
 	// Middleware configures the Idempotency-Key handling in front of the
 	// upstream. Its Store is required.
@@ -104,6 +107,17 @@ type ProxyConfig struct {
 // after the client half-closed its side, so that the handler returns and
 // releases its key however the upstream behaves.
 //
+// A request reaches the upstream at its target joined to the upstream's
+// base path with a single slash, as ReverseProxy's SetURL joins them
+// (/x under http://h/api, or http://h/api/, goes to /api/x; / to /api/),
+// its escaping kept, and its query after the upstream's, if any; an
+// absolute-form target (http://host/x) goes by its path and query. A
+// target of "*" (asterisk form) names the server as a whole, for OPTIONS
+// only: an OPTIONS * is forwarded as OPTIONS *, whatever the base path,
+// and a request of another method with "*" is answered 400, reaching
+// neither the store nor the upstream. Key and fingerprint are the
+// client's request's, never the rewritten one's.
+//
 // A body the upstream frames (Content-Length, chunked) and cuts short is an
 // upstream failure (502), never recorded. A body it ends by closing the
 // connection, with neither framing (HTTP/1.0 style), cannot be told from
@@ -142,6 +156,10 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
+			if pr.In.URL.Path == "*" { // asterisk form: the server as a whole
+				pr.Out.URL.Path, pr.Out.URL.RawPath, pr.Out.URL.RawQuery = "", "", ""
+				pr.Out.URL.Opaque = "*"
+			}
 			if cfg.TrustForwarded {
 				forwarded(pr)
 			} else {
@@ -235,7 +253,15 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		defer call.end()
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call)))
 	})
-	return mw(timed), nil
+	proxied := mw(timed)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "*" && r.Method != http.MethodOptions {
+			writeProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+				Detail: "A request target of * is for OPTIONS only."})
+			return
+		}
+		proxied.ServeHTTP(w, r)
+	}), nil
 }
 
 // upstreamCall is the state of one request's call to the upstream, in its

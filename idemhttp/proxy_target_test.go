@@ -1,0 +1,151 @@
+package idemhttp_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/idemhttp"
+)
+
+// rawRequest sends head (the request line and headers, without the blank
+// line that ends them) and body to the server at url on a connection of
+// its own, and returns the response and its body.
+func rawRequest(t *testing.T, url, head, body string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, head+"\r\nConnection: close\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(b)
+}
+
+// targetEcho is an upstream that answers with the request target it got,
+// counting the requests.
+func targetEcho(t *testing.T, runs *atomic.Int32) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, r.RequestURI)
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// The request target the upstream gets is the client's joined to the
+// upstream's base path with a single slash, whether the base path ends
+// with one or not (http://h/api and http://h/api/ alike), as
+// ReverseProxy's SetURL joins them: the client's escaping kept (%2F stays
+// %2F, %41 stays %41), its query and its own double slashes passed on as
+// they are, and an absolute-form target (http://host/path) forwarded by
+// its path. Protected requests and others alike.
+func TestProxyJoinsUpstreamBasePath(t *testing.T) {
+	var runs atomic.Int32
+	up := targetEcho(t, &runs)
+	for _, c := range []struct{ base, target, want string }{
+		{"", "/x", "/x"},
+		{"", "/", "/"},
+		{"/api", "/x", "/api/x"},
+		{"/api/", "/x", "/api/x"},
+		{"/api", "/", "/api/"},
+		{"/api/", "/", "/api/"},
+		{"/api", "/v1/x/", "/api/v1/x/"},
+		{"/api/", "//x", "/api//x"},
+		{"/api", "/a%2Fb%20c", "/api/a%2Fb%20c"},
+		{"/api/", "/a%41b", "/api/a%41b"},
+		{"/a%2Fb", "/x", "/a%2Fb/x"},
+		{"/a%2Fb/", "/c%2Fd", "/a%2Fb/c%2Fd"},
+		{"/api", "/x?b=2&c=%2F", "/api/x?b=2&c=%2F"},
+		{"/api", "/x?", "/api/x?"},
+		{"/api", "http://other.example/x?q=1", "/api/x?q=1"},
+		{"/api/", "http://other.example", "/api/"},
+	} {
+		p := serveProxy(t, up.URL+c.base, idemhttp.ProxyConfig{})
+		for _, key := range []string{"", "Idempotency-Key: " + fmt.Sprintf("join-%q-%q", c.base, c.target) + "\r\n"} {
+			res, body := rawRequest(t, p.URL, "POST "+c.target+" HTTP/1.1\r\nHost: client.example\r\n"+key+"Content-Length: 2", "{}")
+			if res.StatusCode != 200 || body != c.want {
+				t.Errorf("upstream %q, POST %s (key %t): %d %q, want the upstream to get %q", c.base, c.target, key != "", res.StatusCode, body, c.want)
+			}
+		}
+	}
+}
+
+// An upstream URL with a query (which the idem command refuses, but the
+// package takes) has it put ahead of each request's own, as ReverseProxy's
+// SetURL does; the fingerprint is the client's target all the same.
+func TestProxyUpstreamQueryGoesAheadOfTheClients(t *testing.T) {
+	var runs atomic.Int32
+	up := targetEcho(t, &runs)
+	p := serveProxy(t, up.URL+"/api?tenant=1", idemhttp.ProxyConfig{})
+	for _, c := range []struct{ target, want string }{
+		{"/x", "/api/x?tenant=1"},
+		{"/x?", "/api/x?tenant=1"},
+		{"/x?b=2&tenant=9", "/api/x?tenant=1&b=2&tenant=9"},
+	} {
+		for _, key := range []string{"", "Idempotency-Key: query-" + c.target + "\r\n"} {
+			res, body := rawRequest(t, p.URL, "POST "+c.target+" HTTP/1.1\r\nHost: client.example\r\n"+key+"Content-Length: 2", "{}")
+			if res.StatusCode != 200 || body != c.want {
+				t.Errorf("POST %s (key %t): %d %q, want the upstream to get %q", c.target, key != "", res.StatusCode, body, c.want)
+			}
+		}
+	}
+}
+
+// A request target of "*" (asterisk form) names the server as a whole,
+// for OPTIONS only (RFC 9112, section 3.2.4): an OPTIONS * reaches the
+// upstream as OPTIONS *, not as a path under its base path; a request of
+// another method with "*" is refused with 400, reaching neither the
+// upstream nor the store, where ReverseProxy would make up a path, /%2A
+// or /api/%2A, that the client never named.
+func TestProxyAsteriskTarget(t *testing.T) {
+	var runs atomic.Int32
+	// Go's server answers OPTIONS * by itself unless told not to.
+	up := httptest.NewUnstartedServer(targetEcho(t, &runs).Config.Handler)
+	up.Config.DisableGeneralOptionsHandler = true
+	up.Start()
+	defer up.Close()
+	for _, base := range []string{"", "/api", "/api/"} {
+		cfg := idemhttp.ProxyConfig{}
+		cfg.Middleware.Methods = []string{"POST", "OPTIONS"}
+		p := httptest.NewUnstartedServer(serveProxy(t, up.URL+base, cfg).Config.Handler)
+		p.Config.DisableGeneralOptionsHandler = true
+		p.Start()
+		defer p.Close()
+		for _, key := range []string{"", "Idempotency-Key: star-" + base} {
+			if key != "" {
+				key += "-options\r\n"
+			}
+			res, body := rawRequest(t, p.URL, "OPTIONS * HTTP/1.1\r\nHost: client.example\r\n"+key+"Content-Length: 0", "")
+			if res.StatusCode != 200 || body != "*" {
+				t.Errorf("upstream %q: OPTIONS * (key %t): %d %q, want the upstream to get *", base, key != "", res.StatusCode, body)
+			}
+			key = strings.Replace(key, "-options", "-post", 1)
+			before := runs.Load()
+			res, body = rawRequest(t, p.URL, "POST * HTTP/1.1\r\nHost: client.example\r\n"+key+"Content-Length: 2", "{}")
+			if res.StatusCode != 400 || runs.Load() != before {
+				t.Errorf("upstream %q: POST * (key %t): %d %q, upstream ran %d times; want 400 without reaching the upstream", base, key != "", res.StatusCode, body, runs.Load()-before)
+			}
+		}
+	}
+}
