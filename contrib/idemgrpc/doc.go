@@ -90,8 +90,12 @@
 // (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer), which the stream
 // then refuses, is not refused to the handler: it goes into the record when
 // Config.ReplayMetadata names it, and a handler that checks those errors
-// does not fail work it has done. To that end the handler's context
-// carries a stream of the interceptor's; the experimental
+// does not fail work it has done. Metadata set with the handler's context
+// once the handler has returned (from a goroutine it left running) is
+// refused with an Internal error, and neither sent nor recorded: each
+// metadata call is either sent and recorded, or refused, so that the
+// first client and the retries get the same metadata. To that end the
+// handler's context carries a stream of the interceptor's; the experimental
 // grpc.SetSendCompressor and grpc.ClientSupportedCompressors, which need
 // gRPC's own, fail in the handlers of protected calls.
 //

@@ -152,13 +152,13 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		resp, err = handler(ctx, req)
 		served = true
 		x.ev.HandlerTime = time.Since(start)
+		header, trailer := rec.seal()
 
 		st := statusOf(err)
 		x.ev.Code = st.Code()
 		if !x.i.cfg.StoreCode(st.Code()) {
 			return nil, false
 		}
-		header, trailer := rec.recorded()
 		out := resp
 		if out == nil && err == nil {
 			// No message: gRPC sends the empty message, and so is it

@@ -93,10 +93,16 @@ type payments struct {
 	noReply   bool          // reply with no message at all (return nil, nil)
 	badReply  bool          // reply with a message that does not marshal
 	strictMD  bool          // fail when setting header or trailer metadata fails
+	// spawn, when set, is called with the handler's context as a call
+	// starts, to set metadata from elsewhere.
+	spawn func(ctx context.Context)
 }
 
 func (p *payments) handle(ctx context.Context, kind string, in proto.Message) (proto.Message, error) {
 	n := p.runs.Add(1)
+	if p.spawn != nil {
+		p.spawn(ctx)
+	}
 	if p.started != nil {
 		p.started <- struct{}{}
 	}

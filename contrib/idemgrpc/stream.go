@@ -6,52 +6,63 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // metadataRecorder is the grpc.ServerTransportStream the handler of a
 // protected call sees: it passes header and trailer metadata on to the
 // real stream and keeps a copy of the names in allow (possibly none) that
-// were accepted, for the record. Once the client has gone (its context ended), the
-// stream refuses metadata, but the handler goes on and its response is
-// recorded for the client's retry: the metadata is then kept, and the
-// refusal not reported, as idemhttp does with writes to a vanished client.
+// were accepted, for the record. Once the client has gone (its context
+// ended), the stream refuses metadata, but the handler goes on and its
+// response is recorded for the client's retry: the metadata is then kept,
+// and the refusal not reported, as idemhttp does with writes to a vanished
+// client. Once the handler has returned (seal), metadata is refused with
+// errHandlerReturned and reaches neither the stream nor the record, so that
+// metadata set from a goroutine the handler left running is never sent
+// without being recorded, or recorded without being sent.
 type metadataRecorder struct {
 	grpc.ServerTransportStream
 	allow  map[string]bool
 	client context.Context // the call's own context
 
+	// mu is held across each call to the stream and the copy kept of it,
+	// so that seal falls between two of them, never inside one.
 	mu      sync.Mutex
+	sealed  bool
 	header  metadata.MD
 	trailer metadata.MD
 }
 
+// errHandlerReturned is what a handler's goroutine setting metadata after
+// the handler returned is told.
+var errHandlerReturned = status.Error(codes.Internal, "idemgrpc: metadata set after the handler returned is neither sent nor recorded")
+
 func (r *metadataRecorder) SetHeader(md metadata.MD) error {
-	return r.accepted(r.ServerTransportStream.SetHeader(md), &r.header, md)
+	return r.pass(r.ServerTransportStream.SetHeader, &r.header, md)
 }
 
 func (r *metadataRecorder) SendHeader(md metadata.MD) error {
-	return r.accepted(r.ServerTransportStream.SendHeader(md), &r.header, md)
+	return r.pass(r.ServerTransportStream.SendHeader, &r.header, md)
 }
 
 func (r *metadataRecorder) SetTrailer(md metadata.MD) error {
-	return r.accepted(r.ServerTransportStream.SetTrailer(md), &r.trailer, md)
+	return r.pass(r.ServerTransportStream.SetTrailer, &r.trailer, md)
 }
 
-// accepted keeps md in dst if the stream accepted it (err is nil) or
-// refused it because the client has gone, and returns what the handler is
-// told.
-func (r *metadataRecorder) accepted(err error, dst *metadata.MD, md metadata.MD) error {
-	if err != nil && (r.client == nil || r.client.Err() == nil) {
-		return err
-	}
-	r.keep(dst, md)
-	return nil
-}
-
-func (r *metadataRecorder) keep(dst *metadata.MD, md metadata.MD) {
+// pass hands md to the stream with send, and keeps it in dst if the stream
+// accepted it or refused it because the client has gone; it returns what
+// the handler is told.
+func (r *metadataRecorder) pass(send func(metadata.MD) error, dst *metadata.MD, md metadata.MD) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.sealed {
+		return errHandlerReturned
+	}
+	if err := send(md); err != nil && (r.client == nil || r.client.Err() == nil) {
+		return err
+	}
 	for k, v := range md {
 		k = strings.ToLower(k)
 		if !r.allow[k] {
@@ -62,14 +73,17 @@ func (r *metadataRecorder) keep(dst *metadata.MD, md metadata.MD) {
 		}
 		(*dst)[k] = append((*dst)[k], v...)
 	}
+	return nil
 }
 
-// recorded returns copies of the metadata kept so far.
-func (r *metadataRecorder) recorded() (header, trailer metadata.MD) {
+// seal ends the recording, as the handler has returned, and returns copies
+// of the metadata kept.
+func (r *metadataRecorder) seal() (header, trailer metadata.MD) {
 	if r == nil {
 		return nil, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sealed = true
 	return r.header.Copy(), r.trailer.Copy()
 }

@@ -1,0 +1,122 @@
+package idemgrpc_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/idemgo/idem/contrib/idemgrpc"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// The header and trailer metadata a handler sets along with an error that
+// is recorded are replayed with it.
+func TestMetadataOfRecordedErrorReplayed(t *testing.T) {
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
+	b.svc.header = metadata.Pairs("x-charge-id", "h_1")
+	b.svc.trailer = metadata.Pairs("x-charge-id", "t_1")
+	b.svc.err = status.Error(codes.FailedPrecondition, "card expired")
+	first := b.call(chargeMethod, amount(1), key("md-err")...)
+	if first.code() != codes.FailedPrecondition {
+		t.Fatalf("first call: %v", first.err)
+	}
+	r := b.call(chargeMethod, amount(1), key("md-err")...)
+	if !r.replayed() || r.code() != codes.FailedPrecondition || status.Convert(r.err).Message() != "card expired" {
+		t.Fatalf("retry: %v replayed %v", r.err, r.replayed())
+	}
+	for _, md := range []metadata.MD{first.header, r.header} {
+		if got := md.Get("x-charge-id"); !slices.Equal(got, []string{"h_1"}) {
+			t.Errorf("header x-charge-id = %q, want [h_1]", got)
+		}
+	}
+	for _, md := range []metadata.MD{first.trailer, r.trailer} {
+		if got := md.Get("x-charge-id"); !slices.Equal(got, []string{"t_1"}) {
+			t.Errorf("trailer x-charge-id = %q, want [t_1]", got)
+		}
+	}
+	wantRuns(t, b, 1)
+}
+
+// Metadata set with the handler's context once the handler has returned,
+// before gRPC sends the response, is refused with an error and neither
+// sent nor recorded: the first client and the retry get the same
+// metadata.
+func TestMetadataSetAfterTheHandlerReturnedIsRefused(t *testing.T) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := idemgrpc.New(idemgrpc.Config{Store: s, ReplayMetadata: []string{"x-late"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &payments{}
+	hctx := make(chan context.Context, 1)
+	svc.spawn = func(ctx context.Context) { hctx <- ctx }
+	errs := make(chan error, 2)
+	late := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		select {
+		case h := <-hctx: // the handler ran and has returned
+			errs <- grpc.SetHeader(h, metadata.Pairs("x-late", "h"))
+			errs <- grpc.SetTrailer(h, metadata.Pairs("x-late", "t"))
+		default:
+		}
+		return resp, err
+	}
+	conn := serveDial(t, svc, grpc.ChainUnaryInterceptor(late, ic))()
+	first := invoke(context.Background(), conn, chargeMethod, amount(1), key("late")...)
+	wantOK(t, first)
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Error("metadata set after the handler returned was accepted")
+		}
+	}
+	r := invoke(context.Background(), conn, chargeMethod, amount(1), key("late")...)
+	if !r.replayed() {
+		t.Fatalf("retry not replayed: %v", r.err)
+	}
+	if !slices.Equal(first.header.Get("x-late"), r.header.Get("x-late")) || !slices.Equal(first.trailer.Get("x-late"), r.trailer.Get("x-late")) {
+		t.Errorf("x-late: first call header %q trailer %q, replay header %q trailer %q", first.header.Get("x-late"), first.trailer.Get("x-late"), r.header.Get("x-late"), r.trailer.Get("x-late"))
+	}
+	if first.header.Get("x-late") != nil || first.trailer.Get("x-late") != nil {
+		t.Errorf("metadata set after the handler returned was sent: header %v trailer %v", first.header, first.trailer)
+	}
+}
+
+// Trailers set from another goroutine while the handler returns: each is
+// either sent and recorded or refused, so the first client and the retry
+// get the same ones, and -race finds no race.
+func TestMetadataSetConcurrentlyAsTheHandlerReturns(t *testing.T) {
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-seq"}})
+	var wg sync.WaitGroup
+	b.svc.spawn = func(ctx context.Context) {
+		wg.Go(func() {
+			for i := range 200 {
+				if grpc.SetTrailer(ctx, metadata.Pairs("x-seq", strconv.Itoa(i))) != nil {
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		k := "seq" + strconv.Itoa(i)
+		first := b.call(chargeMethod, amount(1), key(k)...)
+		wantOK(t, first)
+		wg.Wait()
+		r := b.call(chargeMethod, amount(1), key(k)...) // the handler does not run: no goroutine
+		if !r.replayed() {
+			t.Fatalf("retry %s not replayed: %v", k, r.err)
+		}
+		if got, want := r.trailer.Get("x-seq"), first.trailer.Get("x-seq"); !slices.Equal(got, want) {
+			t.Fatalf("call %s: replayed trailer x-seq %q, the first client got %q", k, got, want)
+		}
+	}
+}
