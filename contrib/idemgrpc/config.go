@@ -114,6 +114,10 @@ type Config struct {
 	// replay is ReplayMetadata lower-cased, without the never-replayed
 	// names, as a set.
 	replay map[string]bool
+	// scopeByAuthorization is set when KeyScope defaulted to
+	// ScopeByAuthorization, which the interceptor then computes from the
+	// incoming metadata it has already read.
+	scopeByAuthorization bool
 }
 
 func (c *Config) validate() error {
@@ -145,7 +149,7 @@ func (c *Config) validate() error {
 		c.Protect = ProtectUnlessIdempotent
 	}
 	if c.KeyScope == nil {
-		c.KeyScope = ScopeByAuthorization
+		c.KeyScope, c.scopeByAuthorization = ScopeByAuthorization, true
 	}
 	if c.StoreCode == nil {
 		c.StoreCode = DefaultStoreCode

@@ -80,7 +80,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 		}
 		return x.fail(OutcomeKeyInvalid, errKeyInvalid(detail))
 	}
-	if key, err = key.WithScope(x.keyScope()); err != nil {
+	if key, err = key.WithScope(x.keyScope(md)); err != nil {
 		x.ev.Err = err
 		return x.fail(OutcomeInternal, errInternal("invalid key scope"))
 	}
@@ -289,10 +289,13 @@ func (x *call) storeCtx() (context.Context, func()) {
 	}
 }
 
-// keyScope is Config.KeyScope's answer for x. A panic of it goes on,
-// described in x's event as an internal error with the Internal code a
-// recovering interceptor outside answers.
-func (x *call) keyScope() string {
+// keyScope is Config.KeyScope's answer for x, whose incoming metadata is
+// md. A panic of it goes on, described in x's event as an internal error
+// with the Internal code a recovering interceptor outside answers.
+func (x *call) keyScope(md metadata.MD) string {
+	if x.i.cfg.scopeByAuthorization {
+		return authorizationScope(md) // without reading the metadata again
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			x.ev.Outcome, x.ev.Code = OutcomeInternal, codes.Internal

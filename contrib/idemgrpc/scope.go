@@ -27,6 +27,12 @@ import (
 // interceptor, placed before this one, put in the context.
 func ScopeByAuthorization(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
+	return authorizationScope(md)
+}
+
+// authorizationScope is ScopeByAuthorization's scope for the incoming
+// metadata md.
+func authorizationScope(md metadata.MD) string {
 	auth := strings.Join(md.Get("authorization"), "\n")
 	if auth == "" {
 		return ""
