@@ -72,7 +72,8 @@ type ProxyConfig struct {
 	// learns the original client and scheme. By default, since any client
 	// could forge them, they are dropped and the X-Forwarded-* headers say
 	// what the proxy sees: the client's address and Host, and http or
-	// https as the proxy was reached.
+	// https as the proxy was reached. Those a request's Connection header
+	// lists are hop-by-hop, and dropped either way.
 	TrustForwarded bool
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -438,15 +439,26 @@ func bufferResponse(res *http.Response, c *capture) error {
 // does, from those pr.In came with where it has them: its X-Forwarded-For
 // with the client's address appended, and its X-Forwarded-Host,
 // X-Forwarded-Proto and Forwarded as they are (see
-// ProxyConfig.TrustForwarded).
+// ProxyConfig.TrustForwarded). Those its Connection header lists are
+// hop-by-hop, meant for the proxy only, and not kept.
 func forwarded(pr *httputil.ProxyRequest) {
 	in, out := pr.In.Header, pr.Out.Header
-	if v := in["X-Forwarded-For"]; len(v) > 0 {
+	kept := func(name string) []string {
+		for _, line := range in["Connection"] {
+			for listed := range strings.SplitSeq(line, ",") {
+				if http.CanonicalHeaderKey(strings.TrimSpace(listed)) == name {
+					return nil
+				}
+			}
+		}
+		return in[name]
+	}
+	if v := kept("X-Forwarded-For"); len(v) > 0 {
 		out["X-Forwarded-For"] = slices.Clone(v) // SetXForwarded appends to it
 	}
 	pr.SetXForwarded()
 	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
-		if v := in[name]; len(v) > 0 {
+		if v := kept(name); len(v) > 0 {
 			out[name] = slices.Clone(v)
 		}
 	}
