@@ -149,3 +149,34 @@ func TestProxyAsteriskTarget(t *testing.T) {
 		}
 	}
 }
+
+// The key's record is reached by the client's request target, not the
+// one the proxy rewrites for the upstream: the same request sent in
+// origin form (/x?q=1) and absolute form (http://other.example/x?q=1),
+// with different Host headers, is one request, run once and replayed;
+// the rewritten target (/api/x?q=1) sent by a client is another request,
+// refused as a reuse of the key.
+func TestProxyFingerprintsTheClientsTarget(t *testing.T) {
+	var runs atomic.Int32
+	up := targetEcho(t, &runs)
+	for _, upstreamHost := range []bool{false, true} {
+		p := serveProxy(t, up.URL+"/api", idemhttp.ProxyConfig{UpstreamHost: upstreamHost})
+		key := fmt.Sprintf("Idempotency-Key: fp-%t\r\nContent-Type: application/json\r\nContent-Length: 8", upstreamHost)
+		before := runs.Load()
+		res, body := rawRequest(t, p.URL, "POST /x?q=1 HTTP/1.1\r\nHost: a.example\r\n"+key, `{"a": 1}`)
+		if res.StatusCode != 200 || body != "/api/x?q=1" {
+			t.Fatalf("UpstreamHost %t: first: %d %q", upstreamHost, res.StatusCode, body)
+		}
+		res, body = rawRequest(t, p.URL, "POST http://other.example/x?q=1 HTTP/1.1\r\nHost: b.example\r\n"+key, `{"a":1 }`)
+		if res.StatusCode != 200 || body != "/api/x?q=1" || res.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("UpstreamHost %t: absolute form: %d %q replayed=%q, want the first response replayed", upstreamHost, res.StatusCode, body, res.Header.Get("Idempotent-Replayed"))
+		}
+		res, body = rawRequest(t, p.URL, "POST /api/x?q=1 HTTP/1.1\r\nHost: a.example\r\n"+key, `{"a": 1}`)
+		if res.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("UpstreamHost %t: the rewritten target: %d %q, want 422 (another request)", upstreamHost, res.StatusCode, body)
+		}
+		if n := runs.Load() - before; n != 1 {
+			t.Errorf("UpstreamHost %t: the upstream ran %d times, want 1", upstreamHost, n)
+		}
+	}
+}
