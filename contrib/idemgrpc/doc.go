@@ -64,7 +64,9 @@
 // empty message of the method's response type (see replay below). Not
 // recorded, so a retry runs again: other codes (Unavailable,
 // DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
-// Canceled…), responses over Config.MaxCapture, no message where the
+// Canceled…), an error whose status is OK (which gRPC sends without the
+// response, and its client reads as Internal), responses over
+// Config.MaxCapture, no message where the
 // response type cannot be found, outcomes whose Commit fails (the client
 // still gets them; the key is released, or if that fails too stays in
 // progress until its lease ends), and handler panics (the key is released

@@ -156,7 +156,10 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 
 		st := statusOf(err)
 		x.ev.Code = st.Code()
-		if !x.i.cfg.StoreCode(st.Code()) {
+		if !x.i.cfg.StoreCode(st.Code()) || err != nil && st.Code() == codes.OK {
+			// An error of status OK: gRPC sends that status without the
+			// response, which its client reads as an error; a retry must
+			// not get the response instead.
 			return nil, false
 		}
 		out := resp

@@ -1,13 +1,16 @@
 package idemgrpc_test
 
 import (
+	"context"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemgo/idem/contrib/idemgrpc"
+	"github.com/idemgo/idem/store/memstore"
 )
 
 // A handler error whose message is not valid UTF-8 reaches the client as
@@ -45,5 +48,48 @@ func TestInvalidUTF8StatusMessageReplayed(t *testing.T) {
 			}
 			wantRuns(t, b, 1)
 		})
+	}
+}
+
+// okStatusError is an error whose status is OK, which gRPC sends as such,
+// without the response message.
+type okStatusError struct{}
+
+func (okStatusError) Error() string              { return "ok, but an error" }
+func (okStatusError) GRPCStatus() *status.Status { return status.New(codes.OK, "") }
+
+// A handler that returns a response together with an error whose status
+// is OK gets no message to its client (gRPC sends the OK status alone, which
+// the client reads as an error): its outcome is not recorded as that
+// response but released, and the retry runs again and gets what the first
+// client got.
+func TestResponseWithOKStatusErrorIsNotReplayedAsTheResponse(t *testing.T) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := idemgrpc.New(idemgrpc.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	okErr := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp, okStatusError{}
+	}
+	svc := &payments{}
+	conn := serveDial(t, svc, grpc.ChainUnaryInterceptor(ic, okErr))()
+	first := invoke(context.Background(), conn, chargeMethod, amount(1), key("okerr")...)
+	if first.err == nil {
+		t.Fatalf("first call answered %q, want the error gRPC gives a call without a response message", first.reply)
+	}
+	r := invoke(context.Background(), conn, chargeMethod, amount(1), key("okerr")...)
+	if r.code() != first.code() || r.reply != first.reply {
+		t.Fatalf("retry: %q %v replayed %v; the first call got %q %v", r.reply, r.err, r.replayed(), first.reply, first.err)
+	}
+	if r.replayed() || svc.runs.Load() != 2 {
+		t.Errorf("retry replayed %v after %d runs; want the outcome released and the handler run again", r.replayed(), svc.runs.Load())
 	}
 }
