@@ -211,8 +211,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			call.timer.Stop()
 			return nil
 		},
+		// r is the request sent upstream; the problem is written for the
+		// client's, as the middleware's own answers are.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
+			client := callOf(r.Context()).client
 			cause := context.Cause(r.Context())
 			if errors.Is(cause, errUpstreamTimeout) && !errors.Is(err, errUpstreamTimeout) {
 				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
@@ -226,24 +229,24 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 				// The upstream was reached, and may have run the request:
 				// the reservation was lost under it (taken over, or the
 				// store unreachable for the whole lease).
-				writeProblem(w, r, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency-Key reservation lost", Status: http.StatusServiceUnavailable,
+				writeProblem(w, client, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency-Key reservation lost", Status: http.StatusServiceUnavailable,
 					Detail: "The reservation of this key was lost while the upstream ran the request, which may have run. Retry later with the same key.", RetryAfter: time.Second})
 				return
 			}
 			var ne net.Error
 			if errors.Is(err, errUpstreamTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-				writeProblem(w, r, &Problem{Type: ProblemUpstreamTimeout, Title: "Upstream timed out", Status: http.StatusGatewayTimeout,
+				writeProblem(w, client, &Problem{Type: ProblemUpstreamTimeout, Title: "Upstream timed out", Status: http.StatusGatewayTimeout,
 					Detail: "The upstream did not answer in time; the request was not recorded."})
 				return
 			}
-			writeProblem(w, r, &Problem{Type: ProblemUpstream, Title: "Upstream unavailable", Status: http.StatusBadGateway,
+			writeProblem(w, client, &Problem{Type: ProblemUpstream, Title: "Upstream unavailable", Status: http.StatusBadGateway,
 				Detail: "The upstream could not be reached; the request was not recorded."})
 		},
 	}
 	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
-		call := &upstreamCall{ctx: ctx, cancel: cancel}
+		call := &upstreamCall{ctx: ctx, cancel: cancel, client: r}
 		if c, ok := w.(*capture); ok {
 			call.capture = c
 			if c.recording {
@@ -268,6 +271,9 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 // upstreamCall is the state of one request's call to the upstream, in its
 // context under upstreamCallKey{}.
 type upstreamCall struct {
+	// client is the request as the proxy got it, before it is rewritten
+	// for the upstream.
+	client *http.Request
 	// capture is the middleware's writer: set for a request with a
 	// protected method.
 	capture *capture

@@ -180,3 +180,28 @@ func TestProxyFingerprintsTheClientsTarget(t *testing.T) {
 		}
 	}
 }
+
+// The ErrorWriter of the proxy's own answers (502 here) gets the client's
+// request, as the middleware's answers do: its target, Host and
+// Idempotency-Key header, not the request rewritten for the upstream.
+func TestProxyErrorWriterGetsTheClientsRequest(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	addr := down.URL
+	down.Close() // nothing listens there any more
+	cfg := idemhttp.ProxyConfig{UpstreamHost: true}
+	cfg.Middleware.ErrorWriter = func(w http.ResponseWriter, r *http.Request, p *idemhttp.Problem) {
+		p.Detail = r.URL.String() + " " + r.Host + " " + r.Header.Get("Idempotency-Key")
+		idemhttp.WriteProblem(w, r, p)
+	}
+	p := serveProxy(t, addr+"/api", cfg)
+	for _, key := range []string{"", "ew-1"} {
+		head := "POST /x?q=1 HTTP/1.1\r\nHost: client.example\r\nContent-Length: 2"
+		if key != "" {
+			head += "\r\nIdempotency-Key: " + key
+		}
+		res, body := rawRequest(t, p.URL, head, "{}")
+		if want := `"detail":"/x?q=1 client.example ` + key + `"`; res.StatusCode != 502 || !strings.Contains(body, want) {
+			t.Errorf("key %q: %d %s; want 502 with %s", key, res.StatusCode, body, want)
+		}
+	}
+}
