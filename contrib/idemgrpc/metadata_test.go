@@ -120,3 +120,38 @@ func TestMetadataSetConcurrentlyAsTheHandlerReturns(t *testing.T) {
 		}
 	}
 }
+
+// The default Config.KeyScope, computed from the metadata the key is read
+// from, gives the scopes of ScopeByAuthorization: two servers sharing a
+// store, one with each, answer each other's retries of the same caller and
+// not of another.
+func TestDefaultScopeIsScopeByAuthorization(t *testing.T) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []*grpc.ClientConn
+	svc := &payments{}
+	for _, scope := range []func(context.Context) string{nil, idemgrpc.ScopeByAuthorization} {
+		ic, err := idemgrpc.New(idemgrpc.Config{Store: s, KeyScope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, serveDial(t, svc, grpc.UnaryInterceptor(ic))())
+	}
+	alice := append(key("shared"), "authorization", "Bearer alice")
+	bob := append(key("shared"), "authorization", "Bearer bob")
+	first := invoke(context.Background(), conns[0], chargeMethod, amount(1), alice...)
+	wantOK(t, first)
+	if r := invoke(context.Background(), conns[1], chargeMethod, amount(1), alice...); !r.replayed() || r.reply != first.reply {
+		t.Errorf("alice's retry on the other server: %q %v replayed %v, want %q replayed", r.reply, r.err, r.replayed(), first.reply)
+	}
+	for _, conn := range conns {
+		if r := invoke(context.Background(), conn, chargeMethod, amount(1), bob...); r.err != nil || r.replayed() && r.reply == first.reply {
+			t.Errorf("bob: %q %v replayed %v, want his own call", r.reply, r.err, r.replayed())
+		}
+	}
+	if n := svc.runs.Load(); n != 2 {
+		t.Errorf("handler ran %d times, want 2 (alice once, bob once)", n)
+	}
+}
