@@ -19,7 +19,10 @@ const (
 	ProblemBodyUnreadable   = "urn:idem:problem:body-unreadable"
 	ProblemUpstream         = "urn:idem:problem:upstream-unavailable"
 	ProblemUpstreamTimeout  = "urn:idem:problem:upstream-timeout"
-	ProblemInternal         = "urn:idem:problem:internal"
+	// ProblemTargetInvalid is the proxy's answer to a request target it
+	// does not forward (see NewProxy).
+	ProblemTargetInvalid = "urn:idem:problem:target-invalid"
+	ProblemInternal      = "urn:idem:problem:internal"
 )
 
 // Problem is an RFC 9457 problem detail.

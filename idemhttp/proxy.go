@@ -115,9 +115,12 @@ type ProxyConfig struct {
 // absolute-form target (http://host/x) goes by its path and query. A
 // target of "*" (asterisk form) names the server as a whole, for OPTIONS
 // only: an OPTIONS * is forwarded as OPTIONS *, whatever the base path,
-// and a request of another method with "*" is answered 400, reaching
-// neither the store nor the upstream. Key and fingerprint are the
-// client's request's, never the rewritten one's.
+// and a request of another method with "*" is answered 400
+// (ProblemTargetInvalid), reaching neither the store nor the upstream. So
+// is, when the upstream has a base path, a request whose path has a ".."
+// segment (/../admin, /%2e%2e/admin), which an upstream that resolves dot
+// segments would serve from outside the base path. Key and fingerprint
+// are the client's request's, never the rewritten one's.
 //
 // A body the upstream frames (Content-Length, chunked) and cuts short is an
 // upstream failure (502), never recorded. A body it ends by closing the
@@ -258,14 +261,38 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call)))
 	})
 	proxied := mw(timed)
+	underBase := strings.Trim(upstream.Path, "/") != ""
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "*" && r.Method != http.MethodOptions {
-			writeProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
-				Detail: "A request target of * is for OPTIONS only."})
+		if detail := refusedTarget(r, underBase); detail != "" {
+			writeProblem(w, r, &Problem{Type: ProblemTargetInvalid, Title: "Request target invalid", Status: http.StatusBadRequest, Detail: detail})
 			return
 		}
 		proxied.ServeHTTP(w, r)
 	}), nil
+}
+
+// refusedTarget says why the proxy does not forward r's target, or is ""
+// when it does: "*" but for OPTIONS, and, when the upstream has a base
+// path (underBase), a path with a ".." segment, sent as such or
+// percent-encoded, which would lead the upstream outside the base path.
+func refusedTarget(r *http.Request, underBase bool) string {
+	switch {
+	case r.URL.Path == "*" && r.Method != http.MethodOptions:
+		return "A request target of * is for OPTIONS only."
+	case underBase && hasDotDot(r.URL.Path):
+		return `The request path has a ".." segment, which would lead outside the upstream's base path.`
+	}
+	return ""
+}
+
+// hasDotDot reports whether the decoded path p has a ".." segment.
+func hasDotDot(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // upstreamCall is the state of one request's call to the upstream, in its
