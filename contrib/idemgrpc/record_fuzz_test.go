@@ -22,7 +22,9 @@ func FuzzDecodeResponse(f *testing.F) {
 	st, _ := status.New(codes.NotFound, "no such order").WithDetails(wrapperspb.String("d"))
 	notFound, _ := encodeResponse(nil, st, nil, nil, DefaultMaxCapture)
 	empty, _ := encodeResponse((*wrapperspb.StringValue)(nil), status.New(codes.OK, ""), nil, nil, DefaultMaxCapture)
-	for _, seed := range [][]byte{ok, notFound, empty,
+	badST, _ := status.New(codes.NotFound, "no \xff order").WithDetails(wrapperspb.String("d"))
+	badUTF8, _ := encodeResponse(nil, badST, nil, nil, DefaultMaxCapture)
+	for _, seed := range [][]byte{ok, notFound, empty, badUTF8,
 		[]byte(`{"v":1,"code":0,"type":"pkg.Reply"}`),
 		[]byte(`{"v":1,"code":5,"status":""}`),
 		[]byte(`{"v":1,"code":0,"type":"a.B","body":"","header":{}}`),

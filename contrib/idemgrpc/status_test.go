@@ -2,12 +2,14 @@ package idemgrpc_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgo/idem/contrib/idemgrpc"
 	"github.com/idemgo/idem/store/memstore"
@@ -92,4 +94,26 @@ func TestResponseWithOKStatusErrorIsNotReplayedAsTheResponse(t *testing.T) {
 	if r.replayed() || svc.runs.Load() != 2 {
 		t.Errorf("retry replayed %v after %d runs; want the outcome released and the handler run again", r.replayed(), svc.runs.Load())
 	}
+}
+
+// An error wrapping a status is sent by gRPC with the status's code and
+// details and the wrapping error's whole message: so is it recorded and
+// replayed.
+func TestWrappedStatusErrorReplayed(t *testing.T) {
+	b := setup(t, idemgrpc.Config{})
+	inner, err := status.New(codes.NotFound, "no such customer").WithDetails(&errdetails.ResourceInfo{ResourceType: "customer", ResourceName: "cus_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc.err = fmt.Errorf("charging: %w", inner.Err())
+	first := b.call(chargeMethod, amount(1), key("wrapped")...)
+	fst := status.Convert(first.err)
+	if fst.Code() != codes.NotFound || fst.Message() != b.svc.err.Error() || len(fst.Details()) != 1 {
+		t.Fatalf("first call: %v", fst.Proto())
+	}
+	r := b.call(chargeMethod, amount(1), key("wrapped")...)
+	if !r.replayed() || !proto.Equal(status.Convert(r.err).Proto(), fst.Proto()) {
+		t.Fatalf("retry: %v replayed %v, want %v replayed", status.Convert(r.err).Proto(), r.replayed(), fst.Proto())
+	}
+	wantRuns(t, b, 1)
 }
