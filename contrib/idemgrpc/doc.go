@@ -66,8 +66,8 @@
 // DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
 // Canceled…), an error whose status is OK (which gRPC sends without the
 // response, and its client reads as Internal), responses over
-// Config.MaxCapture, no message where the
-// response type cannot be found, outcomes whose Commit fails (the client
+// Config.MaxCapture, no message where the response type cannot be found,
+// outcomes whose Commit fails (the client
 // still gets them; the key is released, or if that fails too stays in
 // progress until its lease ends), and handler panics (the key is released
 // and the panic goes on, to a recovery interceptor further out if there is
