@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/idemgo/idem/idemhttp"
 )
@@ -23,12 +21,7 @@ import (
 // with its body.
 func expectContinue(t *testing.T, url, head, body string) (bool, *http.Response, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialRaw(t, url)
 	if _, err := io.WriteString(c, head+"\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +44,7 @@ func expectContinue(t *testing.T, url, head, body string) (bool, *http.Response,
 			}
 		}
 	}
-	b, err := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return continued, res, string(b)
+	return continued, res, bodyOf(t, res)
 }
 
 // bodyEcho is an upstream that answers with the body it got and its

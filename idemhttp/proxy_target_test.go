@@ -20,12 +20,7 @@ import (
 // its own, and returns the response and its body.
 func rawRequest(t *testing.T, url, head, body string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialRaw(t, url)
 	if _, err := io.WriteString(c, head+"\r\nConnection: close\r\n\r\n"+body); err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +28,31 @@ func rawRequest(t *testing.T, url, head, body string) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res, bodyOf(t, res)
+}
+
+// dialRaw connects to the server at url for an exchange written by hand,
+// with a 10 s deadline; the connection is closed when the test ends.
+func dialRaw(t *testing.T, url string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// bodyOf reads and closes the body of res.
+func bodyOf(t *testing.T, res *http.Response) string {
+	t.Helper()
 	b, err := io.ReadAll(res.Body)
 	_ = res.Body.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, string(b)
+	return string(b)
 }
 
 // targetEcho is an upstream that answers with the request target it got,
