@@ -1,11 +1,14 @@
 package main_test
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // idem proxy passes the client's Host on and replaces X-Forwarded-* with
@@ -45,5 +48,37 @@ func TestProxyForwardingFlags(t *testing.T) {
 				t.Errorf("%d %s, want 201 %s", res.StatusCode, b, c.want)
 			}
 		})
+	}
+}
+
+// idem proxy forwards OPTIONS * (a question about the upstream server as
+// a whole) to the upstream as OPTIONS *, rather than answering it itself
+// as Go's server does by default.
+func TestProxyForwardsOptionsAsterisk(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, POST, OPTIONS")
+		_, _ = io.WriteString(w, r.Method+" "+r.RequestURI)
+	}))
+	up.Config.DisableGeneralOptionsHandler = true
+	up.Start()
+	t.Cleanup(up.Close)
+	p := startProxy(t, "--upstream", up.URL+"/api", "--store", "memory")
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "OPTIONS * HTTP/1.1\r\nHost: api.example\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "OPTIONS *" || res.Header.Get("Allow") != "GET, POST, OPTIONS" {
+		t.Errorf("OPTIONS * through idem proxy: %d %q, Allow %q; want the upstream's answer to OPTIONS *", res.StatusCode, body, res.Header.Get("Allow"))
 	}
 }

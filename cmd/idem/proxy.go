@@ -158,7 +158,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		_ = ln.Close()
 		return usagef("--upstream %s is the address the proxy listens on (--listen %s): it would forward each request to itself; give --upstream the API's address", up.Redacted(), f.listen)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	// OPTIONS * goes to the upstream, as any other request does, rather
+	// than being answered by the proxy's own server.
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger, DisableGeneralOptionsHandler: true}
 	served := track(srv, h)
 	var ready atomic.Bool
 	var adminSrv *http.Server
