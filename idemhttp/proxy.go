@@ -169,6 +169,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			} else {
 				pr.SetXForwarded()
 			}
+			if v := pr.Out.Header["X-Forwarded-Host"]; len(v) == 1 && v[0] == "" {
+				// An HTTP/1.0 request without Host: no host to forward,
+				// rather than an empty one.
+				delete(pr.Out.Header, "X-Forwarded-Host")
+			}
 			if !cfg.UpstreamHost {
 				pr.Out.Host = pr.In.Host
 			}

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -89,6 +90,28 @@ func TestProxyTrustForwardedDropsConnectionListed(t *testing.T) {
 			"X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Host: public.example\r\nX-Forwarded-Proto: https\r\nForwarded: for=203.0.113.7"+key, "{}")
 		if want := "127.0.0.1|client.example|http|"; res.StatusCode != 200 || body != want {
 			t.Errorf("key %t: %d, the upstream saw %q, want %q", key != "", res.StatusCode, body, want)
+		}
+	}
+}
+
+// An HTTP/1.0 request without a Host header reaches the upstream without
+// an X-Forwarded-Host, rather than with an empty one, with
+// TrustForwarded or without.
+func TestProxyNoHostNoForwardedHost(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, ok := r.Header["X-Forwarded-Host"]
+		_, _ = fmt.Fprintf(w, "%t %q", ok, v)
+	}))
+	t.Cleanup(up.Close)
+	for _, trust := range []bool{false, true} {
+		p := serveProxy(t, up.URL, idemhttp.ProxyConfig{TrustForwarded: trust})
+		res, body := rawRequest(t, p.URL, "GET /x HTTP/1.0", "")
+		if res.StatusCode != 200 || body != "false []" {
+			t.Errorf("TrustForwarded %t: %d %q, want no X-Forwarded-Host", trust, res.StatusCode, body)
+		}
+		res, body = rawRequest(t, p.URL, "GET /x HTTP/1.0\r\nHost: api.example", "")
+		if res.StatusCode != 200 || body != `true ["api.example"]` {
+			t.Errorf("TrustForwarded %t, with a Host: %d %q, want it forwarded", trust, res.StatusCode, body)
 		}
 	}
 }
