@@ -13,7 +13,9 @@
 // kept, and its server is not started. When the command ends, or withservers
 // gets SIGINT, SIGTERM or SIGHUP (which it passes on to the command), the
 // servers are stopped and removed, and withservers exits with the command's
-// exit code.
+// exit code. When the process that started withservers dies (go run,
+// killed: it does not pass SIGTERM on), the command gets SIGTERM as if
+// withservers had, so that the servers do not outlive them both.
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/internal/redistest"
@@ -43,6 +46,7 @@ func run(args []string) int {
 	}
 	// Catch the signals first, so that none kills us between starting a
 	// server and stopping it.
+	parent := os.Getppid()
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
@@ -84,12 +88,19 @@ func run(args []string) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	orphaned := time.NewTicker(250 * time.Millisecond)
+	defer orphaned.Stop()
 	for {
 		select {
 		case sig := <-signals:
 			// A terminal's interrupt has reached the command already;
 			// one from kill has not. Either way the command decides.
 			_ = cmd.Process.Signal(sig)
+		case <-orphaned.C:
+			if os.Getppid() != parent {
+				orphaned.Stop()
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
 		case err := <-done:
 			return exitCode(err)
 		}
