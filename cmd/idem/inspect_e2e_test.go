@@ -178,7 +178,7 @@ func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
 	// Without --authorization, the record is not found, and the message
 	// says where it is.
 	r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "with-auth")
-	if want := `no live record for key "with-auth" in namespace http (scope ""); the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value`; r.code != 1 || !strings.Contains(r.stderr, want) {
+	if want := `no live record for key "with-auth" in namespace http (scope ""): never recorded, expired (a record lives --ttl after its request) or purged; the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value`; r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Errorf("idem inspect without --authorization: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 	}
 	for _, auth := range []string{"Bearer tok \t", "Bearer tok", " Bearer tok"} {

@@ -102,7 +102,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err := st.migrate(ctx); err != nil {
 		return noTable(st, err)
 	}
-	fmt.Fprintf(stdout, "%s store: schema up to date\n", st.kind)
+	fmt.Fprintf(stdout, "%s store: schema up to date (what was missing, if anything, created)\n", st.kind)
 	return nil
 }
 
@@ -273,7 +273,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		if k.Scope() == "" { // the proxy keeps the key of a request with an Authorization header in a scope of its own
 			hint = "; the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value"
 		}
-		return fmt.Errorf("no live record for key %q in namespace %s (scope %q)%s", k.Value(), ns, k.Scope(), hint)
+		return fmt.Errorf("no live record for key %q in namespace %s (scope %q): never recorded, expired (a record lives --ttl after its request) or purged%s", k.Value(), ns, k.Scope(), hint)
 	}
 	if err != nil {
 		return noTable(st, err)

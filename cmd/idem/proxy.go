@@ -48,7 +48,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM, SIGINT or SIGHUP, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
-	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body accepted, bytes")
+	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest body of a protected request with a key, bytes: read whole to fingerprint and record it, 413 beyond (requests without a key are passed on as they come)")
 	fs.Int64Var(&f.maxCapture, "max-capture", idemhttp.DefaultMaxCapture, "largest response body recorded, bytes")
 	describe(fs, "idem proxy --upstream URL [--listen ADDR] [--store DSN] [flags]", summaryOf("proxy"))
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
