@@ -55,8 +55,8 @@ func FuzzParseUpstream(f *testing.F) {
 			}
 			return
 		}
-		if up.Scheme != "http" && up.Scheme != "https" || up.Host == "" || up.RawQuery != "" || up.User != nil {
-			t.Fatalf("parseUpstream(%q) took %#v: want http or https, a host, no query, no user info", s, up)
+		if up.Scheme != "http" && up.Scheme != "https" || up.Host == "" || up.RawQuery != "" || up.Fragment != "" || up.User != nil {
+			t.Fatalf("parseUpstream(%q) took %#v: want http or https, a host, no query, no fragment, no user info", s, up)
 		}
 	})
 }

@@ -12,10 +12,11 @@ import (
 // is refused with the URL the user likely meant. A URL with a query
 // string is refused too: the proxy would add the query to every request
 // it forwards, ahead of the client's own, which is seldom what was meant
-// (a request's URL pasted as the API's). So is a URL with user info
-// (user:password@): a forwarded request carries its client's
-// Authorization, not those credentials. The messages leave out the query,
-// as it may hold a token, and the password.
+// (a request's URL pasted as the API's). So is a URL with a fragment,
+// which is never sent, and one with user info (user:password@): a
+// forwarded request carries its client's Authorization, not those
+// credentials. The messages leave out the query and the fragment, as they
+// may hold a token, and the password.
 func parseUpstream(s string) (*url.URL, error) {
 	up, err := url.Parse(s)
 	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
@@ -23,6 +24,11 @@ func parseUpstream(s string) (*url.URL, error) {
 			base := *up
 			base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
 			return nil, usagef("--upstream %s?… has a query string, which the proxy would add to every request it forwards: give the API's URL without it", base.Redacted())
+		}
+		if up.Fragment != "" {
+			base := *up
+			base.Fragment, base.RawFragment = "", ""
+			return nil, usagef("--upstream %s#… has a fragment, which is never sent: give the API's URL without it", base.Redacted())
 		}
 		if up.User != nil {
 			return nil, usagef("--upstream %s has user info, which the proxy would not send: a forwarded request carries its client's Authorization header", up.Redacted())

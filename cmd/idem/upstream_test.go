@@ -107,3 +107,19 @@ func TestUpstreamNotAURLHidesTheQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamWithFragmentIsRefused: an --upstream with a fragment
+// (#section), which is never sent and so can only be a mistake (a page's
+// URL pasted as the API's), is refused with a usage error that does not
+// show it; a bare '#' is taken.
+func TestUpstreamWithFragmentIsRefused(t *testing.T) {
+	for _, s := range []string{"http://127.0.0.1:9000/api#v1", "https://api.example/#s3cret"} {
+		_, err := parseUpstream(s)
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), "fragment") || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "#v1") {
+			t.Errorf("parseUpstream(%q) = %v; want a usage error about the fragment, not showing it", s, err)
+		}
+	}
+	if _, err := parseUpstream("http://127.0.0.1:9000/api#"); err != nil {
+		t.Errorf("parseUpstream with a bare '#' = %v; want it taken", err)
+	}
+}
