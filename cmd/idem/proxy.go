@@ -160,7 +160,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	// OPTIONS * goes to the upstream, as any other request does, rather
 	// than being answered by the proxy's own server.
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger, DisableGeneralOptionsHandler: true}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdleTimeout, ErrorLog: logger, DisableGeneralOptionsHandler: true}
 	served := track(srv, h)
 	var ready atomic.Bool
 	var adminSrv *http.Server
@@ -176,7 +176,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			_ = ln.Close()
 			return err
 		}
-		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdleTimeout, ErrorLog: logger}
 		go func() {
 			// Requests are still served: said, not stopped for.
 			if err := adminSrv.Serve(serveListener("--admin", aln)); !errors.Is(err, http.ErrServerClosed) {
@@ -244,6 +244,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	return err
 }
+
+// clientIdleTimeout is how long idem proxy keeps a client's keep-alive
+// connection open with no request on it (net/http's default is for ever:
+// each idle connection a file descriptor and a goroutine). A variable for
+// tests.
+var clientIdleTimeout = 2 * time.Minute
 
 // serveListener is what idem proxy serves on, made of the listener it
 // opened for the flag name (--listen, --admin): that listener. Tests

@@ -303,3 +303,40 @@ func TestAdminListenerFailureIsLogged(t *testing.T) {
 		t.Fatal("runProxy still running 30 s after the signal")
 	}
 }
+
+// An idle keep-alive connection to idem proxy is closed after
+// clientIdleTimeout, rather than held open for as long as the client
+// keeps it, each one a file descriptor and a goroutine of the proxy.
+func TestIdleClientConnectionsAreClosed(t *testing.T) {
+	old := clientIdleTimeout
+	clientIdleTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { clientIdleTimeout = old })
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(upstream.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p := runProxyInProcess(t, ctx, func(_ string, ln net.Listener) net.Listener { return ln },
+		"--upstream", upstream.URL, "--store", "memory", "--purge-interval", "0")
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: api.example\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	start := time.Now()
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read %v after %s, want the proxy to close it (EOF)", err, time.Since(start))
+	}
+}
