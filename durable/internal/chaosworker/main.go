@@ -137,16 +137,27 @@ func work(ctx context.Context) error {
 	}
 }
 
-func (w *worker) effectStep(next string) durable.StepFunc[EffectState] {
-	return func(ctx context.Context, s *durable.Step[EffectState]) (durable.Outcome, error) {
+// recorded is the StepFunc of step, whose runs are recorded (see begin)
+// and, when working, take a few tens of milliseconds of work first; step
+// gets the claim count its run is recorded under.
+func recorded[S any](w *worker, working bool, step func(ctx context.Context, s *durable.Step[S], claims int64) (durable.Outcome, error)) durable.StepFunc[S] {
+	return func(ctx context.Context, s *durable.Step[S]) (durable.Outcome, error) {
 		claims, end, err := w.begin(ctx, s.ID, s.Attempt, s.Name)
 		if err != nil {
 			return durable.Outcome{}, err
 		}
 		defer end()
-		if err := work(ctx); err != nil {
-			return durable.Outcome{}, err
+		if working {
+			if err := work(ctx); err != nil {
+				return durable.Outcome{}, err
+			}
 		}
+		return step(ctx, s, claims)
+	}
+}
+
+func (w *worker) effectStep(next string) durable.StepFunc[EffectState] {
+	return recorded(w, true, func(ctx context.Context, s *durable.Step[EffectState], claims int64) (durable.Outcome, error) {
 		if s.Name == "b" && s.State.Flaky && s.Attempt == 1 {
 			return durable.Outcome{}, errors.New("chaosworker: planned transient failure")
 		}
@@ -166,18 +177,10 @@ ON CONFLICT (id, claims) DO NOTHING`, s.ID, claims, s.Name, amount, w.id); err !
 			return durable.Done(s.State.Total), nil
 		}
 		return durable.Next(next), nil
-	}
+	})
 }
 
-func (w *worker) signalsStep(ctx context.Context, s *durable.Step[SignalsState]) (durable.Outcome, error) {
-	_, end, err := w.begin(ctx, s.ID, s.Attempt, s.Name)
-	if err != nil {
-		return durable.Outcome{}, err
-	}
-	defer end()
-	if err := work(ctx); err != nil {
-		return durable.Outcome{}, err
-	}
+func (w *worker) signalsStep(ctx context.Context, s *durable.Step[SignalsState], _ int64) (durable.Outcome, error) {
 	s.State.Seq++
 	for _, sig := range s.Awaited {
 		var p string
@@ -192,15 +195,7 @@ func (w *worker) signalsStep(ctx context.Context, s *durable.Step[SignalsState])
 	return durable.Await("got", "ping"), nil
 }
 
-func (w *worker) fanStep(ctx context.Context, s *durable.Step[ParentState]) (durable.Outcome, error) {
-	_, end, err := w.begin(ctx, s.ID, s.Attempt, s.Name)
-	if err != nil {
-		return durable.Outcome{}, err
-	}
-	defer end()
-	if err := work(ctx); err != nil {
-		return durable.Outcome{}, err
-	}
+func (w *worker) fanStep(ctx context.Context, s *durable.Step[ParentState], _ int64) (durable.Outcome, error) {
 	s.State.Seq++
 	kids := make([]durable.InsertParams, len(s.State.Kids))
 	for i, k := range s.State.Kids {
@@ -209,12 +204,7 @@ func (w *worker) fanStep(ctx context.Context, s *durable.Step[ParentState]) (dur
 	return durable.Children("joined", kids...), nil
 }
 
-func (w *worker) joinedStep(ctx context.Context, s *durable.Step[ParentState]) (durable.Outcome, error) {
-	_, end, err := w.begin(ctx, s.ID, s.Attempt, s.Name)
-	if err != nil {
-		return durable.Outcome{}, err
-	}
-	defer end()
+func (w *worker) joinedStep(ctx context.Context, s *durable.Step[ParentState], _ int64) (durable.Outcome, error) {
 	kids, err := w.client.ChildrenOf(ctx, s.ID)
 	if err != nil {
 		return durable.Outcome{}, err
@@ -278,14 +268,14 @@ func run(db, id string) error {
 	}
 	signalsFSM, err := durable.NewFSM(durable.FSMConfig[SignalsState]{
 		Name: "signals", Initial: "start", Backoff: retryFast,
-		Steps: map[string]durable.StepFunc[SignalsState]{"start": w.signalsStep, "got": w.signalsStep},
+		Steps: map[string]durable.StepFunc[SignalsState]{"start": recorded(w, true, w.signalsStep), "got": recorded(w, true, w.signalsStep)},
 	})
 	if err != nil {
 		return err
 	}
 	parentFSM, err := durable.NewFSM(durable.FSMConfig[ParentState]{
 		Name: "parent", Initial: "fan", Backoff: retryFast,
-		Steps: map[string]durable.StepFunc[ParentState]{"fan": w.fanStep, "joined": w.joinedStep},
+		Steps: map[string]durable.StepFunc[ParentState]{"fan": recorded(w, true, w.fanStep), "joined": recorded(w, false, w.joinedStep)},
 	})
 	if err != nil {
 		return err
