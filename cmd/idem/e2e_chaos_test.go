@@ -29,14 +29,6 @@ type chaosStore interface {
 	Start() error
 }
 
-// chaosRun is one run of the upstream for a key.
-type chaosRun struct {
-	n          int
-	proxy      string    // the proxy that sent it
-	start, end time.Time // end is zero while it runs
-	aborted    bool      // the proxy's request ended before the answer
-}
-
 // chaosUpstream is an upstream whose side effect, counted per key, happens
 // when a request arrives; some keys are slow. Each proxy is given its own
 // path prefix (/p1, /p2…) as its upstream, so that each run is known by
@@ -45,7 +37,7 @@ type chaosUpstream struct {
 	url  string
 	mu   sync.Mutex
 	n    int
-	runs map[string][]*chaosRun
+	runs map[string][]*upstreamRun
 }
 
 // chaosDelay is how long the upstream takes for key number i: some keys
@@ -61,7 +53,7 @@ func chaosDelay(i int) time.Duration {
 }
 
 func newChaosUpstream(t *testing.T) *chaosUpstream {
-	u := &chaosUpstream{runs: map[string][]*chaosRun{}}
+	u := &chaosUpstream{runs: map[string][]*upstreamRun{}}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		key := r.Header.Get("Idempotency-Key")
@@ -70,7 +62,7 @@ func newChaosUpstream(t *testing.T) *chaosUpstream {
 		u.mu.Lock()
 		u.n++
 		proxy, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		run := &chaosRun{n: u.n, proxy: proxy, start: time.Now()}
+		run := &upstreamRun{n: u.n, proxy: proxy, start: time.Now()}
 		u.runs[key] = append(u.runs[key], run)
 		u.mu.Unlock()
 		defer func() {
@@ -90,7 +82,7 @@ func newChaosUpstream(t *testing.T) *chaosUpstream {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"key":%q,"run":%d}`, key, run.n)
+		_, _ = io.WriteString(w, runBody(key, run.n))
 	}))
 	t.Cleanup(ts.Close)
 	u.url = ts.URL
@@ -342,7 +334,7 @@ func testChaos(t *testing.T, srv chaosStore, stopStore func() error) {
 	// may seem to start after the kill: the upstream, on a loaded machine,
 	// can be slow to read a request the proxy sent before it died), or an
 	// outage of the store during the run or less than slack after it.
-	hurt := func(r *chaosRun) (string, bool) {
+	hurt := func(r *upstreamRun) (string, bool) {
 		for _, f := range c.faults {
 			switch {
 			case f.proxy != "" && f.proxy != r.proxy:
@@ -366,7 +358,7 @@ func testChaos(t *testing.T, srv chaosStore, stopStore func() error) {
 		}
 		bodies := map[string]bool{}
 		for _, r := range runs {
-			bodies[fmt.Sprintf(`{"key":%q,"run":%d}`, key, r.n)] = true
+			bodies[runBody(key, r.n)] = true
 			if r.end.IsZero() {
 				t.Errorf("%s: run %d still running", key, r.n)
 			}
@@ -400,7 +392,7 @@ func testChaos(t *testing.T, srv chaosStore, stopStore func() error) {
 				}
 				replay = a.body
 			}
-			if len(runs) == 1 && a.body != fmt.Sprintf(`{"key":%q,"run":%d}`, key, runs[0].n) {
+			if len(runs) == 1 && a.body != runBody(key, runs[0].n) {
 				t.Errorf("%s: client %d got %q, the key ran once as run %d", key, j, a.body, runs[0].n)
 			}
 		}

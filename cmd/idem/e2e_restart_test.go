@@ -28,9 +28,11 @@ import (
 // a key left reserved by a request the outage hurt is free again soon.
 const restartLease = time.Second
 
-// restartRun is one run of the upstream for a key.
-type restartRun struct {
+// upstreamRun is one run of a test upstream for a key (restartUpstream,
+// chaosUpstream).
+type upstreamRun struct {
 	n          int
+	proxy      string    // the proxy that sent it, where the upstream tells them apart
 	start, end time.Time // end is zero while it runs
 	aborted    bool      // the proxy's request ended before the answer
 }
@@ -42,14 +44,14 @@ type restartUpstream struct {
 	url     string
 	mu      sync.Mutex
 	n       int
-	runs    map[string][]*restartRun
+	runs    map[string][]*upstreamRun
 	active  map[string]int
 	overlap []string
 	held    map[string]chan struct{}
 }
 
 func newRestartUpstream(t *testing.T) *restartUpstream {
-	u := &restartUpstream{runs: map[string][]*restartRun{}, active: map[string]int{}, held: map[string]chan struct{}{}}
+	u := &restartUpstream{runs: map[string][]*upstreamRun{}, active: map[string]int{}, held: map[string]chan struct{}{}}
 	ts := httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(ts.Close)
 	u.url = ts.URL
@@ -61,7 +63,7 @@ func (u *restartUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	u.mu.Lock()
 	u.n++
-	run := &restartRun{n: u.n, start: time.Now()}
+	run := &upstreamRun{n: u.n, start: time.Now()}
 	u.runs[key] = append(u.runs[key], run)
 	if u.active[key]++; u.active[key] > 1 {
 		u.overlap = append(u.overlap, fmt.Sprintf("%s: run %d started while another ran", key, run.n))
@@ -87,7 +89,7 @@ func (u *restartUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"key":%q,"run":%d}`, key, run.n)
+	_, _ = io.WriteString(w, runBody(key, run.n))
 }
 
 // hold makes the next run of key wait; release lets it answer.
@@ -101,18 +103,18 @@ func (u *restartUpstream) hold(key string) (release func()) {
 }
 
 // keyRuns returns copies of key's runs.
-func (u *restartUpstream) keyRuns(key string) []restartRun {
+func (u *restartUpstream) keyRuns(key string) []upstreamRun {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []restartRun
+	var out []upstreamRun
 	for _, r := range u.runs[key] {
 		out = append(out, *r)
 	}
 	return out
 }
 
-// body is the response of run n of key.
-func restartBody(key string, n int) string { return fmt.Sprintf(`{"key":%q,"run":%d}`, key, n) }
+// runBody is the response of run n of key, from a test upstream.
+func runBody(key string, n int) string { return fmt.Sprintf(`{"key":%q,"run":%d}`, key, n) }
 
 // restartClient bounds every request of these tests, so that a proxy that
 // hangs fails the test rather than stalling it.
@@ -461,7 +463,7 @@ func testStoreRestart(t *testing.T, srv chaosStore) {
 	for _, h := range held {
 		r := postUntilAnswered(t, h.p.base, h.key, 10*time.Second)
 		runs := up.keyRuns(h.key)
-		if r.status != 201 || r.replayed || len(runs) != 2 || r.body != restartBody(h.key, runs[1].n) {
+		if r.status != 201 || r.replayed || len(runs) != 2 || r.body != runBody(h.key, runs[1].n) {
 			t.Errorf("%s: retry after the restart: %+v, %d runs; want it run again", h.key, r, len(runs))
 		} else if !runs[1].start.After(h.sent.Add(restartLease)) || runs[1].start.Before(runs[0].end) {
 			t.Errorf("%s ran again at %s, its first run sent at %s and ended at %s: before the lease lapsed", h.key, runs[1].start, h.sent, runs[0].end)
@@ -540,7 +542,7 @@ func testStoreRestart(t *testing.T, srv chaosStore) {
 		first := <-k.answer
 		r := postUntilAnswered(t, k.p.base, k.key, restartLease+10*time.Second)
 		runs := up.keyRuns(k.key)
-		if r.status != 201 || len(runs) > 2 || r.body != restartBody(k.key, runs[len(runs)-1].n) || r.replayed != (len(runs) == 1) {
+		if r.status != 201 || len(runs) > 2 || r.body != runBody(k.key, runs[len(runs)-1].n) || r.replayed != (len(runs) == 1) {
 			t.Errorf("%s: retry once the first request answered: %+v, the upstream ran %d times; want a replay of its run, or a second run", k.key, r, len(runs))
 		}
 		t.Logf("%s: the first request got %d, the retry %d (replayed %v) after %d runs", k.key, first.status, r.status, r.replayed, len(runs))
@@ -594,7 +596,7 @@ func checkSettled(up *restartUpstream, key string, r reply, ok bool, stopped tim
 		return fmt.Sprintf("%s: final answer %+v, want 201", key, r)
 	case len(runs) == 0:
 		return fmt.Sprintf("%s: answered 201 without a run", key)
-	case r.body != restartBody(key, runs[len(runs)-1].n):
+	case r.body != runBody(key, runs[len(runs)-1].n):
 		return fmt.Sprintf("%s: final answer %q, not the last of its %d runs", key, r.body, len(runs))
 	}
 	for i := 1; i < len(runs); i++ {
