@@ -161,10 +161,7 @@ func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ct
 		// reservation behind.
 		sctx, scancel := settleContext(ctx, opts)
 		defer scancel()
-		if rerr := t.FailTransient(sctx, key, o.Lease); rerr != nil {
-			return zero, errors.Join(err, fmt.Errorf("idem: releasing the key: %w", rerr))
-		}
-		return zero, err
+		return zero, withRelease(err, t.FailTransient(sctx, key, o.Lease))
 	}
 	return runFresh(ctx, t, key, o.Lease, fn, opts)
 }
@@ -215,13 +212,8 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	sctx, scancel := settleContext(ctx, opts)
 	defer scancel()
 	if pe != nil {
-		// The store panicked in a heartbeat: whether the lease is still
-		// held cannot be told, and the store is broken. Record nothing.
-		perr := fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
-		if rerr := t.FailTransient(sctx, key, lease); rerr != nil {
-			perr = errors.Join(perr, fmt.Errorf("idem: releasing the key: %w", rerr))
-		}
-		return res, errors.Join(err, perr)
+		// The store panicked in a heartbeat: record nothing.
+		return res, errors.Join(err, withRelease(nothingRecorded(pe), t.FailTransient(sctx, key, lease)))
 	}
 	// release frees the key after a settle call that recorded nothing, so
 	// that a retry runs fn again instead of waiting out the lease. It is a

@@ -329,6 +329,22 @@ func leaseLostTo(pe *PanicError) error {
 	return fmt.Errorf("%w: %w", ErrLeaseLost, pe)
 }
 
+// nothingRecorded is the error of a run whose store panicked in a
+// heartbeat (pe): whether the lease is still held cannot be told, and the
+// store is broken, so nothing is recorded.
+func nothingRecorded(pe *PanicError) error {
+	return fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
+}
+
+// withRelease is err, joined to the error of the release of the key that
+// followed it when that release failed (releaseErr not nil).
+func withRelease(err, releaseErr error) error {
+	if releaseErr == nil {
+		return err
+	}
+	return errors.Join(err, fmt.Errorf("idem: releasing the key: %w", releaseErr))
+}
+
 // errLapsed is the failure of a beat that found the lease lapsed before
 // it tried the store.
 var errLapsed = errors.New("idem: lease lapsed without a heartbeat")

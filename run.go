@@ -95,10 +95,7 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 		// Nobody waits for what work would do: do not start it, and
 		// leave no reservation behind.
 		o.release(ctx)
-		if o.Err != nil {
-			err = errors.Join(err, fmt.Errorf("idem: releasing the key: %w", o.Err))
-		}
-		o.Err = err
+		o.Err = withRelease(err, o.Err)
 		return
 	}
 	runCtx := newRunContext(ctx)
@@ -127,14 +124,9 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 	pe := k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
 	if pe != nil {
-		// The store panicked in a heartbeat: whether the lease is still
-		// held cannot be told, and the store is broken. Record nothing.
-		perr := fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
+		// The store panicked in a heartbeat: record nothing.
 		o.release(ctx)
-		if o.Err != nil {
-			perr = errors.Join(perr, fmt.Errorf("idem: releasing the key: %w", o.Err))
-		}
-		o.Err = perr
+		o.Err = withRelease(nothingRecorded(pe), o.Err)
 		return
 	}
 	if !record {
