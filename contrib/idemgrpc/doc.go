@@ -61,8 +61,13 @@
 // is not valid UTF-8 with each invalid byte replaced by U+FFFD and without
 // its details, which gRPC drops then. A handler that returns no message and
 // no error, which gRPC answers with the empty message, is recorded as the
-// empty message of the method's response type (see replay below). Not
-// recorded, so a retry runs again: other codes (Unavailable,
+// empty message of the method's response type (see replay below). A
+// response that does not marshal (a string field that is not valid UTF-8,
+// say), which gRPC cannot send and answers with Internal "grpc: error while
+// marshaling: …", is recorded as that status, the message as gRPC's
+// protobuf codec words it, when Config.StoreCode accepts OK: the handler
+// did its work, and the retry gets the first client's answer instead of
+// doing it again. Not recorded, so a retry runs again: other codes (Unavailable,
 // DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
 // Canceled…), an error whose status is OK (which gRPC sends without the
 // response, and its client reads as Internal), responses over

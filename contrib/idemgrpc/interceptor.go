@@ -172,11 +172,16 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 			}
 		}
 		b, encErr := encodeResponse(out, st, header, trailer, x.i.cfg.MaxCapture)
+		if me := (*marshalError)(nil); errors.As(encErr, &me) {
+			// gRPC cannot send the response either, and answers Internal:
+			// the handler's work is done, so that answer is recorded, for
+			// the retry to get it again rather than run the work twice.
+			st = me.sent()
+			x.ev.Code = st.Code()
+			b, encErr = encodeResponse(nil, st, header, trailer, x.i.cfg.MaxCapture)
+		}
 		if encErr != nil {
 			x.ev.Err = encErr
-			if errors.Is(encErr, errResponseMarshal) {
-				x.ev.Code = codes.Internal // what gRPC answers when it cannot send the response either
-			}
 			return nil, false
 		}
 		return b, true

@@ -725,21 +725,37 @@ func TestH12NoResponseIsRecorded(t *testing.T) {
 	wantRuns(t, b, 3)
 }
 
-// A response that does not marshal reaches the client as Internal: it is
-// not recorded, the retry runs again, and the event reports the code the
-// client got.
+// A response that does not marshal reaches the client as the Internal
+// status gRPC's protobuf codec gives it, as from a server without the
+// interceptor. The handler's work is done: that status is recorded, and
+// the retry gets it again, with the metadata set along with it, without
+// the handler running again.
 func TestUnmarshallableResponse(t *testing.T) {
-	b := setup(t, idemgrpc.Config{})
+	plain := invoke(context.Background(), serveDial(t, &payments{badReply: true})(), chargeMethod, amount(1))
+	want := status.Convert(plain.err)
+	if want.Code() != codes.Internal {
+		t.Fatalf("without the interceptor: %v, want Internal", plain.err)
+	}
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
 	b.svc.badReply = true
+	b.svc.header = metadata.Pairs("x-charge-id", "h_1")
+	first := b.call(chargeMethod, amount(1), key("bad")...)
+	if !proto.Equal(status.Convert(first.err).Proto(), want.Proto()) || first.replayed() {
+		t.Fatalf("first call: %v replayed %v, want %v", first.err, first.replayed(), want.Proto())
+	}
+	if e := <-b.events; e.Outcome != idemgrpc.OutcomeExecuted || e.Code != codes.Internal {
+		t.Errorf("event %+v, want executed, Internal", e)
+	}
 	for range 2 {
-		if r := b.call(chargeMethod, amount(1), key("bad")...); r.code() != codes.Internal || r.replayed() {
-			t.Fatalf("call: %v replayed %v, want Internal", r.err, r.replayed())
+		r := b.call(chargeMethod, amount(1), key("bad")...)
+		if !r.replayed() || !proto.Equal(status.Convert(r.err).Proto(), want.Proto()) || r.header.Get("x-charge-id")[0] != "h_1" {
+			t.Fatalf("retry: %v replayed %v header %v, want %v replayed", r.err, r.replayed(), r.header, want.Proto())
 		}
-		if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Code != codes.Internal || e.Err == nil {
-			t.Errorf("event %+v, want released, Internal, with the marshal error", e)
+		if e := <-b.events; e.Outcome != idemgrpc.OutcomeReplayed || e.Code != codes.Internal {
+			t.Errorf("event %+v, want replayed, Internal", e)
 		}
 	}
-	wantRuns(t, b, 2)
+	wantRuns(t, b, 1)
 }
 
 // A key sent as binary metadata is rejected, not ignored: ignoring it

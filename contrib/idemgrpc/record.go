@@ -35,8 +35,8 @@ type recordedResponse struct {
 
 // encodeResponse builds the record of an outcome: resp when st is OK, else
 // st as the client gets it (sentStatus). The error says why an outcome cannot be recorded: a response that is
-// not a proto.Message, one that does not marshal (gRPC then answers
-// Internal), one over max bytes, or a status code gRPC does not define
+// not a proto.Message, one that does not marshal (a *marshalError), one
+// over max bytes, or a status code gRPC does not define
 // (over 16), which decodeResponse would refuse.
 func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, max int) ([]byte, error) {
 	if st.Code() > codes.Unauthenticated {
@@ -58,7 +58,7 @@ func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, ma
 		}
 		b, err := proto.Marshal(m)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errResponseMarshal, err)
+			return nil, &marshalError{err}
 		}
 		if len(b) > max {
 			return nil, fmt.Errorf("idemgrpc: response is %d bytes, over MaxCapture (%d)", len(b), max)
@@ -113,9 +113,19 @@ func nilIfEmpty[T ~[]byte | ~map[string][][]byte](v T) T {
 	return v
 }
 
-// errResponseMarshal is the error of encodeResponse for a response that
-// does not marshal, which gRPC answers with Internal.
-var errResponseMarshal = errors.New("idemgrpc: response does not marshal")
+// marshalError is the error of encodeResponse for a response that does
+// not marshal.
+type marshalError struct{ err error }
+
+func (e *marshalError) Error() string { return "idemgrpc: response does not marshal: " + e.err.Error() }
+func (e *marshalError) Unwrap() error { return e.err }
+
+// sent is the status with which gRPC answers a response that does not
+// marshal, as its protobuf codec reports it: Internal, with gRPC's message
+// around the codec's error.
+func (e *marshalError) sent() *status.Status {
+	return status.New(codes.Internal, "grpc: error while marshaling: "+e.err.Error())
+}
 
 // decodeResponse reads a record written by encodeResponse. It accepts only
 // records encodeResponse could have written, so that what it accepts can
