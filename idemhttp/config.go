@@ -88,6 +88,7 @@ const (
 	OutcomeKeyInvalid     Outcome = "key_invalid"
 	OutcomeTooLarge       Outcome = "body_too_large"
 	OutcomeBodyUnreadable Outcome = "body_unreadable" // 400: the request body could not be read (client gone, bad chunk)
+	OutcomeBodyTimeout    Outcome = "body_timeout"    // 408: the request body was not received within Config.BodyTimeout
 	OutcomeStoreError     Outcome = "store_error"     // 503, or passed through with FailOpen
 	OutcomeInternal       Outcome = "internal_error"  // 500: Config.KeyScope or Config.Fingerprint failed
 )
@@ -165,6 +166,20 @@ type Config struct {
 	// which also apply. The calls are never cancelled by the client going
 	// away.
 	StoreTimeout time.Duration
+	// BodyTimeout, when positive, bounds the time to receive the body of a
+	// protected request with a key, which the middleware reads whole
+	// before anything else: a body not received within it is answered 408
+	// (ProblemBodyTimeout, OutcomeBodyTimeout), with no key reserved and
+	// the handler not run. The bound is a read deadline on the connection
+	// (http.ResponseController.SetReadDeadline), set before the body is
+	// read and cleared right after, so that neither the handler nor later
+	// requests on the connection are bound by it; clearing it also lifts
+	// the server's http.Server.ReadTimeout for the rest of the request.
+	// A writer that cannot set deadlines (http.ErrNotSupported, such as
+	// httptest.ResponseRecorder or a wrapping writer without an Unwrap
+	// method) has the body read without one. Requests without a key, and
+	// unprotected methods, are not bound. Defaults to no bound.
+	BodyTimeout time.Duration
 
 	// replay is ReplayHeaders canonicalised, without the never-replayed
 	// headers; replaySet is the same as a set.
@@ -218,6 +233,8 @@ func (c *Config) validate() error {
 		return errors.New("idemhttp: Config.Lease must not be negative")
 	case c.StoreTimeout < 0:
 		return errors.New("idemhttp: Config.StoreTimeout must not be negative")
+	case c.BodyTimeout < 0:
+		return errors.New("idemhttp: Config.BodyTimeout must not be negative")
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -181,8 +183,8 @@ func (x *exchange) storeFailed(next http.Handler, err error) {
 		Detail: "The request was not run. Retry it later with the same key.", RetryAfter: time.Second})
 }
 
-// readBody reads the whole request body within MaxBody and puts it back
-// for the handler.
+// readBody reads the whole request body within MaxBody (and BodyTimeout)
+// and puts it back for the handler.
 func (x *exchange) readBody() ([]byte, bool) {
 	r, max := x.req(), x.m.cfg.MaxBody
 	if r.ContentLength > max {
@@ -191,11 +193,22 @@ func (x *exchange) readBody() ([]byte, bool) {
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := readAll(r.Body, r.ContentLength, max)
-		_ = r.Body.Close()
+		var b []byte
+		var err error
+		if x.m.cfg.BodyTimeout > 0 {
+			b, err = x.readWithin(x.m.cfg.BodyTimeout)
+		} else {
+			b, err = readAll(r.Body, r.ContentLength, max)
+			_ = r.Body.Close()
+		}
 		if err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok { // a limit set before the middleware
 				x.tooLarge()
+				return nil, false
+			}
+			if err == errBodyTimeout {
+				x.fail(OutcomeBodyTimeout, &Problem{Type: ProblemBodyTimeout, Title: "Request body not received in time", Status: http.StatusRequestTimeout,
+					Detail: fmt.Sprintf("The request body was not received within %s.", x.m.cfg.BodyTimeout)})
 				return nil, false
 			}
 			x.fail(OutcomeBodyUnreadable, &Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest, Detail: "The request body could not be read."})
@@ -214,6 +227,34 @@ func (x *exchange) readBody() ([]byte, bool) {
 	r.TransferEncoding = nil
 	return body, true
 }
+
+// readWithin reads x's request body as readBody does, within d: under a
+// read deadline on the connection, cleared once the body is read and
+// closed (closing it may read on, to the end of the body). A body not
+// received in time is errBodyTimeout. A writer that cannot set deadlines
+// has the body read without one.
+func (x *exchange) readWithin(d time.Duration) ([]byte, error) {
+	r, rc := x.req(), http.NewResponseController(x.cw.w)
+	err := rc.SetReadDeadline(time.Now().Add(d))
+	deadline := err == nil
+	if !deadline && !errors.Is(err, http.ErrNotSupported) {
+		_ = r.Body.Close()
+		return nil, err // the connection is gone
+	}
+	b, err := readAll(r.Body, r.ContentLength, x.m.cfg.MaxBody)
+	_ = r.Body.Close()
+	if !deadline {
+		return b, err
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, os.ErrDeadlineExceeded) || ok && ne.Timeout() {
+		err = errBodyTimeout
+	}
+	return b, err
+}
+
+// errBodyTimeout is readWithin's error for a body not received in time.
+var errBodyTimeout = errors.New("idemhttp: request body not received within Config.BodyTimeout")
 
 // lendBody readies x's request, whose body readBody read, for the handler: its
 // GetBody, which net/http's client and ReverseProxy use to send the body

@@ -17,6 +17,7 @@ const (
 	ProblemStoreUnavailable = "urn:idem:problem:store-unavailable"
 	ProblemBodyTooLarge     = "urn:idem:problem:body-too-large"
 	ProblemBodyUnreadable   = "urn:idem:problem:body-unreadable"
+	ProblemBodyTimeout      = "urn:idem:problem:body-timeout" // 408: see Config.BodyTimeout
 	ProblemUpstream         = "urn:idem:problem:upstream-unavailable"
 	ProblemUpstreamTimeout  = "urn:idem:problem:upstream-timeout"
 	// ProblemTargetInvalid is the proxy's answer to a request target it
