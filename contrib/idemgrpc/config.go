@@ -31,6 +31,14 @@ const DefaultMaxCapture = 1 << 20
 // Config.Namespace says otherwise.
 var DefaultNamespace = idem.MustNamespace("grpc")
 
+// statusDetailsMetadata is the trailer that carries a status's details.
+// gRPC sends the one a handler sets when the status it answers with has
+// no details of its own, and a client then reads its status from it (or
+// Internal, when its code is not the answer's): so is it recorded and
+// replayed, whatever Config.ReplayMetadata says, for the retry to read
+// the same status.
+const statusDetailsMetadata = "grpc-status-details-bin"
+
 // neverReplayed are metadata names never recorded, whatever
 // Config.ReplayMetadata says: credentials, cookies, the transport's own
 // metadata and the replay marker.
@@ -73,7 +81,9 @@ type Config struct {
 	// ("-bin") metadata is kept byte for byte. Defaults to none.
 	// Credentials, cookies, transport metadata ("grpc-" and ":" names,
 	// content-type, user-agent, te, host) and the key and replay markers are
-	// never recorded.
+	// never recorded, but for the trailer grpc-status-details-bin, which is
+	// recorded whatever ReplayMetadata says when gRPC sends it, since a
+	// client reads its status from it (see the package doc).
 	ReplayMetadata []string
 	// NewResponse, when set, returns an empty response message of the
 	// method fullMethod, into which a recorded response is decoded on
@@ -112,8 +122,9 @@ type Config struct {
 	OnEvent func(Event)
 
 	// replay is ReplayMetadata lower-cased, without the never-replayed
-	// names, as a set.
-	replay map[string]bool
+	// names, as a set; replayTrailer is replay and the trailer
+	// grpc-status-details-bin.
+	replay, replayTrailer map[string]bool
 	// scopeByAuthorization is set when KeyScope defaulted to
 	// ScopeByAuthorization, which the interceptor then computes from the
 	// incoming metadata it has already read.
@@ -157,14 +168,14 @@ func (c *Config) validate() error {
 	if c.MaxCapture == 0 {
 		c.MaxCapture = DefaultMaxCapture
 	}
-	c.replay = map[string]bool{}
+	c.replay, c.replayTrailer = map[string]bool{}, map[string]bool{statusDetailsMetadata: true}
 	for _, name := range c.ReplayMetadata {
 		n := strings.ToLower(name)
 		if !validMetadataName(n) {
 			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: invalid metadata name %q", name)
 		}
 		if !neverReplayed[n] && !strings.HasPrefix(n, "grpc-") {
-			c.replay[n] = true
+			c.replay[n], c.replayTrailer[n] = true, true
 		}
 	}
 	return nil

@@ -34,8 +34,9 @@
 //     replay, rather than spending its attempts while it runs;
 //   - the same key after the original completed: the recorded response
 //     message, or the recorded error status with its message and details,
-//     plus the header metadata "idempotent-replayed: true" and the header
-//     and trailer metadata named in Config.ReplayMetadata;
+//     plus the header metadata "idempotent-replayed: true", the header
+//     and trailer metadata named in Config.ReplayMetadata, and the trailer
+//     grpc-status-details-bin the handler set when gRPC sent it (below);
 //   - the store unreachable: Unavailable, with a RetryInfo and a pushback
 //     of one second (or pass-through with Config.FailOpen).
 //
@@ -105,6 +106,17 @@
 // handler's context carries a stream of the interceptor's; the experimental
 // grpc.SetSendCompressor and grpc.ClientSupportedCompressors, which need
 // gRPC's own, fail in the handlers of protected calls.
+//
+// Metadata named "grpc-…" is gRPC's own. What a handler sets of
+// grpc-status and grpc-message gRPC does not send: the client reads the
+// status returned, which is recorded. The trailer grpc-status-details-bin
+// it does send when the status has no details of its own, and the client
+// then reads its status from it (the status it carries when its code is
+// the answer's, Internal otherwise): that trailer is recorded and replayed
+// whatever Config.ReplayMetadata says, so that the retry reads the same
+// status. Other grpc- metadata a handler sets (grpc-retry-pushback-ms,
+// say) reaches the first client but is never recorded, even when
+// Config.ReplayMetadata names it.
 //
 // On replay the response message is rebuilt from its wire form. Its type
 // is Config.NewResponse's, if set; otherwise the method's output type,

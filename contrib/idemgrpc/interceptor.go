@@ -156,6 +156,10 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 
 		st := statusOf(err)
 		x.ev.Code = st.Code()
+		if len(st.Proto().GetDetails()) > 0 {
+			// gRPC sends the status's own details, not the handler's.
+			delete(trailer, statusDetailsMetadata)
+		}
 		if !x.i.cfg.StoreCode(st.Code()) || err != nil && st.Code() == codes.OK {
 			// An error of status OK: gRPC sends that status without the
 			// response, which its client reads as an error; a retry must
@@ -218,7 +222,7 @@ func (x *call) replay(b []byte) (any, error) {
 	// These fail only outside a gRPC server (a test calling the
 	// interceptor directly) or after headers were sent; neither is ours.
 	_ = grpc.SetHeader(x.ctx, header)
-	if trailer := metadataOf(rec.Trailer, x.i.cfg.replay); len(trailer) > 0 {
+	if trailer := metadataOf(rec.Trailer, x.i.cfg.replayTrailer); len(trailer) > 0 {
 		_ = grpc.SetTrailer(x.ctx, trailer)
 	}
 	x.ev.Outcome, x.ev.Code = OutcomeReplayed, codes.Code(rec.Code)

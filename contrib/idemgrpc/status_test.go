@@ -8,6 +8,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -116,4 +117,58 @@ func TestWrappedStatusErrorReplayed(t *testing.T) {
 		t.Fatalf("retry: %v replayed %v, want %v replayed", status.Convert(r.err).Proto(), r.replayed(), fst.Proto())
 	}
 	wantRuns(t, b, 1)
+}
+
+// A handler may set the trailer grpc-status-details-bin itself. gRPC sends
+// it when the status it answers with has no details of its own, and the
+// client then reads its status from it: the status it carries when its code
+// is the answer's, Internal when it is another. The retry gets the same
+// status as the first client, as it gets from a server without the
+// interceptor, without the handler running again.
+func TestHandlerStatusDetailsTrailerReplayed(t *testing.T) {
+	st, err := status.New(codes.NotFound, "no such customer").WithDetails(&errdetails.ResourceInfo{ResourceType: "customer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := proto.Marshal(st.Proto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDetails, err := status.New(codes.NotFound, "not found").WithDetails(&errdetails.ErrorInfo{Reason: "OWN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gRPC drops these details, which do not marshal with the message.
+	notUTF8, err := status.New(codes.NotFound, "not found \xff").WithDetails(&errdetails.ErrorInfo{Reason: "OWN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"error without details", status.Error(codes.NotFound, "not found")},
+		{"error with details", withDetails.Err()},
+		{"error with details, message not UTF-8", notUTF8.Err()},
+		{"response", nil},
+		{"error of another code", status.Error(codes.InvalidArgument, "bad")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trailer := metadata.Pairs("grpc-status-details-bin", string(bin))
+			plain := invoke(context.Background(), serveDial(t, &payments{err: tc.err, trailer: trailer})(), chargeMethod, amount(1))
+			b := setup(t, idemgrpc.Config{})
+			b.svc.err, b.svc.trailer = tc.err, trailer
+			first := b.call(chargeMethod, amount(1), key("details")...)
+			r := b.call(chargeMethod, amount(1), key("details")...)
+			for _, got := range []result{first, r} {
+				if got.code() != plain.code() || !proto.Equal(status.Convert(got.err).Proto(), status.Convert(plain.err).Proto()) {
+					t.Errorf("got %v, want %v as without the interceptor", status.Convert(got.err).Proto(), status.Convert(plain.err).Proto())
+				}
+			}
+			if !r.replayed() {
+				t.Error("retry not replayed")
+			}
+			wantRuns(t, b, 1)
+		})
+	}
 }

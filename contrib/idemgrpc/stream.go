@@ -14,7 +14,8 @@ import (
 // metadataRecorder is the grpc.ServerTransportStream the handler of a
 // protected call sees: it passes header and trailer metadata on to the
 // real stream and keeps a copy of the names in allow (possibly none) that
-// were accepted, for the record. Once the client has gone (its context
+// were accepted, for the record, and of the trailer
+// grpc-status-details-bin, which can make the status a client reads. Once the client has gone (its context
 // ended), the stream refuses metadata, but the handler goes on and its
 // response is recorded for the client's retry: the metadata is then kept,
 // and the refusal not reported, as idemhttp does with writes to a vanished
@@ -65,7 +66,7 @@ func (r *metadataRecorder) pass(send func(metadata.MD) error, dst *metadata.MD, 
 	}
 	for k, v := range md {
 		k = strings.ToLower(k)
-		if !r.allow[k] {
+		if !r.allow[k] && (dst != &r.trailer || k != statusDetailsMetadata) {
 			continue
 		}
 		if *dst == nil {
