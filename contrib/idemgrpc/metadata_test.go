@@ -155,3 +155,34 @@ func TestDefaultScopeIsScopeByAuthorization(t *testing.T) {
 		t.Errorf("handler ran %d times, want 2 (alice once, bob once)", n)
 	}
 }
+
+// grpc- metadata a handler sets, other than grpc-status-details-bin, is
+// gRPC's: grpc-status and grpc-message are not sent, the others are sent
+// to the first client but never recorded, even when named in
+// Config.ReplayMetadata; the status is replayed as the client read it.
+func TestHandlerGRPCMetadataIsNotRecorded(t *testing.T) {
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"grpc-custom", "grpc-retry-pushback-ms", "grpc-message", "x-charge-id"}})
+	b.svc.header = metadata.Pairs("grpc-custom", "h", "x-charge-id", "ch_1")
+	b.svc.trailer = metadata.Pairs("grpc-retry-pushback-ms", "5", "grpc-status", "3", "grpc-message", "other")
+	b.svc.err = status.Error(codes.NotFound, "no such card")
+	first := b.call(chargeMethod, amount(1), key("grpc-md")...)
+	r := b.call(chargeMethod, amount(1), key("grpc-md")...)
+	for _, got := range []result{first, r} {
+		if st := status.Convert(got.err); st.Code() != codes.NotFound || st.Message() != "no such card" {
+			t.Errorf("status %v, want NotFound: no such card", st.Proto())
+		}
+		if got.trailer.Get("grpc-status") != nil || got.trailer.Get("grpc-message") != nil {
+			t.Errorf("handler's grpc-status or grpc-message sent: %v", got.trailer)
+		}
+		if v := got.header.Get("x-charge-id"); !slices.Equal(v, []string{"ch_1"}) {
+			t.Errorf("x-charge-id = %q, want [ch_1]", v)
+		}
+	}
+	if !slices.Equal(first.header.Get("grpc-custom"), []string{"h"}) || !slices.Equal(first.trailer.Get("grpc-retry-pushback-ms"), []string{"5"}) {
+		t.Errorf("first call: header %v trailer %v, want the handler's grpc- metadata", first.header, first.trailer)
+	}
+	if !r.replayed() || r.header.Get("grpc-custom") != nil || r.trailer.Get("grpc-retry-pushback-ms") != nil {
+		t.Errorf("retry: replayed %v header %v trailer %v, want no grpc- metadata of the handler", r.replayed(), r.header, r.trailer)
+	}
+	wantRuns(t, b, 1)
+}
