@@ -102,8 +102,15 @@
 // once the handler has returned (from a goroutine it left running) is
 // refused with an Internal error, and neither sent nor recorded: each
 // metadata call is either sent and recorded, or refused, so that the
-// first client and the retries get the same metadata. To that end the
-// handler's context carries a stream of the interceptor's; the experimental
+// first client and the retries get the same metadata. Metadata that
+// gRPC-go would send as it is but a gRPC client refuses, failing the call
+// once the handler has done its work while the retry would get the
+// recorded answer, is refused the same way: a name that is not a
+// lower-case HTTP token (empty, or with capitals, which a metadata.MD
+// literal can hold, or spaces), or a text value with control characters
+// other than tab (gRPC refuses it to streaming handlers, by a stricter
+// rule). To that end the handler's context
+// carries a stream of the interceptor's; the experimental
 // grpc.SetSendCompressor and grpc.ClientSupportedCompressors, which need
 // gRPC's own, fail in the handlers of protected calls.
 //

@@ -186,3 +186,52 @@ func TestHandlerGRPCMetadataIsNotRecorded(t *testing.T) {
 	}
 	wantRuns(t, b, 1)
 }
+
+// Metadata that the client's HTTP/2 layer refuses (a name with capitals,
+// as a metadata.MD literal can hold, or a value with control characters),
+// which gRPC sends as it is and which fails the first client's call with
+// Internal, is refused to the handler with an Internal error and not sent,
+// as gRPC refuses it to streaming handlers: the first client gets the
+// handler's answer, and the retry the same. Values gRPC's clients accept
+// (a tab, bytes over 0x7f) are sent and replayed as they are.
+func TestInvalidMetadataIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		md   metadata.MD
+	}{
+		{"capital letters", metadata.MD{"X-Charge-Id": {"ch_1"}}},
+		{"empty name", metadata.MD{"": {"ch_1"}}},
+		{"newline", metadata.MD{"x-charge-id": {"ch\n1"}}},
+		{"NUL", metadata.MD{"x-charge-id": {"ch\x001"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
+			refused := make(chan error, 1)
+			b.svc.spawn = func(ctx context.Context) { refused <- grpc.SetHeader(ctx, tc.md) }
+			first := b.call(chargeMethod, amount(1), key("bad-md")...)
+			if first.err != nil || first.header.Get("x-charge-id") != nil {
+				t.Fatalf("first call: %v, header %v; want the response without the metadata", first.err, first.header)
+			}
+			if err := <-refused; status.Code(err) != codes.Internal {
+				t.Errorf("SetHeader returned %v, want Internal", err)
+			}
+			r := b.call(chargeMethod, amount(1), key("bad-md")...)
+			if r.err != nil || !r.replayed() || r.reply != first.reply || r.header.Get("x-charge-id") != nil {
+				t.Fatalf("retry: %q %v replayed %v header %v, want %q replayed", r.reply, r.err, r.replayed(), r.header, first.reply)
+			}
+			wantRuns(t, b, 1)
+		})
+	}
+	t.Run("tab and bytes over 0x7f", func(t *testing.T) {
+		b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"x-charge-id"}})
+		b.svc.header = metadata.Pairs("x-charge-id", "ch\t\xc3\xa91\xff")
+		b.svc.strictMD = true
+		for range 2 {
+			r := b.call(chargeMethod, amount(1), key("odd-md")...)
+			if r.err != nil || !slices.Equal(r.header.Get("x-charge-id"), []string{"ch\t\xc3\xa91\xff"}) {
+				t.Fatalf("call: %v, header %q", r.err, r.header.Get("x-charge-id"))
+			}
+		}
+		wantRuns(t, b, 1)
+	})
+}

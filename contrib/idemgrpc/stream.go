@@ -22,7 +22,8 @@ import (
 // client. Once the handler has returned (seal), metadata is refused with
 // errHandlerReturned and reaches neither the stream nor the record, so that
 // metadata set from a goroutine the handler left running is never sent
-// without being recorded, or recorded without being sent.
+// without being recorded, or recorded without being sent. Metadata a
+// client would refuse is refused too (sendable).
 type metadataRecorder struct {
 	grpc.ServerTransportStream
 	allow  map[string]bool
@@ -61,11 +62,13 @@ func (r *metadataRecorder) pass(send func(metadata.MD) error, dst *metadata.MD, 
 	if r.sealed {
 		return errHandlerReturned
 	}
+	if err := sendable(md); err != nil {
+		return err
+	}
 	if err := send(md); err != nil && (r.client == nil || r.client.Err() == nil) {
 		return err
 	}
-	for k, v := range md {
-		k = strings.ToLower(k)
+	for k, v := range md { // names in lower case, as sendable checked
 		if !r.allow[k] && (dst != &r.trailer || k != statusDetailsMetadata) {
 			continue
 		}
@@ -73,6 +76,36 @@ func (r *metadataRecorder) pass(send func(metadata.MD) error, dst *metadata.MD, 
 			*dst = metadata.MD{}
 		}
 		(*dst)[k] = append((*dst)[k], v...)
+	}
+	return nil
+}
+
+// sendable returns an Internal error when md holds metadata that gRPC
+// sends as it is but a gRPC client's HTTP/2 layer refuses, failing the
+// call once the handler has done its work, so that the retry, answered
+// from the record, would get another answer: a name that is empty or not
+// a lower-case HTTP token (a metadata.MD literal can hold capitals), or a
+// value of a name not ending in "-bin" with control characters other than
+// tab. Names starting with ':', which gRPC does not send, are not checked.
+// gRPC refuses such metadata to streaming handlers too, by a stricter rule.
+func sendable(md metadata.MD) error {
+	for k, vs := range md {
+		if strings.HasPrefix(k, ":") {
+			continue
+		}
+		if k == "" || strings.IndexFunc(k, func(c rune) bool {
+			return !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
+		}) >= 0 {
+			return status.Errorf(codes.Internal, "idemgrpc: metadata name %q is not a lower-case HTTP/2 field name: not sent", k)
+		}
+		if strings.HasSuffix(k, "-bin") {
+			continue
+		}
+		for _, v := range vs {
+			if strings.IndexFunc(v, func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) >= 0 {
+				return status.Errorf(codes.Internal, "idemgrpc: value of metadata %q has control characters: not sent", k)
+			}
+		}
 	}
 	return nil
 }
