@@ -230,7 +230,7 @@ func commandOf(fs *flag.FlagSet) string { return strings.TrimPrefix(fs.Name(), "
 // them against the commands' flag sets).
 var commandFlags = map[string][]string{
 	"proxy": {"listen", "upstream", "store", "admin", "namespace", "require-key", "fail-open", "migrate", "stripe", "upstream-host", "trust-forwarded", "batch-store-calls",
-		"ttl", "lease", "timeout", "store-timeout", "purge-interval", "shutdown-timeout", "max-body", "max-capture"},
+		"ttl", "lease", "timeout", "store-timeout", "body-timeout", "purge-interval", "shutdown-timeout", "max-body", "max-capture"},
 	"migrate":         {"store"},
 	"purge":           {"store", "namespace"},
 	"inspect":         {"store", "namespace", "key", "scope", "authorization"},

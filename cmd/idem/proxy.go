@@ -22,7 +22,7 @@ type proxyFlags struct {
 	requireKey, failOpen, migrate, stripe     bool
 	batch, upstreamHost, trustForwarded       bool
 	ttl, lease, timeout, purgeEvery, drain    time.Duration
-	storeTimeout                              time.Duration
+	storeTimeout, bodyTimeout                 time.Duration
 	maxBody, maxCapture                       int64
 }
 
@@ -46,6 +46,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "how long the body of a protected request with a key may take to arrive, read whole before it is forwarded: 408 beyond, the request not forwarded (0: no bound; requests without a key are passed on as they come)")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM, SIGINT or SIGHUP, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
 	fs.Int64Var(&f.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest body of a protected request with a key, bytes: read whole to fingerprint and record it, 413 beyond (requests without a key are passed on as they come)")
@@ -76,6 +77,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		{"--max-body must be positive", f.maxBody > 0},
 		{"--max-capture must be positive", f.maxCapture > 0},
 		{"--purge-interval must not be negative (0: never)", f.purgeEvery >= 0},
+		{"--body-timeout must not be negative (0: no bound)", f.bodyTimeout >= 0},
 		{"--shutdown-timeout must be positive", f.drain > 0},
 	} {
 		if !c.ok {
@@ -137,6 +139,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
+			BodyTimeout: f.bodyTimeout,
 			OnEvent: func(e idemhttp.Event) {
 				m.observe(e)
 				errs.report(e)
