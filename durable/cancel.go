@@ -150,9 +150,17 @@ func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[s
 // the instance found ends before Cancel holds its lock, Cancel gives back
 // the locks it took and looks the key up again.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
-	return pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		return cancel(ctx, tx, target, reason)
+	var ended []int64
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var err error
+		ended, err = cancel(ctx, tx, target, reason)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	c.ended(ended...) // committed: wake the Waits on them
+	return nil
 }
 
 // CancelTx is Cancel in the caller's transaction, which it never commits
@@ -165,17 +173,23 @@ func (c *Client) Cancel(ctx context.Context, target Target, reason string) error
 // ErrTerminal, and then holds none of the locks CancelTx took: an ended
 // instance is not held up by tx, nor is the parent of an instance that
 // ended while CancelTx waited for the parent's lock.
+//
+// Client.Wait learns of the end by polling only: CancelTx cannot tell when
+// tx commits.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
-	return cancel(ctx, tx, target, reason)
+	_, err := cancel(ctx, tx, target, reason)
+	return err
 }
 
-func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
+// cancel is Cancel in tx; it returns the ids of the instances it ended:
+// the target and the descendants cancelled with it.
+func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) ([]int64, error) {
 	if err := errors.Join(checkText("cancel reason", reason), target.check()); err != nil {
-		return err
+		return nil, err
 	}
 	id, err := lockTarget(ctx, tx, target)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var why *string
 	if reason != "" {
@@ -187,10 +201,27 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) error 
 	b.Queue(dropInboxSQL, id)
 	b.Queue(releaseParentSQL, id)              // a child releases its parent
 	b.Queue(cancelChildrenSQL, id, why, false) // a parent's live descendants end with it
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("durable: Cancel: %w", err)
+	br := tx.SendBatch(ctx, b)
+	ended, err := func() ([]int64, error) {
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		gone, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		return append([]int64{id}, gone...), err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("durable: Cancel: %w", err)
+	}
+	return ended, nil
 }
 
 // parentToLockSQL returns the parent of instance $1 that its end counts

@@ -159,7 +159,8 @@ FOR NO KEY UPDATE OF i`
 // only under its instance's row lock, so its snapshot sees every signal
 // stored for them, and none can be stored until the transaction ends.
 // With $3, it does so only if $1 was cancelled by this very transaction
-// (a step's Cancel outcome, whose commit may have been fenced off).
+// (a step's Cancel outcome, whose commit may have been fenced off). It
+// returns the ids of the descendants it cancelled.
 const cancelChildrenSQL = descendantsSQL + `, gone AS (
     UPDATE durable_instance
     SET status = 'cancelled', error = $2, finished_at = now(), releases_parent = false,
@@ -171,9 +172,11 @@ const cancelChildrenSQL = descendantsSQL + `, gone AS (
     RETURNING id
 ), dropped AS (
     DELETE FROM durable_signal WHERE instance_id IN (SELECT id FROM gone)
+), cleared AS (
+    UPDATE durable_instance SET pending_children = 0
+    WHERE id = $1 AND (NOT $3::bool OR (status = 'cancelled' AND finished_at = now()))
 )
-UPDATE durable_instance SET pending_children = 0
-WHERE id = $1 AND (NOT $3::bool OR (status = 'cancelled' AND finished_at = now()))`
+SELECT id FROM gone`
 
 // txBeginner is what commitChildren needs of the commit's database.
 type txBeginner interface {

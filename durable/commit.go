@@ -101,6 +101,10 @@ WHERE instance_id = $1
 type commitResult struct {
 	committed bool // false: fenced off, nothing changed
 	runnable  bool // the row is runnable now, in its queue
+	// ended holds the instances the commit ended: the row, and the
+	// descendants a Cancel outcome cancelled with it. Their Waits are
+	// woken once the commit has returned (Client.ended).
+	ended []int64
 }
 
 // commit commits r, the outcome of the step c ran, under c's fence. Each
@@ -198,15 +202,32 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		if err != nil {
 			return res, err
 		}
-		for range b.Len() - 2 {
+		res.committed = tag.RowsAffected() == 1
+		if res.committed {
+			res.ended = []int64{c.id}
+		}
+		for range b.Len() - 3 {
 			if _, err := br.Exec(); err != nil {
 				return res, err
 			}
 		}
-		if err := br.Close(); err != nil {
+		if o.kind == KindCancel {
+			rows, err := br.Query()
+			if err != nil {
+				return res, err
+			}
+			gone, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return res, err
+			}
+			res.ended = append(res.ended, gone...)
+		} else if _, err := br.Exec(); err != nil {
 			return res, err
 		}
-		return commitResult{committed: tag.RowsAffected() == 1}, nil
+		if err := br.Close(); err != nil {
+			return commitResult{}, err
+		}
+		return res, nil
 	}
 	return res, errors.New("durable: commit of an invalid outcome") // run never returns one
 }

@@ -440,9 +440,11 @@
 // A short Config.PollInterval (tens of milliseconds) keeps a test from
 // waiting on a poll for what a NOTIFY missed; stop the client in the test's
 // cleanup. Client.Wait, with a deadline, returns an instance once it has
-// ended; it polls, and sees an end up to a second late. To learn of ends
-// at once, have Hooks.StepStop send on a buffered channel the events whose
-// Kind ends the instance (KindDone, KindStop, KindCancel); hooks must
-// return quickly. A step's effects are tested by signalling the instance
+// ended: at once when a Client on the same pool committed the end (its
+// engine's step or reaper, or Client.Cancel), and up to a second late
+// when another process or pool did, since it learns of those ends by
+// polling. To learn of the steps' ends as they happen, have Hooks.StepStop
+// send on a buffered channel the events whose Kind ends the instance
+// (KindDone, KindStop, KindCancel); hooks must return quickly. A step's effects are tested by signalling the instance
 // (Client.Signal) and reading its state and result back with Client.Get.
 package durable

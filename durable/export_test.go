@@ -27,3 +27,7 @@ const (
 // InboxHeadSQL is Get's read of the head of an inbox, for the test of its
 // plan.
 const InboxHeadSQL = inboxHeadSQL
+
+// WaitsOn counts the Waits registered, in this process, on c's pool: for
+// the test that they unregister.
+func WaitsOn(c *Client) int { return endWaits.count(c.pool) }

@@ -252,6 +252,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	cctx, ccancel := e.commitContext(c)
 	res, err := commit(cctx, e.c.pool, e.owner, c, r)
 	ccancel()
+	if err == nil {
+		e.c.ended(res.ended...) // committed: wake the Waits on what it ended
+	}
 	e.untrack(c) // the row has moved on, or its lease is left to expire
 
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}

@@ -135,5 +135,9 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 		}
 		return err
 	})
-	return failed && err == nil, err
+	failed = failed && err == nil
+	if failed {
+		e.c.ended(id) // committed: wake the Waits on it
+	}
+	return failed, err
 }
