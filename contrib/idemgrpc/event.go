@@ -13,7 +13,12 @@ type Event struct {
 	FullMethod string
 	// Outcome says what happened; see the Outcome constants.
 	Outcome Outcome
-	// Code is the status code returned to the client.
+	// Code is the status code the client reads. For a handler's answer,
+	// that is its status's code, or Internal when a trailer
+	// grpc-status-details-bin the handler set carries a status of another
+	// code (see the package doc), on the first call and on replays alike;
+	// for a call passed through unprotected, it is the handler's status's
+	// code, whatever trailer the handler set.
 	Code codes.Code
 	// StoreTime is the time spent in store calls.
 	StoreTime time.Duration

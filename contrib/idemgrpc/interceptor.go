@@ -155,11 +155,11 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 		header, trailer := rec.seal()
 
 		st := statusOf(err)
-		x.ev.Code = st.Code()
 		if len(st.Proto().GetDetails()) > 0 {
 			// gRPC sends the status's own details, not the handler's.
 			delete(trailer, statusDetailsMetadata)
 		}
+		x.ev.Code = clientCode(st, trailer)
 		if !x.i.cfg.StoreCode(st.Code()) || err != nil && st.Code() == codes.OK {
 			// An error of status OK: gRPC sends that status without the
 			// response, which its client reads as an error; a retry must
@@ -181,7 +181,7 @@ func (x *call) run(handler grpc.UnaryHandler, req any, key idem.Key, lease idem.
 			// the handler's work is done, so that answer is recorded, for
 			// the retry to get it again rather than run the work twice.
 			st = me.sent()
-			x.ev.Code = st.Code()
+			x.ev.Code = clientCode(st, trailer)
 			b, encErr = encodeResponse(nil, st, header, trailer, x.i.cfg.MaxCapture)
 		}
 		if encErr != nil {
@@ -209,6 +209,24 @@ func statusOf(err error) *status.Status {
 	return status.FromContextError(err)
 }
 
+// clientCode returns the code a gRPC client reads when st is sent with
+// trailer: st's, unless the trailer holds one grpc-status-details-bin
+// (which gRPC sends when st has no details of its own) that decodes as a
+// status of another code, which the client reads as Internal
+// ("grpc-status-details-bin mismatch"). A value that does not decode, or
+// several, the client ignores.
+func clientCode(st *status.Status, trailer metadata.MD) codes.Code {
+	vs := trailer[statusDetailsMetadata]
+	if len(vs) != 1 || len(st.Proto().GetDetails()) > 0 {
+		return st.Code()
+	}
+	sp := status.New(codes.OK, "").Proto() // an empty google.rpc.Status to decode into
+	if proto.Unmarshal([]byte(vs[0]), sp) != nil || codes.Code(sp.GetCode()) == st.Code() {
+		return st.Code()
+	}
+	return codes.Internal
+}
+
 // replay answers with a recorded outcome, marked with the
 // idempotent-replayed header.
 func (x *call) replay(b []byte) (any, error) {
@@ -222,16 +240,18 @@ func (x *call) replay(b []byte) (any, error) {
 	// These fail only outside a gRPC server (a test calling the
 	// interceptor directly) or after headers were sent; neither is ours.
 	_ = grpc.SetHeader(x.ctx, header)
-	if trailer := metadataOf(rec.Trailer, x.i.cfg.replayTrailer); len(trailer) > 0 {
+	trailer := metadataOf(rec.Trailer, x.i.cfg.replayTrailer)
+	if len(trailer) > 0 {
 		_ = grpc.SetTrailer(x.ctx, trailer)
 	}
-	x.ev.Outcome, x.ev.Code = OutcomeReplayed, codes.Code(rec.Code)
+	x.ev.Outcome, x.ev.Code = OutcomeReplayed, clientCode(status.New(codes.OK, ""), trailer)
 	if codes.Code(rec.Code) != codes.OK {
 		st, err := rec.errorStatus()
 		if err != nil {
 			x.ev.Err = err
 			return x.fail(OutcomeReplayed, errInternal("recorded status unreadable"))
 		}
+		x.ev.Code = clientCode(st, trailer)
 		return nil, st.Err()
 	}
 	resp := x.i.cfg.newResponse(x.method, protoreflect.FullName(rec.Type))

@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -152,17 +153,30 @@ func TestHandlerStatusDetailsTrailerReplayed(t *testing.T) {
 		{"error with details, message not UTF-8", notUTF8.Err()},
 		{"response", nil},
 		{"error of another code", status.Error(codes.InvalidArgument, "bad")},
+		{"error of another code, malformed trailer", status.Error(codes.InvalidArgument, "bad")},
+		{"error of another code, two trailers", status.Error(codes.InvalidArgument, "bad")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trailer := metadata.Pairs("grpc-status-details-bin", string(bin))
+			switch {
+			case strings.HasSuffix(tc.name, "malformed trailer"):
+				trailer = metadata.Pairs("grpc-status-details-bin", "\xff\xff")
+			case strings.HasSuffix(tc.name, "two trailers"):
+				trailer.Append("grpc-status-details-bin", string(bin))
+			}
 			plain := invoke(context.Background(), serveDial(t, &payments{err: tc.err, trailer: trailer})(), chargeMethod, amount(1))
 			b := setup(t, idemgrpc.Config{})
 			b.svc.err, b.svc.trailer = tc.err, trailer
 			first := b.call(chargeMethod, amount(1), key("details")...)
+			firstEvent := <-b.events
 			r := b.call(chargeMethod, amount(1), key("details")...)
-			for _, got := range []result{first, r} {
+			replayEvent := <-b.events
+			for i, got := range []result{first, r} {
 				if got.code() != plain.code() || !proto.Equal(status.Convert(got.err).Proto(), status.Convert(plain.err).Proto()) {
 					t.Errorf("got %v, want %v as without the interceptor", status.Convert(got.err).Proto(), status.Convert(plain.err).Proto())
+				}
+				if e := []idemgrpc.Event{firstEvent, replayEvent}[i]; e.Code != got.code() {
+					t.Errorf("event %+v, want the code %v the client read", e, got.code())
 				}
 			}
 			if !r.replayed() {
