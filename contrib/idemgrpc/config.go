@@ -79,11 +79,14 @@ type Config struct {
 	// handler sets (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) that
 	// are recorded and replayed, compared case-insensitively. Binary
 	// ("-bin") metadata is kept byte for byte. Defaults to none.
-	// Credentials, cookies, transport metadata ("grpc-" and ":" names,
-	// content-type, user-agent, te, host) and the key and replay markers are
-	// never recorded, but for the trailer grpc-status-details-bin, which is
-	// recorded whatever ReplayMetadata says when gRPC sends it, since a
-	// client reads its status from it (see the package doc).
+	// Credentials, cookies, transport metadata (content-type, user-agent,
+	// te, host) and the key and replay markers are never recorded, even
+	// when named. A name that is not a valid metadata name (":" names
+	// among them), or that starts with "grpc-" (gRPC's own metadata, never
+	// recorded), is refused: New returns an error. The trailer
+	// grpc-status-details-bin is recorded without being named, when gRPC
+	// sends it, since a client reads its status from it (see the package
+	// doc).
 	ReplayMetadata []string
 	// NewResponse, when set, returns an empty response message of the
 	// method fullMethod, into which a recorded response is decoded on
@@ -174,7 +177,12 @@ func (c *Config) validate() error {
 		if !validMetadataName(n) {
 			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: invalid metadata name %q", name)
 		}
-		if !neverReplayed[n] && !strings.HasPrefix(n, "grpc-") {
+		if strings.HasPrefix(n, "grpc-") {
+			// Named in the belief that it is recorded, which it never is:
+			// refused rather than ignored.
+			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: %q is gRPC's own metadata, never recorded (grpc-status-details-bin is, without being named)", name)
+		}
+		if !neverReplayed[n] {
 			c.replay[n], c.replayTrailer[n] = true, true
 		}
 	}

@@ -120,10 +120,11 @@
 // it does send when the status has no details of its own, and the client
 // then reads its status from it (the status it carries when its code is
 // the answer's, Internal otherwise): that trailer is recorded and replayed
-// whatever Config.ReplayMetadata says, so that the retry reads the same
-// status. Other grpc- metadata a handler sets (grpc-retry-pushback-ms,
-// say) reaches the first client but is never recorded, even when
-// Config.ReplayMetadata names it.
+// without being named in Config.ReplayMetadata, so that the retry reads
+// the same status. Other grpc- metadata a handler sets
+// (grpc-retry-pushback-ms, say) reaches the first client but is never
+// recorded; Config.ReplayMetadata cannot name any grpc- metadata (New
+// returns an error).
 //
 // On replay the response message is rebuilt from its wire form. Its type
 // is Config.NewResponse's, if set; otherwise the method's output type,

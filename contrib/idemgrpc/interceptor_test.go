@@ -202,7 +202,7 @@ func TestH4UnprotectedMethodsPassThrough(t *testing.T) {
 }
 
 func TestH5ReplayMetadata(t *testing.T) {
-	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"X-Charge-Id", "x-ledger-bin", "authorization", "grpc-status"}})
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"X-Charge-Id", "x-ledger-bin", "authorization"}})
 	b.svc.header = metadata.Pairs("x-charge-id", "ch_1", "x-internal", "not allowlisted")
 	b.svc.trailer = metadata.Pairs("x-ledger-bin", "\x00\xff\x01", "authorization", "leaked")
 	first := b.call(chargeMethod, amount(5), key("k5")...)
@@ -624,6 +624,23 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}()
 	idemgrpc.UnaryServerInterceptor(idemgrpc.Config{})
+}
+
+// Config.ReplayMetadata naming gRPC's own metadata ("grpc-…"), which is
+// never recorded (grpc-status-details-bin is, without being named), is
+// refused with an error naming the field and the name, rather than
+// ignored.
+func TestReplayMetadataRefusesGRPCNames(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for _, name := range []string{"grpc-custom", "grpc-retry-pushback-ms", "GRPC-Status", "grpc-status-details-bin", "grpc-"} {
+		_, err := idemgrpc.New(idemgrpc.Config{Store: s, ReplayMetadata: []string{"x-charge-id", name}})
+		if err == nil || !strings.HasPrefix(err.Error(), "idemgrpc: Config.ReplayMetadata") || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("ReplayMetadata %q: New = %v, want an error naming Config.ReplayMetadata and %q", name, err, name)
+		}
+	}
+	if _, err := idemgrpc.New(idemgrpc.Config{Store: s, ReplayMetadata: []string{"x-grpc-id", "grpcx"}}); err != nil {
+		t.Errorf("names that merely contain grpc refused: %v", err)
+	}
 }
 
 // A client that cancels while its call runs: the handler goes on (H21), and
