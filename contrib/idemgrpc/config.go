@@ -23,8 +23,9 @@ const (
 	ReplayedMetadata = "idempotent-replayed"
 )
 
-// DefaultMaxCapture is the largest response message recorded unless
-// Config.MaxCapture says otherwise, in bytes of its wire form.
+// DefaultMaxCapture is the largest response message or error status
+// recorded unless Config.MaxCapture says otherwise, in bytes of its wire
+// form.
 const DefaultMaxCapture = 1 << 20
 
 // DefaultNamespace is the namespace of the interceptor's records unless
@@ -103,9 +104,11 @@ type Config struct {
 	// the original protobuf API (no ProtoReflect method), return
 	// protoadapt.MessageV2Of(new(T)); the replay is a *T.
 	NewResponse func(fullMethod string) proto.Message
-	// MaxCapture is the largest response recorded, in bytes of its wire
-	// form; larger responses are delivered but not recorded (the key is
-	// released). Defaults to DefaultMaxCapture (1 MiB).
+	// MaxCapture is the largest response or error status recorded, in
+	// bytes of its wire form (for an error, its google.rpc.Status with the
+	// message and details); larger ones are delivered but not recorded
+	// (the key is released, and a retry runs the handler again). Defaults
+	// to DefaultMaxCapture (1 MiB).
 	MaxCapture int
 	// Retention is how long records are kept. Defaults to the store's.
 	Retention time.Duration

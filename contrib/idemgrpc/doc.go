@@ -71,7 +71,8 @@
 // doing it again. Not recorded, so a retry runs again: other codes (Unavailable,
 // DeadlineExceeded, Aborted, ResourceExhausted, Internal, Unknown,
 // Canceled…), an error whose status is OK (which gRPC sends without the
-// response, and its client reads as Internal), responses over
+// response, and its client reads as Internal), responses and error
+// statuses (a google.rpc.Status with its message and details) over
 // Config.MaxCapture, no message where the response type cannot be found,
 // outcomes whose Commit fails (the client
 // still gets them; the key is released, or if that fails too stays in

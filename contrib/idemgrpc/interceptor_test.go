@@ -447,6 +447,32 @@ func TestH19LargeResponsesNotStored(t *testing.T) {
 	}
 }
 
+// An error status over Config.MaxCapture bytes, in the wire form of its
+// google.rpc.Status, is delivered but not recorded, as a response over it
+// is: the key is released and the retry runs again.
+func TestLargeErrorStatusNotStored(t *testing.T) {
+	b := setup(t, idemgrpc.Config{MaxCapture: 64})
+	msg := "no such card: " + strings.Repeat("x", 100)
+	b.svc.err = status.Error(codes.NotFound, msg)
+	for range 2 {
+		r := b.call(chargeMethod, amount(1), key("big-err")...)
+		if st := status.Convert(r.err); st.Code() != codes.NotFound || st.Message() != msg || r.replayed() {
+			t.Fatalf("call: %v replayed %v, want the handler's NotFound, not replayed", r.err, r.replayed())
+		}
+		if e := <-b.events; e.Outcome != idemgrpc.OutcomeReleased || e.Code != codes.NotFound || e.Err == nil || !strings.Contains(e.Err.Error(), "MaxCapture") {
+			t.Errorf("event %+v, want released with the reason", e)
+		}
+	}
+	wantRuns(t, b, 2)
+	// Under the limit, the same status is recorded.
+	b.svc.err = status.Error(codes.NotFound, "no such card")
+	b.call(chargeMethod, amount(1), key("small-err")...)
+	if r := b.call(chargeMethod, amount(1), key("small-err")...); !r.replayed() || r.code() != codes.NotFound {
+		t.Fatalf("retry of a small error: %v replayed %v, want it replayed", r.err, r.replayed())
+	}
+	wantRuns(t, b, 3)
+}
+
 // A panic releases the key and goes on to the recovery interceptor; the
 // retry runs again and is recorded.
 func TestPanicReleasesKey(t *testing.T) {
