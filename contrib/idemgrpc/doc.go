@@ -127,6 +127,18 @@
 // recorded; Config.ReplayMetadata cannot name any grpc- metadata (New
 // returns an error).
 //
+// A client's limit on the size of the header list it accepts
+// (grpc.WithMaxHeaderListSize; lower in some clients than gRPC-go's
+// default) is not the interceptor's to know. Metadata over it fails the
+// call with Internal (RST_STREAM) once the handler has run, and the
+// outcome is recorded all the same, as after any failure of the
+// transport: the retry gets the recorded answer, with only the metadata
+// named in Config.ReplayMetadata, which fails again for that client when
+// it is what is over the limit. The replay's header "idempotent-replayed:
+// true" takes 55 bytes of the limit (HPACK's accounting): headers that
+// just fit on the first call can fail every replay to that client, while
+// clients with a larger limit get it.
+//
 // On replay the response message is rebuilt from its wire form. Its type
 // is Config.NewResponse's, if set; otherwise the method's output type,
 // found through protoregistry (the method descriptor in GlobalFiles, its

@@ -18,7 +18,9 @@ type Event struct {
 	// grpc-status-details-bin the handler set carries a status of another
 	// code (see the package doc), on the first call and on replays alike;
 	// for a call passed through unprotected, it is the handler's status's
-	// code, whatever trailer the handler set.
+	// code, whatever trailer the handler set. A failure of the transport
+	// once the interceptor has returned (metadata over the client's
+	// header list limit, say) is not seen.
 	Code codes.Code
 	// StoreTime is the time spent in store calls.
 	StoreTime time.Duration
