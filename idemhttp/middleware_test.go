@@ -37,6 +37,8 @@ type upstream struct {
 	body    string
 	hold    chan struct{} // when set, requests wait on it
 	started chan struct{} // when set, receives once per request as it starts
+	// holdFirst, when set, holds the first run alone.
+	holdFirst chan struct{}
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,6 +48,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if u.hold != nil {
 		<-u.hold
+	}
+	if u.holdFirst != nil && n == 1 {
+		<-u.holdFirst
 	}
 	for k, v := range u.header {
 		w.Header()[k] = v
@@ -431,28 +436,37 @@ func TestH14RetentionExpiry(t *testing.T) {
 
 func TestH15LeaseTakeover(t *testing.T) {
 	b := setup(t, idemhttp.Config{Lease: 5 * time.Second})
-	b.up.hold = make(chan struct{})
+	b.up.holdFirst = make(chan struct{})
 	b.up.started = make(chan struct{}, 2)
-	b.up.body = `{"v":"stale"}`
-	done := make(chan *httptest.ResponseRecorder)
-	go func() { done <- b.do(t, "POST", "/x", `{}`, key("k15")) }()
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- b.do(t, "POST", "/x", `{}`, key("k15")) }()
 	<-b.up.started
 	b.clock.Advance(6 * time.Second) // the owner's lease lapsed (it hangs)
-	second := make(chan *httptest.ResponseRecorder)
-	go func() { second <- b.do(t, "POST", "/x", `{}`, key("k15")) }()
+	// The taker-over runs and records its own answer while the stale owner
+	// still hangs.
+	w2 := b.do(t, "POST", "/x", `{}`, key("k15"))
 	<-b.up.started
-	close(b.up.hold)
-	w1, w2 := <-done, <-second
-	if w1.Code != 201 || w2.Code != 201 {
-		t.Fatalf("statuses %d %d", w1.Code, w2.Code)
+	if w2.Code != 201 || !strings.Contains(w2.Body.String(), `"run":2`) {
+		t.Fatalf("taker-over: %d %s, want 201 from run 2", w2.Code, w2.Body)
+	}
+	// The stale owner finishes last: its client gets its own answer, and
+	// its late result does not overwrite the record.
+	close(b.up.holdFirst)
+	w1 := <-first
+	if w1.Code != 201 || !strings.Contains(w1.Body.String(), `"run":1`) {
+		t.Fatalf("stale owner: %d %s, want 201 from run 1", w1.Code, w1.Body)
 	}
 	wantRuns(t, b, 2)
-	// Exactly one of them recorded; the replay is that one, not overwritten.
 	k, _ := idem.ParseKey(idemhttp.DefaultNamespace, "k15")
 	rec, err := b.store.Get(context.Background(), k)
 	if err != nil || rec.Status != idem.StatusCommitted || rec.Fence != 2 {
 		t.Fatalf("record = %+v %v, want committed by the taker-over (fence 2)", rec, err)
 	}
+	w3 := b.do(t, "POST", "/x", `{}`, key("k15"))
+	if w3.Header().Get("Idempotent-Replayed") != "true" || w3.Body.String() != w2.Body.String() {
+		t.Errorf("replay %q (replayed %q), want the taker-over's %q", w3.Body, w3.Header().Get("Idempotent-Replayed"), w2.Body)
+	}
+	wantRuns(t, b, 2)
 }
 
 func TestH17ScopesAreIndependent(t *testing.T) {
