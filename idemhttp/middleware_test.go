@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -333,25 +332,31 @@ func TestH9H10InFlight(t *testing.T) {
 
 func TestH10FiftyConcurrent(t *testing.T) {
 	b := setup(t, idemhttp.Config{})
-	var wg sync.WaitGroup
-	codes := make([]int, 50)
+	// The run that wins holds until every other request has been answered,
+	// so that all fifty overlap it.
+	b.up.hold = make(chan struct{})
+	b.up.started = make(chan struct{}, 50)
+	answers := make(chan *httptest.ResponseRecorder, 50)
 	start := make(chan struct{})
-	for i := range 50 {
-		wg.Add(1)
+	for range 50 {
 		go func() {
-			defer wg.Done()
 			<-start
-			codes[i] = b.do(t, "POST", "/x", `{"a":1}`, key("k10")).Code
+			answers <- b.do(t, "POST", "/x", `{"a":1}`, key("k10"))
 		}()
 	}
 	close(start)
-	wg.Wait()
-	wantRuns(t, b, 1)
-	for _, c := range codes {
-		if c != 201 && c != 409 {
-			t.Errorf("status %d, want 201 or 409", c)
-		}
+	for range 49 {
+		wantProblem(t, <-answers, 409, idemhttp.ProblemInProgress)
 	}
+	close(b.up.hold)
+	if w := <-answers; w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Errorf("the one run: %d (replayed %q), want 201 from the handler", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	wantRuns(t, b, 1)
+	if w := b.do(t, "POST", "/x", `{"a":1}`, key("k10")); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("a retry after the run: %d, not a replay", w.Code)
+	}
+	wantRuns(t, b, 1)
 }
 
 func TestH11RejectedRequestKeepsReservation(t *testing.T) {
@@ -361,8 +366,8 @@ func TestH11RejectedRequestKeepsReservation(t *testing.T) {
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- b.do(t, "POST", "/x", `{"a":1}`, key("k11")) }()
 	<-b.up.started
-	b.do(t, "POST", "/x", `{"a":1}`, key("k11")) // 409
-	b.do(t, "POST", "/x", `{"a":2}`, key("k11")) // 422
+	wantProblem(t, b.do(t, "POST", "/x", `{"a":1}`, key("k11")), 409, idemhttp.ProblemInProgress)
+	wantProblem(t, b.do(t, "POST", "/x", `{"a":2}`, key("k11")), 422, idemhttp.ProblemKeyReused)
 	k, _ := idem.ParseKey(idemhttp.DefaultNamespace, "k11")
 	rec, err := b.store.Get(context.Background(), k)
 	if err != nil || rec.Status != idem.StatusInProgress {
