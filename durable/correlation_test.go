@@ -158,6 +158,47 @@ func TestCK3_ScopeLiveAndDoneFreesKeyOnlyAfterFailure(t *testing.T) {
 	b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: "b", CorrelationScope: scopeKeepDone})
 }
 
+// The never-reuse recipe must name cancelled too: a scope of live+done+failed
+// frees the key of a cancelled instance, so a new instance with the same
+// business key starts; adding StatusCancelled keeps it reserved.
+func TestCK3_CancelledInstanceKeepsKeyOnlyWithCancelledInScope(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	b := setup(t, fast(ctl))
+	b.start(t)
+
+	keepCancelled := append(slices.Clone(scopeKeepAll), durable.StatusCancelled)
+	for _, tc := range []struct {
+		key      string
+		scope    []durable.Status
+		reserved bool
+	}{
+		{key: "live-done-failed", scope: scopeKeepAll, reserved: false},
+		{key: "live-done-failed-cancelled", scope: keepCancelled, reserved: true},
+	} {
+		id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: tc.key, CorrelationScope: tc.scope})
+		b.waitStatus(t, id, durable.StatusAwaitingSignal)
+		if err := b.client.Cancel(ctxT(t), durable.ByKey(tc.key), "no longer wanted"); err != nil {
+			t.Fatalf("Cancel(%q): %v", tc.key, err)
+		}
+		if in := b.get(t, id); in.Status != durable.StatusCancelled {
+			t.Fatalf("instance %d: status %s, want cancelled", id, in.Status)
+		}
+
+		newID, err := b.client.Insert(ctxT(t), ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: tc.key, CorrelationScope: tc.scope})
+		if tc.reserved {
+			wantDuplicate(t, err, tc.key, id)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Insert with the key %q of a cancelled instance outside its scope: %v, want a new instance", tc.key, err)
+		}
+		if newID == id {
+			t.Fatalf("Insert returned the cancelled instance's id %d", id)
+		}
+	}
+}
+
 func TestCK4_SignalToUnoccupiedKeyStoresNothing(t *testing.T) {
 	t.Parallel()
 	ctl := ctlFSM(t)

@@ -233,9 +233,13 @@
 //
 //   - The default scope is the live statuses: unique among live instances,
 //     freed when the instance ends, so a new "order:42" can start once the
-//     old one is done or failed.
-//   - Adding done and/or failed keeps the key reserved after the instance
+//     old one is done, failed or cancelled.
+//   - Adding terminal statuses keeps the key reserved after the instance
 //     ends in those statuses, until GC deletes the row (Config.GCRetention).
+//     To never reuse a key, add all three: done, failed and cancelled. A
+//     terminal status left out frees the key: with live+done+failed, an
+//     instance ended by Client.Cancel or a step's Cancel outcome frees its
+//     key and a new "order:42" can start.
 //   - An empty scope disables uniqueness: the key is only an address, and
 //     Signal by key works while exactly one live instance carries it
 //     (ErrAmbiguousTarget otherwise).

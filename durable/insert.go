@@ -67,9 +67,14 @@ type InsertOpts struct {
 
 	// CorrelationScope is the set of statuses in which the instance
 	// occupies CorrelationKey. nil means LiveStatuses(): the key is unique
-	// among live instances and freed when the instance ends. Add
-	// StatusDone and/or StatusFailed to keep it reserved after the instance
-	// ends (until garbage collection deletes the row). An empty non-nil
+	// among live instances and freed when the instance ends. Add the
+	// terminal statuses the key must stay reserved in after the instance
+	// ends in them (until garbage collection deletes the row): to never
+	// reuse a key, add all three, StatusDone, StatusFailed and
+	// StatusCancelled. A terminal status left out frees the key when the
+	// instance ends in it: with live+done+failed, an instance cancelled by
+	// Client.Cancel or a step's Cancel outcome frees its key, and a new
+	// instance with the same key can be inserted. An empty non-nil
 	// slice means no uniqueness: the key is only an address. Any other
 	// scope must contain every live status, or the insert fails with a
 	// *ScopeError.
