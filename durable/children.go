@@ -11,8 +11,9 @@ import (
 )
 
 // KindChildren is the kind of Children: the instance waits for child
-// instances.
-const KindChildren OutcomeKind = "children"
+// instances. Its value is "schedule_childs", the design's name for this
+// kind in the step-stop telemetry event.
+const KindChildren OutcomeKind = "schedule_childs"
 
 // Children inserts children as child instances of the instance and parks
 // it in awaiting_children until every child it inserted has ended (done,

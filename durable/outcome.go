@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// OutcomeKind names what a step decided. The names are those of the
-// telemetry events' kind.
+// OutcomeKind names what a step decided. It is reported in
+// StepStopEvent.Kind, and is not stored: the instance's row records the
+// outcome's effect (step, status), never its kind. The values are the
+// design's names of the step-stop telemetry event's kind: "next", "retry",
+// "await", "schedule_childs" (KindChildren), "done" and "stop"; "cancel"
+// (KindCancel) is this engine's addition, for an outcome the design does
+// not have.
 type OutcomeKind string
 
 // The outcome kinds.

@@ -162,3 +162,26 @@ func TestNewFSMValidates(t *testing.T) {
 		t.Fatalf("NewFSM: %v, %v", f, err)
 	}
 }
+
+// The outcome kinds, reported in StepStopEvent.Kind, carry the names of the
+// telemetry events' kind in the design (seed 001): next, retry, await,
+// schedule_childs, done, stop; cancel is this engine's addition.
+func TestOutcomeKindsCarryTheTelemetryNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		out  durable.Outcome
+		want string
+	}{
+		{durable.Next("s"), "next"},
+		{durable.Retry(0), "retry"},
+		{durable.Await("s", "go"), "await"},
+		{durable.Children("s"), "schedule_childs"},
+		{durable.Done(nil), "done"},
+		{durable.Stop("why"), "stop"},
+		{durable.Cancel("why"), "cancel"},
+	} {
+		if got := string(tc.out.Kind()); got != tc.want {
+			t.Errorf("%s: kind %q, want %q", tc.out, got, tc.want)
+		}
+	}
+}

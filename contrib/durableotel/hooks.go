@@ -23,7 +23,8 @@ const (
 	// StepKey is the step that ran (StepStopEvent.Step).
 	StepKey = attribute.Key("durable.step")
 	// OutcomeKey is the outcome's kind (durable.OutcomeKind): next, retry,
-	// await, children, done, stop or cancel; empty for a step handed back.
+	// await, schedule_childs, done, stop or cancel; empty for a step handed
+	// back.
 	OutcomeKey = attribute.Key("durable.outcome")
 	// CommitKey is the fate of the outcome: "committed", "fenced" (the
 	// lease was lost, nothing changed), "error" (the commit failed) or
