@@ -112,6 +112,21 @@ type SweptEvent struct {
 // ConcurrencyContendedEvent reports the rows of one concurrency key that a
 // pick skipped because the key had as many executing instances as its
 // limit allows (counting those cancelled whose steps still run).
+//
+// It differs from the design's [:gen_durable, :concurrency, :contended]
+// event (seed 001), which is one event per row handed back, with
+// measurement count and metadata {id, fsm, concurrency_key}: that engine
+// claims rows first and then takes an advisory lock per key, handing back
+// the rows whose lock is contended. This engine uses slots instead (see
+// "Concurrency keys" in the package doc): the pick statement skips the rows
+// of a key at its limit, so no row is ever claimed and handed back, and
+// there is no row to name. It counts instead, after a pick that left room
+// unused, each key's due rows that wait for a slot, in one event per key.
+// A dashboard ported from the design should sum Count by Key where it
+// counted events by concurrency_key; a per-FSM or per-instance breakdown is
+// not reported (list a key's waiting rows in durable_instance if needed).
+// Races, a claim losing a key's last slot to another picker, is the nearest
+// thing to the design's contended lock.
 type ConcurrencyContendedEvent struct {
 	Queue  string
 	Worker string // the engine's Config.ID
