@@ -321,23 +321,32 @@ func TestH9H10InFlight(t *testing.T) {
 
 func TestH10FiftyConcurrent(t *testing.T) {
 	b := setup(t, idemhttp.Config{})
-	var wg sync.WaitGroup
-	codes := make([]int, 50)
+	// The run that wins holds until every other request has been answered,
+	// so that all fifty overlap it.
+	b.up.hold = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.up.hold) })
+	defer release() // a failed check must not leave the run waiting
+	answers := make(chan *httptest.ResponseRecorder, 50)
 	start := make(chan struct{})
-	for i := range codes {
-		wg.Go(func() {
+	for range 50 {
+		go func() {
 			<-start
-			codes[i] = b.do("POST", "/x", `{"a":1}`, key("k10")).Code
-		})
+			answers <- b.do("POST", "/x", `{"a":1}`, key("k10"))
+		}()
 	}
 	close(start)
-	wg.Wait()
-	wantRuns(t, b, 1)
-	for _, c := range codes {
-		if c != 201 && c != 409 {
-			t.Errorf("status %d, want 201 or 409", c)
-		}
+	for range 49 {
+		wantProblem(t, <-answers, 409, idemhttp.ProblemInProgress)
 	}
+	release()
+	if w := <-answers; w.Code != 201 || replayed(w) {
+		t.Errorf("the one run: %d (replayed %v), want 201 from the handler", w.Code, replayed(w))
+	}
+	wantRuns(t, b, 1)
+	if w := b.do("POST", "/x", `{"a":1}`, key("k10")); w.Code != 201 || !replayed(w) {
+		t.Errorf("a retry after the run: %d, replayed %v; want the replay", w.Code, replayed(w))
+	}
+	wantRuns(t, b, 1)
 }
 
 func TestH12StoredStatuses(t *testing.T) {
