@@ -19,7 +19,9 @@
 //     BLAKE3(session id ‖ seqno as u64 little-endian ‖ operation bytes),
 //     bit-compatible with the IdempotencyKey of the Rust design this package
 //     follows (test vectors in testdata/). Derive allocates nothing.
-//   - Window: an exact least-recently-used set of the last N distinct keys.
+//   - Window: an exact least-recently-used set of the last N distinct keys;
+//     a duplicate refreshes its key's recency, where the Rust design's code
+//     (not its comment) forgets keys in first-seen order (see Window).
 //     CheckAndRecord is O(1) and never allocates; all memory (at most 40
 //     bytes per key, 32.4 at N = 1,000,000) is taken by NewWindow, or by
 //     the first CheckAndRecord of a zero Window. Exact recency is the

@@ -6,6 +6,16 @@ import "sync"
 // least-recently-used order: once a key is recorded it is remembered until
 // Cap other distinct keys have been recorded after its last sighting.
 //
+// A duplicate counts as a sighting: CheckAndRecord makes a key it reports
+// as seen the most recently seen one, so a full window forgets the key
+// least recently seen, not the one first seen. The Rust design this package
+// follows says least-recently-seen too, but its check_and_record tests the
+// key with LruCache::contains, which leaves the order alone, so there a key
+// is forgotten Cap distinct keys after its first sighting however often it
+// is redelivered. This Window keeps the documented behaviour, the safer of
+// the two: a key still being redelivered stays remembered. Both agree on
+// every stream in which no key is seen again before it would be forgotten.
+//
 // The zero Window is ready to use, as a sync.Mutex is: it remembers
 // DefaultCapacity keys, and takes their memory on its first CheckAndRecord.
 // A Window made by NewWindow or NewWindowChecked has the capacity asked for

@@ -73,7 +73,9 @@ func TestWindowEvictsOldestBeyondCapacity(t *testing.T) {
 }
 
 // TestWindowHitRefreshesRecency pins the LRU half of D2: seeing a key again
-// makes it the most recent, so the next eviction takes another.
+// makes it the most recent, so the next eviction takes another. It is where
+// Window departs from the Rust design's check_and_record, which tests with
+// contains and so would evict a here, the key first seen.
 func TestWindowHitRefreshesRecency(t *testing.T) {
 	t.Parallel()
 	a, b, c, d := testKey(1), testKey(2), testKey(3), testKey(4)
