@@ -300,29 +300,32 @@ func TestH9H10InFlight(t *testing.T) {
 func TestH10ConcurrentCallsRunOnce(t *testing.T) {
 	b := setup(t, idemgrpc.Config{})
 	const n = 25
-	results := make([]result, n)
+	// The run that wins holds until every other call has been answered, so
+	// that all n overlap it.
+	b.svc.hold = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.svc.hold) })
+	defer release() // a failed check must not leave the run waiting
+	results := make(chan result, n)
 	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() {
+	for range n {
+		go func() {
 			<-start
-			results[i] = b.call(chargeMethod, amount(10), key("k10")...)
-		})
+			results <- b.call(chargeMethod, amount(10), key("k10")...)
+		}()
 	}
 	close(start)
-	wg.Wait()
-	wantRuns(t, b, 1)
-	for _, r := range results {
-		switch r.code() {
-		case codes.OK:
-			if r.reply != "charge 1: 10" {
-				t.Errorf("reply %q", r.reply)
-			}
-		case codes.Aborted:
-		default:
-			t.Errorf("code %v (%v), want OK or Aborted", r.code(), r.err)
-		}
+	for range n - 1 {
+		wantError(t, <-results, codes.Aborted, idemgrpc.ReasonInProgress)
 	}
+	release()
+	if r := <-results; r.err != nil || r.replayed() || r.reply != "charge 1: 10" {
+		t.Errorf("the one run: %q (%v), replayed %v; want the handler's reply", r.reply, r.err, r.replayed())
+	}
+	wantRuns(t, b, 1)
+	if r := b.call(chargeMethod, amount(10), key("k10")...); r.err != nil || !r.replayed() || r.reply != "charge 1: 10" {
+		t.Errorf("a retry after the run: %q (%v), replayed %v; want the replay", r.reply, r.err, r.replayed())
+	}
+	wantRuns(t, b, 1)
 }
 
 func TestH12StoredCodes(t *testing.T) {
