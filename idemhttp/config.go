@@ -28,8 +28,8 @@ var DefaultReplayHeaders = []string{
 	"Cache-Control", "Vary", "X-Request-Id", "Allow",
 }
 
-// neverReplayed headers are dropped from recordings whatever ReplayHeaders
-// says: cookies, credentials, hop-by-hop headers and framing.
+// neverReplayed headers are never recorded, and ReplayHeaders may not name
+// them: cookies, credentials, hop-by-hop headers and framing.
 var neverReplayed = map[string]bool{
 	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
 	"Www-Authenticate": true, "Proxy-Authenticate": true, "Connection": true, "Keep-Alive": true,
@@ -131,8 +131,9 @@ type Config struct {
 	// Event.Err, not in the response).
 	Fingerprint func(r *http.Request, body []byte) (idem.Fingerprint, error)
 	// ReplayHeaders are the response headers recorded and replayed.
-	// Defaults to DefaultReplayHeaders. Set-Cookie, authentication and
-	// hop-by-hop headers are never recorded.
+	// Defaults to DefaultReplayHeaders. Set-Cookie, authentication,
+	// hop-by-hop and framing headers (Content-Length, Trailer) are never
+	// recorded: New refuses a list naming one.
 	ReplayHeaders []string
 	// MaxBody is the largest request body accepted on protected requests
 	// with a key, in bytes; larger bodies get 413. Defaults to DefaultMaxBody
@@ -248,7 +249,10 @@ func (c *Config) validate() error {
 	c.replay, c.replaySet = nil, map[string]bool{}
 	for _, name := range c.ReplayHeaders {
 		k := http.CanonicalHeaderKey(name)
-		if !neverReplayed[k] && !c.replaySet[k] {
+		if neverReplayed[k] {
+			return fmt.Errorf("idemhttp: Config.ReplayHeaders: %q is never recorded (cookies, credentials, hop-by-hop headers and framing are not)", name)
+		}
+		if !c.replaySet[k] {
 			c.replay = append(c.replay, k)
 			c.replaySet[k] = true
 		}

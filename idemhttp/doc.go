@@ -31,8 +31,8 @@
 // URI per condition (see the Problem… constants) and Cache-Control: no-store.
 //
 // What is recorded: the status, the headers in Config.ReplayHeaders (never
-// Set-Cookie, authentication or hop-by-hop headers, whatever the
-// configuration says; nor those a middleware outside this one set before
+// Set-Cookie, authentication or hop-by-hop headers: New refuses a list
+// naming one; nor those a middleware outside this one set before
 // the handler ran and the handler left untouched, such as a compressor's
 // Content-Encoding: that middleware runs again for the replay and sets
 // them, or not, for the retry), the body up to Config.MaxCapture, and the

@@ -253,7 +253,7 @@ func TestH5ReplayIsExact(t *testing.T) {
 }
 
 func TestH6SensitiveHeadersNeverReplayed(t *testing.T) {
-	b := setup(t, idemhttp.Config{ReplayHeaders: append([]string{"Set-Cookie", "Authorization", "Connection", "WWW-Authenticate"}, idemhttp.DefaultReplayHeaders...)})
+	b := setup(t, idemhttp.Config{})
 	b.up.header = http.Header{
 		"Set-Cookie":       {"session=secret"},
 		"Authorization":    {"Bearer leaked"},
@@ -269,6 +269,27 @@ func TestH6SensitiveHeadersNeverReplayed(t *testing.T) {
 	}
 	if w.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatal("not a replay")
+	}
+}
+
+// TestReplayHeadersRefusesNeverReplayed: a ReplayHeaders naming a header
+// that is never recorded is a configuration mistake New reports, rather
+// than a list silently not followed.
+func TestReplayHeadersRefusesNeverReplayed(t *testing.T) {
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Set-Cookie", "set-cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization",
+		"WWW-Authenticate", "Proxy-Authenticate", "Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding",
+		"Upgrade", "Proxy-Connection", "Content-Length", "Idempotent-Replayed"} {
+		_, err := idemhttp.New(idemhttp.Config{Store: s, ReplayHeaders: append(slices.Clone(idemhttp.DefaultReplayHeaders), name)})
+		if err == nil || !strings.Contains(err.Error(), "Config.ReplayHeaders") || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("ReplayHeaders with %q: New = %v, want an error naming the field and the header", name, err)
+		}
+	}
+	if _, err := idemhttp.New(idemhttp.Config{Store: s, ReplayHeaders: []string{"x-request-id", "X-Cookie-Hint"}}); err != nil {
+		t.Errorf("ReplayHeaders of ordinary headers: %v", err)
 	}
 }
 
