@@ -40,9 +40,9 @@ var DefaultNamespace = idem.MustNamespace("grpc")
 // the same status.
 const statusDetailsMetadata = "grpc-status-details-bin"
 
-// neverReplayed are metadata names never recorded, whatever
-// Config.ReplayMetadata says: credentials, cookies, the transport's own
-// metadata and the replay marker.
+// neverReplayed are metadata names never recorded, which
+// Config.ReplayMetadata may not name: credentials, cookies, the
+// transport's own metadata and the key and replay markers.
 var neverReplayed = map[string]bool{
 	"authorization": true, "proxy-authorization": true, "cookie": true, "set-cookie": true,
 	"content-type": true, "user-agent": true, "te": true, "host": true,
@@ -81,8 +81,8 @@ type Config struct {
 	// are recorded and replayed, compared case-insensitively. Binary
 	// ("-bin") metadata is kept byte for byte. Defaults to none.
 	// Credentials, cookies, transport metadata (content-type, user-agent,
-	// te, host) and the key and replay markers are never recorded, even
-	// when named. A name that is not a valid metadata name (":" names
+	// te, host) and the key and replay markers are never recorded. A name
+	// that is one of them, that is not a valid metadata name (":" names
 	// among them), or that starts with "grpc-" (gRPC's own metadata, never
 	// recorded), is refused: New returns an error. The trailer
 	// grpc-status-details-bin is recorded without being named, when gRPC
@@ -185,9 +185,10 @@ func (c *Config) validate() error {
 			// refused rather than ignored.
 			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: %q is gRPC's own metadata, never recorded (grpc-status-details-bin is, without being named)", name)
 		}
-		if !neverReplayed[n] {
-			c.replay[n], c.replayTrailer[n] = true, true
+		if neverReplayed[n] {
+			return fmt.Errorf("idemgrpc: Config.ReplayMetadata: %q is never recorded (credentials, cookies, transport metadata and the key and replay markers are not)", name)
 		}
+		c.replay[n], c.replayTrailer[n] = true, true
 	}
 	return nil
 }

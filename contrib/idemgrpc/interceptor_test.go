@@ -202,7 +202,7 @@ func TestH4UnprotectedMethodsPassThrough(t *testing.T) {
 }
 
 func TestH5ReplayMetadata(t *testing.T) {
-	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"X-Charge-Id", "x-ledger-bin", "authorization"}})
+	b := setup(t, idemgrpc.Config{ReplayMetadata: []string{"X-Charge-Id", "x-ledger-bin"}})
 	b.svc.header = metadata.Pairs("x-charge-id", "ch_1", "x-internal", "not allowlisted")
 	b.svc.trailer = metadata.Pairs("x-ledger-bin", "\x00\xff\x01", "authorization", "leaked")
 	first := b.call(chargeMethod, amount(5), key("k5")...)
@@ -669,6 +669,21 @@ func TestReplayMetadataRefusesGRPCNames(t *testing.T) {
 	}
 	if _, err := idemgrpc.New(idemgrpc.Config{Store: s, ReplayMetadata: []string{"x-grpc-id", "grpcx"}}); err != nil {
 		t.Errorf("names that merely contain grpc refused: %v", err)
+	}
+}
+
+// Config.ReplayMetadata naming metadata that is never recorded
+// (credentials, cookies, transport metadata, the key and replay markers)
+// is refused with an error naming the field and the name, as the HTTP
+// middleware refuses such ReplayHeaders.
+func TestReplayMetadataRefusesNeverRecorded(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	for _, name := range []string{"authorization", "Authorization", "proxy-authorization", "cookie", "set-cookie",
+		"content-type", "user-agent", "te", "host", idemgrpc.ReplayedMetadata, idemgrpc.KeyMetadata} {
+		_, err := idemgrpc.New(idemgrpc.Config{Store: s, ReplayMetadata: []string{"x-charge-id", name}})
+		if err == nil || !strings.HasPrefix(err.Error(), "idemgrpc: Config.ReplayMetadata") || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("ReplayMetadata %q: New = %v, want an error naming Config.ReplayMetadata and %q", name, err, name)
+		}
 	}
 }
 
