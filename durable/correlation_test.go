@@ -14,10 +14,11 @@ import (
 	"github.com/idemgo/idem/durable"
 )
 
-// live+done+failed, and live+done.
+// live+done+failed (every end but cancelled: see
+// TestCK3_CancelledInstanceKeepsKeyOnlyWithCancelledInScope), and live+done.
 var (
-	scopeKeepAll  = append(durable.LiveStatuses(), durable.StatusDone, durable.StatusFailed)
-	scopeKeepDone = append(durable.LiveStatuses(), durable.StatusDone)
+	scopeKeepDoneFailed = append(durable.LiveStatuses(), durable.StatusDone, durable.StatusFailed)
+	scopeKeepDone       = append(durable.LiveStatuses(), durable.StatusDone)
 )
 
 // wantDuplicate checks that err reports key occupied by id.
@@ -117,7 +118,7 @@ func TestCK3_ScopeWithTerminalStatusesReservesKeyUntilGC(t *testing.T) {
 	b.start(t)
 
 	for _, end := range []struct{ signal, key string }{{"finish", "done-key"}, {"fail", "failed-key"}} {
-		id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: end.key, CorrelationScope: scopeKeepAll})
+		id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: end.key, CorrelationScope: scopeKeepDoneFailed})
 		b.waitStatus(t, id, durable.StatusAwaitingSignal)
 		b.signal(t, durable.ByKey(end.key), end.signal, nil, "")
 		waitFor(t, "the instance to end", func() bool { return b.get(t, id).Status.Terminal() })
@@ -167,13 +168,13 @@ func TestCK3_CancelledInstanceKeepsKeyOnlyWithCancelledInScope(t *testing.T) {
 	b := setup(t, fast(ctl))
 	b.start(t)
 
-	keepCancelled := append(slices.Clone(scopeKeepAll), durable.StatusCancelled)
+	keepCancelled := append(slices.Clone(scopeKeepDoneFailed), durable.StatusCancelled)
 	for _, tc := range []struct {
 		key      string
 		scope    []durable.Status
 		reserved bool
 	}{
-		{key: "live-done-failed", scope: scopeKeepAll, reserved: false},
+		{key: "live-done-failed", scope: scopeKeepDoneFailed, reserved: false},
 		{key: "live-done-failed-cancelled", scope: keepCancelled, reserved: true},
 	} {
 		id := b.insert(t, ctl.With(ctlState{}), &durable.InsertOpts{CorrelationKey: tc.key, CorrelationScope: tc.scope})
@@ -265,7 +266,7 @@ func TestCK5_ScopeMustBeEmptyOrContainEveryLiveStatus(t *testing.T) {
 		t.Fatal("the table accepted the scope {runnable}")
 	}
 	// Accepted: empty, live, live plus terminal, in any order, with repeats.
-	for _, scope := range [][]durable.Status{{}, durable.LiveStatuses(), scopeKeepAll,
+	for _, scope := range [][]durable.Status{{}, durable.LiveStatuses(), scopeKeepDoneFailed,
 		append([]durable.Status{durable.StatusFailed}, append(durable.LiveStatuses(), durable.StatusRunnable)...)} {
 		if _, err := b.client.Insert(ctxT(t), ctl.With(ctlState{}), &durable.InsertOpts{CorrelationScope: scope}); err != nil {
 			t.Fatalf("Insert with scope %v: %v", scope, err)
