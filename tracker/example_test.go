@@ -10,15 +10,24 @@ import (
 
 // A consumer reserves a message's key, handles the message, and completes
 // the key on success or releases it on failure. A redelivery of a handled
-// message is dropped; a redelivery of a failed one runs again.
+// message is dropped; a redelivery of a failed one runs again; one that
+// arrives while the message still runs is neither run nor acknowledged,
+// but left for redelivery, since the running delivery may yet fail.
 func Example() {
 	tr := tracker.New(tracker.Config{TTL: time.Hour})
 	tr.Start()
 	defer tr.Stop()
 
+	// handle runs one delivery of message id: fail says the work fails.
 	handle := func(id string, fail bool) {
 		if !tr.Reserve("orders", id) {
-			fmt.Println(id, "duplicate: acknowledged without running")
+			if tr.Completed("orders", id) {
+				fmt.Println(id, "duplicate of handled work: acknowledged without running")
+			} else {
+				// Another delivery of id still runs and may yet fail:
+				// acknowledging this one could lose the message.
+				fmt.Println(id, "still running elsewhere: left for redelivery")
+			}
 			return
 		}
 		if fail {
@@ -34,11 +43,19 @@ func Example() {
 	handle("m1", false) // redelivery
 	handle("m2", true)
 	handle("m2", false) // redelivery after a failure
+
+	// A redelivery of m3 arrives while its first delivery still runs.
+	tr.Reserve("orders", "m3") // the first delivery, running
+	handle("m3", false)        // the redelivery
+	tr.Release("orders", "m3") // the first delivery fails
+	handle("m3", false)        // the redelivery, delivered again
 	// Output:
 	// m1 handled
-	// m1 duplicate: acknowledged without running
+	// m1 duplicate of handled work: acknowledged without running
 	// m2 failed: released
 	// m2 handled
+	// m3 still running elsewhere: left for redelivery
+	// m3 handled
 }
 
 // A retry proves it owns the key with the Token of the first attempt; a
