@@ -229,9 +229,13 @@ func (t *Typed[Req, Res]) Commit(ctx context.Context, key Key, lease Lease, res 
 }
 
 // FailPermanent records err (converted by ErrorOf) as the key's outcome.
+// A nil err is refused with ErrInvalidArgument, and nothing is written.
 func (t *Typed[Req, Res]) FailPermanent(ctx context.Context, key Key, lease Lease, err error) error {
 	if err := t.ready(); err != nil {
 		return err
+	}
+	if err == nil {
+		return fmt.Errorf("%w: Typed.FailPermanent with a nil error (nothing failed)", ErrInvalidArgument)
 	}
 	return t.store.FailPermanent(ctx, key, lease, ErrorOf(err))
 }

@@ -47,6 +47,31 @@ func TestTypedCustomMarshal(t *testing.T) {
 	}
 }
 
+// TestTypedFailPermanentNilError: recording "no error" as a permanent
+// failure is a caller's mistake (an err variable never set), refused
+// before anything is written: the key stays reserved for a FailTransient
+// or a Commit.
+func TestTypedFailPermanentNilError(t *testing.T) {
+	s := newMem(t, nil)
+	ctx := context.Background()
+	typed := idem.NewTyped[string, string](s, nil)
+	k := testKey(t, "fail-nil")
+	o, err := typed.Begin(ctx, k, "r", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := typed.FailPermanent(ctx, k, o.Lease, nil); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Fatalf("FailPermanent(nil) = %v, want ErrInvalidArgument", err)
+	}
+	rec, err := s.Get(ctx, k)
+	if err != nil || rec.Status != idem.StatusInProgress {
+		t.Fatalf("record after FailPermanent(nil) = %+v, %v; want still in progress", rec, err)
+	}
+	if err := typed.Commit(ctx, k, o.Lease, "done"); err != nil {
+		t.Fatalf("Commit after the refused FailPermanent: %v", err)
+	}
+}
+
 func TestTypedStrict(t *testing.T) {
 	s := newMem(t, nil)
 	ctx := context.Background()
