@@ -33,7 +33,10 @@ var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use 
 //     nor ErrUnavailable, just the database's error, wrapped;
 //   - anything else (connection refused or lost, server shutting down,
 //     missing table, serialization failure): an error
-//     satisfying errors.Is(err, idem.ErrUnavailable).
+//     satisfying errors.Is(err, idem.ErrUnavailable). A missing table or
+//     column says to run Store.Migrate: the schema may yet arrive (a
+//     deployment whose migration runs after the service started), but
+//     usually Migrate was forgotten.
 //
 // Each keeps err in its chain, so errors.As finds a *pgconn.PgError.
 func classify(ctx context.Context, op string, err error) error {
@@ -53,6 +56,8 @@ func classify(ctx context.Context, op string, err error) error {
 			return fmt.Errorf("pgstore: %s: %w: %w", op, idem.ErrInvalidPayload, err)
 		case strings.HasPrefix(pe.Code, "23"):
 			return fmt.Errorf("pgstore: %s: %w", op, err)
+		case pe.Code == "42P01" || pe.Code == "42703": // undefined table or column
+			return idem.Unavailable(fmt.Errorf("pgstore: %s: the store's table is missing or out of date (run Store.Migrate, or idem migrate): %w", op, err))
 		}
 	}
 	return idem.Unavailable(fmt.Errorf("pgstore: %s: %w", op, err))

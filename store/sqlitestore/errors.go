@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/idemgo/idem"
 )
@@ -24,9 +25,10 @@ var errChanged = errors.New("sqlitestore: record changed while Begin held the wr
 //   - ctx is done: an error satisfying errors.Is(err, ctx.Err()). The driver
 //     interrupted the statement, and SQLite rolled it back.
 //   - anything else (a closed *sql.DB, an I/O error, a full disk,
-//     SQLITE_BUSY after busy_timeout ran out): idem.Unavailable, so that
-//     errors.Is(err, idem.ErrUnavailable) holds and errors.As still reaches
-//     the driver's error.
+//     SQLITE_BUSY after busy_timeout ran out, a missing table):
+//     idem.Unavailable, so that errors.Is(err, idem.ErrUnavailable) holds
+//     and errors.As still reaches the driver's error. A missing table or
+//     column says to run Store.Migrate.
 //
 // It returns nil for nil.
 func dbError(ctx context.Context, err error) error {
@@ -41,6 +43,9 @@ func dbError(ctx context.Context, err error) error {
 			return fmt.Errorf("sqlitestore: %w", err)
 		}
 		return fmt.Errorf("sqlitestore: %w (%v)", cerr, err)
+	}
+	if strings.Contains(err.Error(), "no such table") || strings.Contains(err.Error(), "no such column") {
+		return idem.Unavailable(fmt.Errorf("sqlitestore: the store's table is missing or out of date (run Store.Migrate, or idem migrate): %w", err))
 	}
 	return idem.Unavailable(fmt.Errorf("sqlitestore: %w", err))
 }
