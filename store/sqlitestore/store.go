@@ -71,6 +71,12 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 // Any error from the returned store must abort tx: a statement interrupted
 // because its ctx was done makes SQLite roll back the whole transaction.
 //
+// Write through tx, never through the *sql.DB it came from, while tx is
+// open: such a write waits for the write lock tx holds, which tx releases
+// only when it ends, so it waits until busy_timeout or its context runs
+// out (with a pool of one connection, SetMaxOpenConns(1), it waits for the
+// connection tx holds: until its context ends, however long that is).
+//
 // A nil tx gives a store whose every call fails with an error satisfying
 // errors.Is(err, idem.ErrInvalidArgument), and touches nothing. So does
 // every call on a tx that has been committed or rolled back (with
