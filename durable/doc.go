@@ -26,8 +26,12 @@
 //	err = client.Migrate(ctx)     // creates or updates the tables; idempotent
 //	err = client.Start(ctx)       // pickers, workers and background work
 //	defer client.Stop(stopCtx)    // graceful: running steps finish and commit
-//	id, err := client.Insert(ctx, fsm.With(Order{ID: 42}), &durable.InsertOpts{CorrelationKey: "order:42"})
-//	err = client.Signal(ctx, durable.ByKey("order:42"), "paid", payment, paymentEventID)
+//	// One order process per order, ever: with this scope the key stays
+//	// taken after the instance ends (the default scope frees it then), and
+//	// a redelivered Insert gets ErrDuplicate, naming the instance.
+//	once := append(durable.LiveStatuses(), durable.StatusDone, durable.StatusFailed, durable.StatusCancelled)
+//	id, err := client.Insert(ctx, fsm.With(Order{ID: 42}), &durable.InsertOpts{CorrelationKey: "order:42", CorrelationScope: once})
+//	err = client.Signal(ctx, durable.ByKey("order:42"), "payment_confirmed", payment, paymentEventID)
 //
 // A Client comes from NewClient only (the zero Client is not usable). One
 // Client both writes (Insert, Signal, Cancel, Retry, Get, Wait, List)
