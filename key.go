@@ -68,9 +68,9 @@ func (ns Namespace) Validate() error {
 // Authorization header) and a value of 1–255 bytes of UTF-8 without control
 // characters.
 //
-// Keys come only from the header parser (ParseKey, ParseHeader) and from a
-// Minter, so every Key in a program satisfies these rules. The zero Key is
-// invalid and is rejected by every store.
+// Keys come only from the header parser (ParseKey, ParseHeader), from
+// NewKey and from a Minter, so every Key in a program satisfies these
+// rules. The zero Key is invalid and is rejected by every store.
 type Key struct {
 	ns    Namespace
 	scope string
@@ -113,7 +113,21 @@ func (k Key) WithScope(scope string) (Key, error) {
 	return k, nil
 }
 
-// newKey validates value and builds a key. It is the only constructor.
+// NewKey returns the key of namespace ns whose value is value exactly as
+// given, for keys an application already holds: a message id, an order
+// number. Unlike ParseKey, which reads an Idempotency-Key header, it trims
+// no spaces, reads no sf-string quotes and accepts commas, so that two
+// different values are always two different keys. A value must be 1–255
+// bytes of UTF-8 without control characters; derive a key from a longer
+// or composite natural key with a Minter.
+//
+// Errors are *KeyError values (errors.Is(err, ErrInvalidKey) holds):
+// ErrKeyEmpty, ErrKeyTooLong, ErrKeyControl for control characters and
+// ErrKeyMalformed for invalid UTF-8. An invalid namespace gives an error
+// satisfying errors.Is(err, ErrInvalidNamespace).
+func NewKey(ns Namespace, value string) (Key, error) { return newKey(ns, value) }
+
+// newKey validates value and builds a key. Every constructor ends here.
 func newKey(ns Namespace, value string) (Key, error) {
 	if err := ns.Validate(); err != nil {
 		return Key{}, err

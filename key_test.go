@@ -111,3 +111,31 @@ func TestWithScopeCharacters(t *testing.T) {
 		check(s)
 	}
 }
+
+// TestNewKeyIsExact: NewKey keeps its value as given, where ParseKey reads
+// a header (trims, unquotes, refuses commas); it checks the same limits.
+func TestNewKeyIsExact(t *testing.T) {
+	ns := idem.MustNamespace("msgs")
+	for _, v := range []string{"abc", `"abc"`, " abc ", "a,b", `"a\"b"`, "é中", strings.Repeat("k", idem.MaxKeyLen)} {
+		k, err := idem.NewKey(ns, v)
+		if err != nil || k.Value() != v || k.Namespace() != ns || k.Scope() != "" {
+			t.Errorf("NewKey(%q) = %v (value %q), %v; want the value as given", v, k, k.Value(), err)
+		}
+	}
+	for v, kind := range map[string]error{
+		"":                                    idem.ErrKeyEmpty,
+		strings.Repeat("k", idem.MaxKeyLen+1): idem.ErrKeyTooLong,
+		"a\tb":                                idem.ErrKeyControl,
+		"a\x00":                               idem.ErrKeyControl,
+		"caf\xe9":                             idem.ErrKeyMalformed,
+	} {
+		_, err := idem.NewKey(ns, v)
+		var ke *idem.KeyError
+		if !errors.Is(err, kind) || !errors.Is(err, idem.ErrInvalidKey) || !errors.As(err, &ke) {
+			t.Errorf("NewKey(%q) = %v, want a *KeyError of %v", v, err, kind)
+		}
+	}
+	if _, err := idem.NewKey("Bad NS", "k"); !errors.Is(err, idem.ErrInvalidNamespace) {
+		t.Errorf("NewKey with an invalid namespace = %v", err)
+	}
+}

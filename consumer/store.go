@@ -26,8 +26,10 @@ type StoreLedgerOpts struct {
 
 // StoreLedger keeps keys in an idem.Store under namespace ns, so that every
 // consumer process sharing the store sees every other's claims. A message
-// key must be a valid idem key value (1–255 bytes of UTF-8 without control
-// characters); use an idem.Minter to derive one from a longer natural key.
+// key is taken exactly as it is (idem.NewKey: "abc" and `"abc"` are two
+// messages) and must be a valid idem key value (1–255 bytes of UTF-8
+// without control characters); use an idem.Minter to derive one from a
+// longer natural key.
 // Give the consumers a namespace of their own: a message whose key has a
 // record written by another user of ns (idemhttp, idem.Do) fails, with an
 // error wrapping idem.ErrMismatch, and is never taken for a duplicate.
@@ -92,7 +94,7 @@ func (l *storeLedger) ClaimRetryAfter(ctx context.Context, key string) (Claim, S
 	if l.err != nil {
 		return nil, 0, 0, l.err
 	}
-	k, err := idem.ParseKey(l.ns, key)
+	k, err := idem.NewKey(l.ns, key)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("consumer: message key %q: %w", truncate(key), err)
 	}
