@@ -6,11 +6,13 @@
 //
 // A Key names one operation: a Namespace (the consumer: "http", "charges",
 // "email-job"), an optional scope (the caller it belongs to) and a value.
-// Keys come from two places only, so every Key in a program is valid:
+// Keys come from three places only, so every Key in a program is valid:
 //
 //   - ParseKey and ParseHeader read the Idempotency-Key header a client
 //     sent (a raw token or an RFC 8941 sf-string; precise *KeyError values
 //     for bad input);
+//   - NewKey takes a value the application holds (a message id, an order
+//     number) exactly as it is;
 //   - a Minter derives keys from natural-key parts (tenant, entity,
 //     operation) for calling downstream APIs: the same parts give the same
 //     key in every process, forever.

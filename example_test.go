@@ -65,7 +65,7 @@ func ExampleTyped() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})
 	charges := idem.NewTyped[chargeRequest, charge](store, nil)
-	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1001")
+	key, _ := idem.NewKey(idem.MustNamespace("charges"), "order-1001")
 	req := chargeRequest{Customer: "cus_1", Amount: 500}
 
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -100,7 +100,7 @@ func ExampleTyped() {
 func ExampleDo() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})
-	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1002")
+	key, _ := idem.NewKey(idem.MustNamespace("charges"), "order-1002")
 	req := chargeRequest{Customer: "cus_2", Amount: 700}
 	runs := 0
 	doCharge := func(ctx context.Context) (charge, error) {
@@ -127,7 +127,7 @@ func ExampleDo() {
 func ExamplePermanent() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})
-	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1003")
+	key, _ := idem.NewKey(idem.MustNamespace("charges"), "order-1003")
 	declined := errors.New("card declined")
 	runs := 0
 	doCharge := func(ctx context.Context) (charge, error) {
@@ -154,7 +154,7 @@ func ExamplePermanent() {
 func ExampleErrorOf() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})
-	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1005")
+	key, _ := idem.NewKey(idem.MustNamespace("charges"), "order-1005")
 	req := chargeRequest{Customer: "cus_5", Amount: 100}
 	doCharge := func(ctx context.Context) (charge, error) {
 		return charge{}, idem.Permanent("card.declined", errors.New("card declined"))
@@ -174,7 +174,7 @@ func ExampleErrorOf() {
 func ExampleDo_errors() {
 	ctx := context.Background()
 	store, _ := memstore.New(memstore.Config{})
-	key, _ := idem.ParseKey(idem.MustNamespace("charges"), "order-1004")
+	key, _ := idem.NewKey(idem.MustNamespace("charges"), "order-1004")
 	req := chargeRequest{Customer: "cus_4", Amount: 300}
 
 	// Another process holds the key.
