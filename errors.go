@@ -59,8 +59,14 @@ func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
 
 // MismatchError reports a Mismatch outcome as an error.
 type MismatchError struct {
-	RecordedHash    Fingerprint
-	SubmittedHash   Fingerprint
+	// RecordedHash is the fingerprint of the request the key was first
+	// used with; SubmittedHash that of the request just made.
+	RecordedHash  Fingerprint
+	SubmittedHash Fingerprint
+	// RecordedRequest is the first request's payload as its store keeps
+	// it: the same JSON value on every store, but not always the same
+	// bytes (pgstore keeps JSONB, which reorders members and adds spaces).
+	// Compare it as JSON, not as bytes.
 	RecordedRequest []byte
 }
 
