@@ -1,5 +1,7 @@
 package dedup
 
+import "strconv"
+
 // Filter drops duplicate operations in two layers, in the order of the
 // design's receiver: first the session's sequence high-water mark (cheap,
 // unbounded in time), then the window of recent operation keys (bounded,
@@ -49,11 +51,52 @@ func NewFilterChecked(capacity int) (*Filter, error) {
 //
 // An accepted operation counts as seen whether or not the caller manages to
 // apply it; as in the design, a failed apply is not retried by redelivery.
+//
+// Check is Accept telling why an operation is dropped.
 func (f *Filter) Accept(session [16]byte, seq uint64, op []byte) bool {
-	if !f.seqs.ShouldApply(session, seq) {
-		return false
+	return f.Check(session, seq, op) == Apply
+}
+
+// Verdict is Check's answer: whether an operation is applied and, if not,
+// which layer dropped it.
+type Verdict int
+
+const (
+	// Apply: the operation is new; its key is recorded.
+	Apply Verdict = iota + 1
+	// BelowMark: seq is at or below the session's high-water mark: a
+	// redelivery, an operation delivered late, or a sender that numbered
+	// its session again from the start.
+	BelowMark
+	// Seen: seq is above the mark but the window remembers the operation:
+	// replayed after the session's mark was forgotten or restored from an
+	// older snapshot.
+	Seen
+)
+
+// String returns "apply", "below-mark" or "seen".
+func (v Verdict) String() string {
+	switch v {
+	case Apply:
+		return "apply"
+	case BelowMark:
+		return "below-mark"
+	case Seen:
+		return "seen"
 	}
-	return f.window.CheckAndRecord(Derive(session, seq, op))
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Check is Accept, answering why: Apply where Accept returns true,
+// BelowMark or Seen where it returns false, with the same effects.
+func (f *Filter) Check(session [16]byte, seq uint64, op []byte) Verdict {
+	if !f.seqs.ShouldApply(session, seq) {
+		return BelowMark
+	}
+	if !f.window.CheckAndRecord(Derive(session, seq, op)) {
+		return Seen
+	}
+	return Apply
 }
 
 // SeqTracker returns the Filter's first layer, for restoring (Advance) or
