@@ -51,6 +51,11 @@ type Classifier interface {
 // from errors.Unwrap(err).Error(). A replayed *StoredError itself, or one
 // marked with Permanent, is recorded as it is, with Permanent's class
 // when that is not empty.
+//
+// A class taken from the Go type ("*errors.errorString", "*fmt.wrapError")
+// is for reading, not for branching on: it changes when the code that
+// makes the error does. Code that decides by class gives its errors one,
+// with Permanent(class, err) or a Classifier.
 func ErrorOf(err error) StoredError {
 	if err == nil {
 		return StoredError{Class: "nil"}
