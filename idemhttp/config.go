@@ -69,7 +69,10 @@ type Event struct {
 	// record or release (OutcomeReleased with Err set: a response that
 	// could not be recorded is released, or left to its lease if even that
 	// failed), or the failure (an error, or a panic, which goes on) of
-	// Config.KeyScope or Config.Fingerprint, for OutcomeInternal.
+	// Config.KeyScope or Config.Fingerprint, for OutcomeInternal. In
+	// transaction mode it is also the error of Config.BeginTx, Tx.Commit
+	// or Tx.Rollback, or why a response of status 100-399 was answered
+	// 500 (OutcomeReleased: it could not be recorded).
 	Err error
 }
 
@@ -95,8 +98,10 @@ const (
 
 // Config configures the middleware. Only Store is required.
 type Config struct {
-	// Store keeps the records. Required: New refuses a nil one, and a nil
-	// pointer of a store type, such as a constructor returns with an error.
+	// Store keeps the records. Required unless BeginTx is set: New refuses
+	// a nil one, and a nil pointer of a store type, such as a constructor
+	// returns with an error. With BeginTx it is not used (each request's
+	// Tx brings the store bound to its transaction) and may be nil.
 	Store idem.Store
 	// Namespace of the records. Defaults to DefaultNamespace ("http").
 	Namespace idem.Namespace
@@ -153,8 +158,23 @@ type Config struct {
 	// over; it is extended while the handler runs. Defaults to the store's.
 	Lease time.Duration
 	// FailOpen passes requests through unprotected when the store fails.
-	// Defaults to false: fail closed with 503.
+	// Defaults to false: fail closed with 503. New refuses it with BeginTx:
+	// a handler expecting a transaction would run without one.
 	FailOpen bool
+	// BeginTx, when set, runs each protected request that has a key in a
+	// transaction of the caller's database (transaction mode): the record
+	// is written with Tx.Store, bound to that transaction, so that it and
+	// the handler's own writes commit or roll back together, and the
+	// client is told only what was committed. BeginTx is called once the
+	// key, the body and the fingerprint are checked, with the request under
+	// a context detached from the client's cancellation (as the handler's
+	// is), so that a transaction begun with r.Context() outlives a client
+	// that went away; an error answers 503 (ProblemStoreUnavailable,
+	// OutcomeStoreError) without running the handler. See Tx, and
+	// "Transaction mode" in the package documentation. Requests passed
+	// through (no key without RequireKey, unprotected methods) get no
+	// transaction: set RequireKey unless the handler copes without one.
+	BeginTx func(r *http.Request) (*Tx, error)
 	// ErrorWriter writes problem responses. Defaults to WriteProblem.
 	ErrorWriter ErrorWriter
 	// OnEvent, when set, is called once per protected request after the
@@ -189,10 +209,13 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	if c.Store == nil {
+	if c.BeginTx != nil && c.FailOpen {
+		return errors.New("idemhttp: Config.FailOpen cannot be used with Config.BeginTx: a handler expecting a transaction would run without one")
+	}
+	if c.Store == nil && c.BeginTx == nil {
 		return errors.New("idemhttp: Config.Store is required")
 	}
-	if idem.IsNilStore(c.Store) {
+	if c.Store != nil && idem.IsNilStore(c.Store) {
 		// A store constructor's result kept although it failed: every
 		// request would panic in the store.
 		return fmt.Errorf("idemhttp: Config.Store is a nil %T (was its constructor's error ignored?)", c.Store)

@@ -141,6 +141,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
+	if m.cfg.BeginTx != nil {
+		x.serveTx(next, key, req)
+		return
+	}
 	call := x.storeCtx()
 	o, err := m.cfg.Store.Begin(call.ctx, key, req, m.beginOpts)
 	x.done(call)
@@ -155,10 +159,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		x.run(next, key, o.Lease)
+	default:
+		x.answer(o)
+	}
+}
+
+// answer answers a request whose Begin did not reserve the key: from the
+// record, or with the problem the outcome o calls for.
+func (x *exchange) answer(o idem.Outcome) {
+	switch o.Kind {
 	case idem.PriorResult:
 		x.replay(o.Result)
 	case idem.Mismatch:
-		x.fail(OutcomeMismatch, &Problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused with a different request", Status: m.cfg.Profile.mismatchStatus(),
+		x.fail(OutcomeMismatch, &Problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused with a different request", Status: x.m.cfg.Profile.mismatchStatus(),
 			Detail: "This key was first used with a different method, path, query or body. Use a new key for a new request."})
 	case idem.InFlight:
 		x.fail(OutcomeInProgress, &Problem{Type: ProblemInProgress, Title: "A request with this Idempotency-Key is in progress", Status: http.StatusConflict,

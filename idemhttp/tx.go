@@ -1,0 +1,238 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// Tx is one request's transaction in transaction mode (Config.BeginTx).
+// The middleware ends it exactly once, with Commit or Rollback; the
+// handler must not (a Commit after the handler's own then fails, and the
+// request is answered 503 as for any failed Commit).
+//
+// With pgx, Commit and Rollback are tx.Commit and tx.Rollback; with
+// database/sql, wrap tx.Commit() and tx.Rollback().
+type Tx struct {
+	// Store is the store bound to the transaction, e.g. pgstore's
+	// store.WithTx(tx) or sqlitestore's. Required.
+	Store idem.Store
+	// Context is the handler's context, carrying the transaction for the
+	// handler (as a context value of the caller's). Nil: the request's.
+	// Either way the handler gets it detached from the client's
+	// cancellation.
+	Context context.Context
+	// Commit commits the transaction. Required.
+	Commit func(context.Context) error
+	// Rollback rolls it back. Required.
+	Rollback func(context.Context) error
+}
+
+// serveTx serves, in transaction mode, a request whose key, body and
+// fingerprint (req) were checked.
+func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
+	start := x.now()
+	tx, err := x.beginTx()
+	x.ev.StoreTime += x.since(start)
+	if err != nil {
+		x.storeFailed(next, err) // FailOpen is refused with BeginTx: 503
+		return
+	}
+	call := x.storeCtx()
+	o, err := tx.Store.Begin(call.ctx, key, req, x.m.beginOpts)
+	x.done(call)
+	if err == nil && o.Kind == idem.Fresh && o.Lease.Token == "" {
+		err = fmt.Errorf("idemhttp: %T.Begin answered Fresh without a lease", tx.Store)
+	}
+	if err != nil || o.Kind != idem.Fresh {
+		x.rollback(tx)
+		if err != nil {
+			x.storeFailed(next, err)
+		} else {
+			x.answer(o)
+		}
+		return
+	}
+	x.runTx(next, key, o.Lease, tx)
+}
+
+// beginTx is Config.BeginTx's transaction for x's request, checked.
+func (x *exchange) beginTx() (*Tx, error) {
+	tx, err := x.callBeginTx()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("idemhttp: Config.BeginTx: %w", err)
+	case tx == nil:
+		return nil, errors.New("idemhttp: Config.BeginTx returned no Tx")
+	case tx.Commit == nil || tx.Rollback == nil || tx.Store == nil || idem.IsNilStore(tx.Store):
+		if tx.Rollback != nil {
+			x.rollback(tx)
+		}
+		return nil, errors.New("idemhttp: Config.BeginTx returned a Tx without its Store, Commit or Rollback")
+	}
+	return tx, nil
+}
+
+// callBeginTx calls Config.BeginTx with x's request, detached from the
+// client's cancellation.
+func (x *exchange) callBeginTx() (*Tx, error) {
+	defer x.panicked("Config.BeginTx")
+	return x.m.cfg.BeginTx(x.req().WithContext(x.ctx()))
+}
+
+// rollback rolls tx back, noting a failure in x's event.
+func (x *exchange) rollback(tx *Tx) {
+	call := x.storeCtx()
+	err := tx.Rollback(call.ctx)
+	x.done(call)
+	if err != nil && x.ev.Err == nil {
+		x.ev.Err = fmt.Errorf("idemhttp: Tx.Rollback: %w", err)
+	}
+}
+
+// runTx runs the handler as the owner of key in tx, its response held,
+// and then commits the record and tx and delivers the response, or rolls
+// tx back and answers what is true.
+func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *Tx) {
+	x.lendBody()
+	client := x.cw.w
+	held := &heldResponse{header: client.Header().Clone()}
+	if held.header == nil {
+		held.header = http.Header{}
+	}
+	cw := &x.cw
+	cw.w = held
+	cw.init(x.m.cfg.MaxCapture, &x.m.cfg)
+	// The body is delivered whole, after the commit: a Flush does not
+	// make the response streaming.
+	cw.recording, cw.head, cw.whole = true, x.req().Method == http.MethodHead, true
+	cw.outside()
+	base := tx.Context
+	if base == nil {
+		base = x.req().Context()
+	}
+	ctx := &detachedContext{parent: base}
+
+	// What a panic in the handler leaves: tx rolled back.
+	x.ev.Outcome = OutcomeReleased
+	start := x.now()
+	returned := false
+	defer func() {
+		if !returned {
+			cw.w = client
+			x.ev.HandlerTime = x.since(start)
+			x.ev.Status = http.StatusInternalServerError // what a recovering middleware outside answers
+			x.rollback(tx)
+		}
+	}()
+	next.ServeHTTP(cw, x.req().WithContext(ctx))
+	returned = true
+	x.ev.HandlerTime = x.since(start)
+	cw.finish(x.req().ProtoMajor >= 2)
+	cw.w = client
+
+	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
+		x.rollback(tx)
+		if cw.status >= 400 { // the handler's failure, which is the truth
+			x.deliver(held, cw.status)
+			return
+		}
+		if x.ev.Err == nil {
+			x.ev.Err = fmt.Errorf("idemhttp: the handler's %d response could not be recorded (over Config.MaxCapture, Unrecorded, not stored by the profile or Config.StoreStatus, or not as long as its Content-Length); its transaction was rolled back", cw.status)
+		}
+		x.fail(OutcomeReleased, &Problem{Type: ProblemInternal, Title: "Response not recorded", Status: http.StatusInternalServerError,
+			Detail: "The response could not be recorded, and the request was rolled back: it had no effect."})
+		return
+	}
+	body := cw.body
+	if !bodyAllowed(cw.status) {
+		body = nil // written after a 204 or 304, and never sent
+	}
+	rec := appendResponse(x.buffer(), cw.status, cw.header, body)
+	*x.buf = rec
+	call := x.storeCtx()
+	err := tx.Store.Commit(call.ctx, key, lease, rec)
+	x.done(call)
+	if err != nil {
+		x.rollback(tx)
+	} else {
+		call = x.storeCtx()
+		if err = tx.Commit(call.ctx); err != nil {
+			err = fmt.Errorf("idemhttp: Tx.Commit: %w", err)
+		}
+		x.done(call)
+	}
+	if err != nil {
+		x.ev.Err = err
+		x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "The request's transaction could not be committed: it was rolled back and had no effect. Retry it later with the same key.", RetryAfter: time.Second})
+		return
+	}
+	x.deliver(held, cw.status)
+	x.ev.Outcome = OutcomeExecuted
+}
+
+// deliver writes the held response, status and all, to the client: its
+// header as the handler left it, trailers after the body, and a
+// Content-Length when the handler set none (and there are no trailers).
+func (x *exchange) deliver(held *heldResponse, status int) {
+	h := x.cw.w.Header()
+	clear(h)
+	declared := declaredTrailers(nil, held.header)
+	trailers := false
+	for k, v := range held.header {
+		switch {
+		case k == "Trailer":
+		case slices.Contains(declared, k): // as net/http sends them, after the body
+			h[http.TrailerPrefix+k], trailers = v, true
+		default:
+			h[k] = v
+			trailers = trailers || strings.HasPrefix(k, http.TrailerPrefix)
+		}
+	}
+	if trailers {
+		delete(h, "Content-Length")
+	} else if _, ok := h["Content-Length"]; !ok && bodyAllowed(status) && x.req().Method != http.MethodHead {
+		h["Content-Length"] = []string{strconv.Itoa(len(held.body))}
+	}
+	x.ev.Status = status
+	x.cw.w.WriteHeader(status)
+	_, _ = x.cw.w.Write(held.body)
+}
+
+// heldResponse is the writer under a handler's capture in transaction
+// mode: it holds the whole response, nothing reaching the client before
+// the transaction ends. Informational (1xx) responses other than 101 are
+// dropped; Flush does nothing; Hijack is not supported (it has no Hijack
+// method, so http.ResponseController's fails with http.ErrNotSupported).
+type heldResponse struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (h *heldResponse) Header() http.Header { return h.header }
+
+func (h *heldResponse) WriteHeader(code int) {
+	if h.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
+		h.status = code
+	}
+}
+
+func (h *heldResponse) Write(p []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	h.body = append(h.body, p...)
+	return len(p), nil
+}
+
+// FlushError does nothing: the response is held.
+func (h *heldResponse) FlushError() error { return nil }
