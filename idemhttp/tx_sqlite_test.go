@@ -1,0 +1,93 @@
+package idemhttp_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/sqlitestore"
+)
+
+// sqlTxKey is the context key of the handler's *sql.Tx.
+type sqlTxKey struct{}
+
+// Transaction mode on sqlitestore.WithTx (database/sql): a handler's 502
+// rolls back its row, the retry's 201 commits one row with the record, and
+// a further retry is answered from the record without running again.
+func TestTxSQLite(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "tx.db")+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store, err := sqlitestore.New(db, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, sku TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(idemhttp.Config{RequireKey: true, BeginTx: func(r *http.Request) (*idemhttp.Tx, error) {
+		tx, err := db.BeginTx(r.Context(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return &idemhttp.Tx{
+			Store:    store.WithTx(tx),
+			Context:  context.WithValue(r.Context(), sqlTxKey{}, tx),
+			Commit:   func(context.Context) error { return tx.Commit() },
+			Rollback: func(context.Context) error { return tx.Rollback() },
+		}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, runs := http.StatusBadGateway, 0
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		tx := r.Context().Value(sqlTxKey{}).(*sql.Tx)
+		sku, _ := io.ReadAll(r.Body)
+		var id int64
+		if err := tx.QueryRowContext(r.Context(), `INSERT INTO orders (sku) VALUES (?) RETURNING id`, string(sku)).Scan(&id); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"id":%d}`, id)
+	}))
+	rows := func() int {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if w := postTx(h, "k-sqlite", "mug"); w.Code != http.StatusBadGateway || rows() != 0 {
+		t.Fatalf("%d %s, %d rows; want the 502 and no row", w.Code, w.Body, rows())
+	}
+	status = http.StatusCreated
+	first := postTx(h, "k-sqlite", "mug")
+	if first.Code != http.StatusCreated || rows() != 1 {
+		t.Fatalf("retry: %d %s, %d rows; want 201 and 1 row", first.Code, first.Body, rows())
+	}
+	w := postTx(h, "k-sqlite", "mug")
+	if w.Code != http.StatusCreated || w.Header().Get(idemhttp.ReplayedHeader) != "true" || w.Body.String() != first.Body.String() || !strings.HasPrefix(first.Body.String(), `{"id":`) {
+		t.Fatalf("second retry: %d %q %s; want the first's %s replayed", w.Code, w.Header().Get(idemhttp.ReplayedHeader), w.Body, first.Body)
+	}
+	if rows() != 1 || runs != 2 {
+		t.Fatalf("%d rows, %d runs; want 1 row, 2 runs", rows(), runs)
+	}
+}
