@@ -1,5 +1,6 @@
 // Command orders-pg is a Go service that writes its business row and the
-// idempotency record in one PostgreSQL transaction (transactional mode):
+// idempotency record in one PostgreSQL transaction (transactional mode,
+// the idemhttp middleware with Config.BeginTx):
 // a retried POST /orders with the same Idempotency-Key creates one order
 // (the retry gets it back marked Idempotent-Replayed: true), and a crash or
 // rollback leaves neither the order nor the record behind.

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +15,8 @@ import (
 
 var ordersNS = idem.MustNamespace("orders")
 
-// maxBody is the largest request body read, in bytes: a larger one is
-// answered 413 (as idem proxy and the idemhttp middleware answer one over
-// their MaxBody) instead of being decoded into memory whatever its size.
+// maxBody is the largest request body read, in bytes: the middleware
+// answers a larger one 413 instead of reading it whole.
 const maxBody = 1 << 20
 
 type orderRequest struct {
@@ -33,10 +30,14 @@ type order struct {
 	Qty int    `json:"qty"`
 }
 
-// service creates orders, once per Idempotency-Key.
+// service creates orders, once per Idempotency-Key: the idemhttp
+// middleware in transaction mode runs each keyed POST in a transaction of
+// its own, in which the handler inserts the order and the middleware
+// records the response; both commit together, or neither does.
 type service struct {
-	pool  *pgxpool.Pool
-	store *pgstore.Store
+	pool    *pgxpool.Pool
+	store   *pgstore.Store
+	handler http.Handler
 }
 
 func newService(ctx context.Context, pool *pgxpool.Pool) (*service, error) {
@@ -50,7 +51,37 @@ func newService(ctx context.Context, pool *pgxpool.Pool) (*service, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id bigserial PRIMARY KEY, sku text NOT NULL, qty int NOT NULL)`); err != nil {
 		return nil, err
 	}
-	return &service{pool: pool, store: store}, nil
+	s := &service{pool: pool, store: store}
+	mw, err := idemhttp.New(idemhttp.Config{
+		Namespace:  ordersNS,
+		RequireKey: true, // a POST without a key would run without a transaction
+		MaxBody:    maxBody,
+		BeginTx:    s.beginTx,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.handler = mw(http.HandlerFunc(s.createOrder))
+	return s, nil
+}
+
+// txKey is the context key of the request's transaction.
+type txKey struct{}
+
+// beginTx begins the transaction of a keyed POST: the middleware records
+// the response with the store bound to it, and the handler finds it in
+// its context.
+func (s *service) beginTx(r *http.Request) (*idemhttp.Tx, error) {
+	tx, err := s.pool.Begin(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return &idemhttp.Tx{
+		Store:    s.store.WithTx(tx),
+		Context:  context.WithValue(r.Context(), txKey{}, tx),
+		Commit:   tx.Commit,
+		Rollback: tx.Rollback,
+	}, nil
 }
 
 func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -58,62 +89,29 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	key, err := idem.ParseHeader(ordersNS, r.Header.Values(idem.HeaderName))
-	switch {
-	case errors.Is(err, idem.ErrKeyMissing):
-		problem(w, http.StatusBadRequest, idemhttp.ProblemKeyMissing, "send an Idempotency-Key header, e.g. Idempotency-Key: o-1")
-		return
-	case err != nil:
-		problem(w, http.StatusBadRequest, idemhttp.ProblemKeyInvalid, err.Error())
-		return
-	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// createOrder inserts the order in the request's transaction; the
+// middleware has already read the body (answering 413 over maxBody). A
+// failed insert answers 503, a status the middleware does not record: it
+// rolls the transaction back, and a retry with the same key runs again. A
+// bad body's 400 is recorded, like the 201, and replayed to a retry.
+func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 	var req orderRequest
-	err = json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		problem(w, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge, fmt.Sprintf("the body is over %d bytes", maxBody))
-		return
-	case err != nil || req.SKU == "" || req.Qty <= 0:
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.SKU == "" || req.Qty <= 0 {
 		problem(w, http.StatusBadRequest, "urn:orders:bad-request", `want {"sku":…,"qty":>0}`)
 		return
 	}
-	o, replayed, err := s.create(r.Context(), key, req)
-	var inFlight *idem.InFlightError
-	switch {
-	case err == nil:
-		if replayed { // marked as idem proxy and the idemhttp middleware mark theirs
-			w.Header().Set(idemhttp.ReplayedHeader, "true")
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(o)
-	case errors.As(err, &inFlight):
-		w.Header().Set("Retry-After", "1")
-		problem(w, http.StatusConflict, idemhttp.ProblemInProgress, "the original request is still running")
-	case errors.Is(err, idem.ErrMismatch):
-		problem(w, http.StatusUnprocessableEntity, idemhttp.ProblemKeyReused, "key reused with another request")
-	default:
+	tx := r.Context().Value(txKey{}).(pgx.Tx)
+	o := order{SKU: req.SKU, Qty: req.Qty}
+	if err := tx.QueryRow(r.Context(), `INSERT INTO orders (sku, qty) VALUES ($1, $2) RETURNING id`, req.SKU, req.Qty).Scan(&o.ID); err != nil {
 		problem(w, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable, "try again")
+		return
 	}
-}
-
-// create inserts the order and records the idempotency key in one
-// transaction: both commit together, or neither does. replayed reports
-// that the key had already created its order, which is returned again.
-func (s *service) create(ctx context.Context, key idem.Key, req orderRequest) (o order, replayed bool, err error) {
-	ran := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		o, err = idem.Do(ctx, s.store.WithTx(tx), key, req, func(ctx context.Context) (order, error) {
-			ran = true
-			o := order{SKU: req.SKU, Qty: req.Qty}
-			err := tx.QueryRow(ctx, `INSERT INTO orders (sku, qty) VALUES ($1, $2) RETURNING id`, req.SKU, req.Qty).Scan(&o.ID)
-			return o, err
-		}, nil)
-		return err
-	})
-	return o, err == nil && !ran, err
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(o)
 }
 
 func problem(w http.ResponseWriter, status int, typ, detail string) {
