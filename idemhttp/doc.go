@@ -85,4 +85,49 @@
 // Records expire after Config.Retention but, except on Redis, stay stored
 // until purged: call the store's PurgeExpired (for DefaultNamespace, or
 // Config.Namespace) now and then, as idem proxy does every 10 minutes.
+//
+// # Transaction mode
+//
+// With Config.BeginTx, each protected request with a key runs in a
+// transaction of the caller's database (see ExampleConfig_beginTx): the
+// record is written with the store bound to it (pgstore's or sqlitestore's
+// WithTx, in Tx.Store), and the handler writes its rows in the same
+// transaction, which it finds in its context (Tx.Context). The record and
+// the rows commit or roll back together, and the client is told only what
+// is true:
+//
+//   - The response is held, in memory and in full, while the handler runs:
+//     nothing reaches the client before the transaction ends. Flush does
+//     nothing (the response is delivered whole, and recorded like any
+//     other), informational 1xx responses are dropped, and Hijack fails
+//     with http.ErrNotSupported.
+//   - A response that can be recorded (see above; Config.MaxCapture still
+//     bounds it) is recorded in the transaction, which is then committed;
+//     only then is it sent. If either fails, the transaction is rolled
+//     back and the client gets 503 (ProblemStoreUnavailable): the request
+//     had no effect, and a retry with the same key runs it again.
+//   - A response that is not recorded rolls the transaction back. One of
+//     status 400 or more is sent as the handler wrote it: its failure is
+//     the truth. One of status 100-399 (over MaxCapture, marked
+//     Unrecorded, a status Config.StoreStatus refuses, not as long as its
+//     Content-Length) cannot be: the client gets 500 (ProblemInternal)
+//     saying the response could not be recorded and the request was
+//     rolled back.
+//   - A replay, a Mismatch, an InFlight and a store error roll the
+//     transaction back, and are answered as in lease mode. So is a handler
+//     panic, which then goes on.
+//   - A failing Config.BeginTx answers 503 without running the handler.
+//
+// The handler's context is Tx.Context (or, when nil, the request's),
+// detached from the client's cancellation as in lease mode; no lease is
+// extended: the open transaction holds the key. A concurrent request with
+// the same key gets what the store's
+// transactional mode answers while the first transaction is open: pgstore
+// answers InFlight (409) at once; sqlitestore waits for the first
+// transaction to end, then answers from what it left. The handler must not
+// commit or roll back the transaction itself: the middleware's Commit then
+// fails, and the client gets 503. Requests passed through (no key without
+// Config.RequireKey, unprotected methods) get no transaction, so set
+// RequireKey unless the handler copes without one; New refuses
+// Config.FailOpen with BeginTx.
 package idemhttp
