@@ -44,6 +44,11 @@ type txEnv struct {
 
 func newTxEnv(t *testing.T) *txEnv {
 	t.Helper()
+	return newTxEnvWith(t, pgstore.Config{})
+}
+
+func newTxEnvWith(t *testing.T, storeCfg pgstore.Config) *txEnv {
+	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testDatabaseURL(t))
 	if err != nil {
@@ -57,7 +62,7 @@ func newTxEnv(t *testing.T) *txEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.pool.Close)
-	if e.store, err = pgstore.New(e.pool, pgstore.Config{}); err != nil {
+	if e.store, err = pgstore.New(e.pool, storeCfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Migrate(ctx); err != nil {
@@ -355,6 +360,28 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	if n := e.rows("lamp"); n != 1 || ran != 2 {
 		t.Fatalf("%d rows, handler ran %d times; want 1 row, 2 runs", n, ran)
 	}
+}
+
+// A 201 whose record cannot be committed (larger than the store accepts)
+// is never sent: the transaction is rolled back and the client gets 503.
+func TestTxRecordCommitFailureAnswers503(t *testing.T) {
+	e := newTxEnvWith(t, pgstore.Config{MaxPayload: 1024})
+	h := e.handler(idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		insert(http.StatusCreated).ServeHTTP(w, r)
+		_, _ = io.WriteString(w, strings.Repeat("x", 2000))
+	}))
+	w := postTx(h, "k-record", "chair")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), idemhttp.ProblemStoreUnavailable) {
+		t.Fatalf("%d %.100s; want 503 store-unavailable", w.Code, w.Body)
+	}
+	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeStoreError || !errors.As(ev.Err, new(*idem.PayloadTooLargeError)) {
+		t.Errorf("event %s %v, want store_error with the record's error", ev.Outcome, ev.Err)
+	}
+	if n := e.rows("chair"); n != 0 {
+		t.Fatalf("%d rows, want 0", n)
+	}
+	e.noTxLeft()
+	e.keyFree("k-record")
 }
 
 // A handler that panics after inserting has its transaction rolled back
