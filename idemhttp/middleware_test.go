@@ -24,10 +24,11 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/store/memstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 
 // upstream is a counting handler standing in for the protected API.
 type upstream struct {

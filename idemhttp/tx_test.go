@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +49,7 @@ func newTxEnv(t *testing.T) *txEnv {
 func newTxEnvWith(t *testing.T, storeCfg pgstore.Config) *txEnv {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testDatabaseURL(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,22 +71,6 @@ func newTxEnvWith(t *testing.T, storeCfg pgstore.Config) *txEnv {
 		t.Fatal(err)
 	}
 	return e
-}
-
-// testDatabaseURL is pgtest.URL on the server TEST_DATABASE_URL names
-// (go run ./internal/cmd/withservers sets it). Without it the test is
-// skipped, or fails when CI=true or TEST_REQUIRE_SERVERS=1: this package's
-// TestMain does not stop a server pgtest would start itself.
-func testDatabaseURL(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("TEST_DATABASE_URL") == "" {
-		msg := "TEST_DATABASE_URL is not set: run the tests with go run ./internal/cmd/withservers -- go test ./idemhttp/"
-		if os.Getenv("CI") == "true" || os.Getenv("TEST_REQUIRE_SERVERS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return pgtest.URL(t)
 }
 
 // beginTx is the Config.BeginTx of a pgx program.
