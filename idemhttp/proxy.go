@@ -148,6 +148,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		cfg.Transport = ownTransport{cfg.Transport}
 	}
 	mwcfg := cfg.Middleware
+	if mwcfg.BeginTx != nil {
+		// The upstream writes in no transaction of the proxy's, and a
+		// held response would stop streams and upgrades.
+		return nil, errors.New("idemhttp: ProxyConfig.Middleware.BeginTx: transaction mode is for handlers in this process, not for a proxy")
+	}
 	if err := mwcfg.validate(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -164,6 +165,14 @@ func TestNewProxyValidation(t *testing.T) {
 	parsed, _ = url.Parse("ftp://svc:s3cret@api.example/")
 	if _, err := idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: parsed, Middleware: idemhttp.Config{Store: s}}); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad upstream with credentials: %v; want an error that hides the password", err)
+	}
+	// The upstream's writes are in no transaction of the proxy's, and a
+	// held response would stop streams and upgrades.
+	parsed, _ = url.Parse("http://api.example/")
+	_, err = idemhttp.NewProxy(idemhttp.ProxyConfig{Upstream: parsed, Middleware: idemhttp.Config{
+		BeginTx: func(*http.Request) (*idemhttp.Tx, error) { return nil, errors.New("unused") }}})
+	if err == nil || !strings.Contains(err.Error(), "BeginTx") {
+		t.Errorf("a proxy with BeginTx: %v; want an error naming BeginTx", err)
 	}
 }
 

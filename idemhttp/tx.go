@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -81,9 +82,11 @@ func (x *exchange) beginTx() (*Tx, error) {
 }
 
 // callBeginTx calls Config.BeginTx with x's request, detached from the
-// client's cancellation.
+// client's cancellation. One that read the body leaves the handler the
+// whole body all the same.
 func (x *exchange) callBeginTx() (*Tx, error) {
 	defer x.panicked("Config.BeginTx")
+	defer func() { _, _ = x.body.Seek(0, io.SeekStart) }()
 	return x.m.cfg.BeginTx(x.req().WithContext(x.ctx()))
 }
 

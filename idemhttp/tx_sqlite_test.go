@@ -91,3 +91,42 @@ func TestTxSQLite(t *testing.T) {
 		t.Fatalf("%d rows, %d runs; want 1 row, 2 runs", rows(), runs)
 	}
 }
+
+// A BeginTx that reads the request's body (to choose a database, say)
+// leaves the handler the whole body all the same.
+func TestTxBeginTxReadingTheBody(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "tx.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store, err := sqlitestore.New(db, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(idemhttp.Config{BeginTx: func(r *http.Request) (*idemhttp.Tx, error) {
+		if b, err := io.ReadAll(r.Body); err != nil || string(b) != "mug" {
+			return nil, fmt.Errorf("BeginTx read %q, %v", b, err)
+		}
+		tx, err := db.BeginTx(r.Context(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return &idemhttp.Tx{Store: store.WithTx(tx),
+			Commit: func(context.Context) error { return tx.Commit() }, Rollback: func(context.Context) error { return tx.Rollback() }}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "got %q", b)
+	}))
+	if w := postTx(h, "k-body", "mug"); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `got "mug"`) {
+		t.Errorf("%d %s; want 201 with the whole body", w.Code, w.Body)
+	}
+}
