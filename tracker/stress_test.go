@@ -17,7 +17,7 @@ import (
 // is reservable again, and no sweep deletes a live key.
 func TestConcurrentOwnershipIsExclusive(t *testing.T) {
 	t.Parallel()
-	const keys, workers, rounds = 8, 16, 400
+	const keys, workers, releases = 8, 16, 100
 	fixed := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr := New(Config{TTL: time.Hour, SweepInterval: time.Millisecond, Shards: 2, Now: func() time.Time { return fixed }})
 	tr.Start()
@@ -49,9 +49,26 @@ func TestConcurrentOwnershipIsExclusive(t *testing.T) {
 			}
 		}
 	}()
+	// The workers go on until every key is completed, which it is after
+	// its 100th release: how many rounds that takes depends on how the
+	// goroutines are scheduled (a worker that finds a key taken skips it),
+	// so no number of rounds is enough on every machine.
+	allCompleted := func() bool {
+		for k := range keys {
+			if !completed[k].Load() {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(time.Minute)
 	for g := range workers {
 		wg.Go(func() {
-			for r := range rounds {
+			for r := 0; !allCompleted(); r++ {
+				if time.Now().After(deadline) {
+					fail("not every key completed within a minute")
+					return
+				}
 				k := (g + r) % keys
 				key := strconv.Itoa(k)
 				wasCompleted := completed[k].Load()
@@ -75,7 +92,7 @@ func TestConcurrentOwnershipIsExclusive(t *testing.T) {
 					fail("key %d: Reserved = %v, %v while owned on a still clock; want 1h, true", k, d, ok)
 				}
 				holders[k].Add(-1)
-				if released[k].Load() >= 100 {
+				if released[k].Load() >= releases {
 					completed[k].Store(true) // before the key is completed: nobody may reserve it after this
 					if !tr.CompleteOwned("s", key, tok) {
 						fail("key %d: the owner's CompleteOwned failed", k)
@@ -98,8 +115,8 @@ func TestConcurrentOwnershipIsExclusive(t *testing.T) {
 	}
 	for k := range keys {
 		key := strconv.Itoa(k)
-		if released[k].Load() < 100 {
-			t.Errorf("key %d: released %d times; the test needs 100 before it completes the key", k, released[k].Load())
+		if !completed[k].Load() || released[k].Load() < releases {
+			t.Errorf("key %d: released %d times, completed %v; want %d releases, then completed", k, released[k].Load(), completed[k].Load(), releases)
 		}
 		switch {
 		case completed[k].Load():
