@@ -119,20 +119,19 @@ func (l *pollLog) checkWoken(t *testing.T, name string) {
 	}
 }
 
-// timedWait is what a Wait run in a goroutine returned, and when.
+// timedWait is what a Wait run in a goroutine returned.
 type timedWait struct {
 	in  *durable.Instance
 	err error
-	at  time.Time
 }
 
 // goTimedWait runs c.Wait(ctx, id) in a goroutine and returns the channel
-// its result arrives on, with the time it returned.
+// its result arrives on.
 func goTimedWait(ctx context.Context, c *durable.Client, id int64) <-chan timedWait {
 	ch := make(chan timedWait, 1)
 	go func() {
 		in, err := c.Wait(ctx, id)
-		ch <- timedWait{in, err, time.Now()}
+		ch <- timedWait{in, err}
 	}()
 	return ch
 }
