@@ -23,35 +23,11 @@ type sqlTxKey struct{}
 // rolls back its row, the retry's 201 commits one row with the record, and
 // a further retry is answered from the record without running again.
 func TestTxSQLite(t *testing.T) {
-	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "tx.db")+
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store, err := sqlitestore.New(db, sqlitestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, beginTx := sqliteTx(t)
 	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, sku TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := idemhttp.New(idemhttp.Config{RequireKey: true, BeginTx: func(r *http.Request) (*idemhttp.Tx, error) {
-		tx, err := db.BeginTx(r.Context(), nil)
-		if err != nil {
-			return nil, err
-		}
-		return &idemhttp.Tx{
-			Store:    store.WithTx(tx),
-			Context:  context.WithValue(r.Context(), sqlTxKey{}, tx),
-			Commit:   func(context.Context) error { return tx.Commit() },
-			Rollback: func(context.Context) error { return tx.Rollback() },
-		}, nil
-	}})
+	mw, err := idemhttp.New(idemhttp.Config{RequireKey: true, BeginTx: beginTx})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,28 +71,12 @@ func TestTxSQLite(t *testing.T) {
 // A BeginTx that reads the request's body (to choose a database, say)
 // leaves the handler the whole body all the same.
 func TestTxBeginTxReadingTheBody(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "tx.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store, err := sqlitestore.New(db, sqlitestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, beginTx := sqliteTx(t)
 	mw, err := idemhttp.New(idemhttp.Config{BeginTx: func(r *http.Request) (*idemhttp.Tx, error) {
 		if b, err := io.ReadAll(r.Body); err != nil || string(b) != "mug" {
 			return nil, fmt.Errorf("BeginTx read %q, %v", b, err)
 		}
-		tx, err := db.BeginTx(r.Context(), nil)
-		if err != nil {
-			return nil, err
-		}
-		return &idemhttp.Tx{Store: store.WithTx(tx),
-			Commit: func(context.Context) error { return tx.Commit() }, Rollback: func(context.Context) error { return tx.Rollback() }}, nil
+		return beginTx(r)
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,5 +88,37 @@ func TestTxBeginTxReadingTheBody(t *testing.T) {
 	}))
 	if w := postTx(h, "k-body", "mug"); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `got "mug"`) {
 		t.Errorf("%d %s; want 201 with the whole body", w.Code, w.Body)
+	}
+}
+
+// sqliteTx opens a migrated SQLite database for t and returns it with the
+// Config.BeginTx of a database/sql program on it, which puts the *sql.Tx
+// in the handler's context under sqlTxKey.
+func sqliteTx(t *testing.T) (*sql.DB, func(*http.Request) (*idemhttp.Tx, error)) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "tx.db")+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store, err := sqlitestore.New(db, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db, func(r *http.Request) (*idemhttp.Tx, error) {
+		tx, err := db.BeginTx(r.Context(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return &idemhttp.Tx{
+			Store:    store.WithTx(tx),
+			Context:  context.WithValue(r.Context(), sqlTxKey{}, tx),
+			Commit:   func(context.Context) error { return tx.Commit() },
+			Rollback: func(context.Context) error { return tx.Rollback() },
+		}, nil
 	}
 }
