@@ -65,6 +65,10 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			// Passed through unprotected, the chain runs with the client's
 			// context, whose end CloseNotify reports at once.
 			gw.watched = r == outerR
+			// In transaction mode a protected request's response is held
+			// until the transaction ends; one passed through (no key)
+			// comes with the client's request and is not.
+			gw.held = cfg.BeginTx != nil && r != outerR
 			c.Writer, c.Request = gw, r
 			c.Next()
 			if !gw.Written() && len(c.Errors) > outerErrs {

@@ -35,6 +35,11 @@ type writer struct {
 	watched bool        // CloseNotify reports client's end
 	closed  chan bool   // for CloseNotify
 	stop    func() bool // stops reporting the end of client
+	// held is set when the recording writer holds the response until the
+	// middleware's transaction ends (idemhttp.Config.BeginTx): nothing is
+	// sent on to gin's writer before then, which the middleware writes to
+	// itself once it delivers the response.
+	held bool
 }
 
 var _ gin.ResponseWriter = (*writer)(nil)
@@ -57,10 +62,14 @@ func (w *writer) WriteHeader(code int) {
 
 // WriteHeaderNow sends the header unless it was sent already, on to the
 // client too, as gin does: a middleware outside this one then sees the
-// response written (c.AbortWithStatus, say, is not rendered over).
+// response written (c.AbortWithStatus, say, is not rendered over). A held
+// response is not sent on: gin's writer would send its own status, before
+// the transaction ends.
 func (w *writer) WriteHeaderNow() {
 	w.sendHeader()
-	w.outer.WriteHeaderNow()
+	if !w.held {
+		w.outer.WriteHeaderNow()
+	}
 }
 
 // sendHeader passes the header to the recording writer, unless it was
