@@ -25,7 +25,10 @@ import (
 // A chain that fails with c.Error and writes nothing leaves its response to
 // a middleware outside this one (an error renderer): it is not recorded,
 // and the key is released, so that a retry runs again. Errors attached
-// before the middleware ran are not the chain's and do not count.
+// before the middleware ran are not the chain's and do not count. In
+// transaction mode (Config.BeginTx) such a chain's transaction is rolled
+// back and the middleware answers its own 500 problem, which an error
+// renderer outside cannot replace: write the error response in the chain.
 //
 // Requests that match no route pass through untouched, so that gin answers
 // them 404 (or 405 with HandleMethodNotAllowed) as it would without the
