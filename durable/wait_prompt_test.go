@@ -281,6 +281,64 @@ func TestWaitIsPromptForACancelInThisProcess(t *testing.T) {
 	}
 }
 
+// A step's Cancel outcome wakes the Waits on the live descendants it
+// cancels with its instance: here a child that failed, released its parent
+// and was revived by Client.Retry while the parent went on, the only way a
+// parent's step runs with a live descendant (its Children wait for every
+// child to end). The Wait on the child, on the engine's client, returns
+// well within a second of the parent's step although its polls are a
+// second apart by then, and finds it cancelled with the step's reason.
+func TestWaitIsPromptForACancelOutcomesDescendants(t *testing.T) {
+	t.Parallel()
+	ctl := ctlFSM(t)
+	parentFSM := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "parent", Initial: "spawn",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"spawn": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Children("hold", durable.InsertParams{Args: ctl.With(ctlState{})}), nil
+			},
+			"hold": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Await("give-up", "give-up"), nil
+			},
+			"give-up": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				return durable.Cancel("given up"), nil
+			},
+		},
+	})
+	b, polls := setupTraced(t, fast(ctl, parentFSM))
+	b.start(t)
+	ctx := ctxT(t)
+
+	parent := b.insert(t, parentFSM.With(struct{}{}), nil)
+	b.waitStatus(t, parent, durable.StatusAwaitingChildren)
+	kids, err := b.client.ChildrenOf(ctx, parent)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("ChildrenOf = %v, %v, want one child", kids, err)
+	}
+	child := kids[0].ID
+	b.waitStatus(t, child, durable.StatusAwaitingSignal)
+	b.signal(t, durable.ByID(child), "fail", nil, "")
+	b.waitStatus(t, child, durable.StatusFailed)
+	b.waitStatus(t, parent, durable.StatusAwaitingSignal) // released by the failed child
+	if _, err := b.client.Retry(ctx, durable.ByID(child), nil); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	b.waitStatus(t, child, durable.StatusAwaitingSignal) // live again, under a parent that no longer waits for it
+
+	started := time.Now()
+	ch := goTimedWait(labelled(ctx, "Wait"), b.client, child)
+	time.Sleep(time.Until(started.Add(waitBackoff))) // a delay, not an assertion: the polls back off
+	b.signal(t, durable.ByID(parent), "give-up", nil, "")
+	r := receiveTimed(t, ch)
+	if r.in.Status != durable.StatusCancelled || r.in.Error != "given up" {
+		t.Fatalf("Wait returned %s (%q), want cancelled with the step's reason", r.in.Status, r.in.Error)
+	}
+	polls.checkWoken(t, "Wait")
+	if in := b.get(t, parent); in.Status != durable.StatusCancelled {
+		t.Errorf("parent %s, want cancelled", in.Status)
+	}
+}
+
 // An instance that a client on another pool ends (here on the same
 // database, as it would be in another process) wakes no Wait: Wait still
 // sees its end, by polling.
