@@ -1,7 +1,10 @@
 package idemecho_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,12 +33,14 @@ type fakeTx struct {
 	early     []string // what the client had been sent when Commit was called
 	begun     *idem.Key
 	lease     idem.Lease
+	record    func(context.Context) error // the record written in the transaction, applied at Commit
 }
 
 // boundStore is a memstore bound to a fakeTx, as pgstore's WithTx is to a
-// pgx.Tx: the key its Begin leased is released when the transaction rolls
-// back, as a real transaction's rollback undoes the Begin's row. (The
-// tests here roll back only before the record is written.)
+// pgx.Tx: the record its Commit writes reaches the memstore only when the
+// transaction commits, and the key its Begin leased is released when the
+// transaction rolls back or fails to commit, as a real transaction's end
+// keeps or undoes the Begin's and the Commit's rows.
 type boundStore struct {
 	idem.Store
 	tx *fakeTx
@@ -49,6 +54,14 @@ func (s boundStore) Begin(ctx context.Context, k idem.Key, r idem.Request, o *id
 		s.tx.mu.Unlock()
 	}
 	return out, err
+}
+
+func (s boundStore) Commit(_ context.Context, k idem.Key, l idem.Lease, result []byte) error {
+	result = bytes.Clone(result)
+	s.tx.mu.Lock()
+	s.tx.record = func(ctx context.Context) error { return s.Store.Commit(ctx, k, l, result) }
+	s.tx.mu.Unlock()
+	return nil
 }
 
 // clientWriter is the client's end: a ResponseRecorder that notes whether
@@ -89,6 +102,8 @@ type txEngine struct {
 	txs    chan *fakeTx
 	mu     sync.Mutex
 	client *clientWriter
+	// commitErr, when set, is what each transaction's Commit fails with.
+	commitErr error
 }
 
 func newTxEngine(t *testing.T) *txEngine {
@@ -106,17 +121,26 @@ func newTxEngine(t *testing.T) *txEngine {
 			return &idemhttp.Tx{
 				Store:   boundStore{Store: s, tx: ftx},
 				Context: context.WithValue(r.Context(), txValueKey{}, ftx),
-				Commit: func(context.Context) error {
+				Commit: func(ctx context.Context) error {
 					ftx.mu.Lock()
 					defer ftx.mu.Unlock()
 					ftx.commits++
 					e.mu.Lock()
-					cw := e.client
+					cw, commitErr := e.client, e.commitErr
 					e.mu.Unlock()
-					if cw.written() {
+					if cw.written() || cw.Flushed {
 						ftx.early = append(ftx.early, "status "+http.StatusText(cw.Code)+", body "+cw.Body.String())
 					}
-					return nil
+					if commitErr != nil { // the transaction is gone, its rows with it
+						if ftx.begun != nil {
+							_ = s.FailTransient(ctx, *ftx.begun, ftx.lease)
+						}
+						return commitErr
+					}
+					if ftx.record == nil {
+						return nil
+					}
+					return ftx.record(ctx)
 				},
 				Rollback: func(ctx context.Context) error {
 					ftx.mu.Lock()
@@ -250,5 +274,154 @@ func TestTxFailureRollsBack(t *testing.T) {
 	}
 	if found != runs {
 		t.Errorf("the handler found its transaction in c.Request().Context() in %d of %d runs", found, runs)
+	}
+}
+
+// In transaction mode through the echo adapter, when Tx.Commit fails after
+// the handler answered 201, the client gets 503 with the store-unavailable
+// problem and nothing of the 201 (status, body or the handler's headers),
+// and a retry with the same key runs the handler again.
+func TestTxCommitFailureAnswers503(t *testing.T) {
+	e := newTxEngine(t)
+	e.commitErr = errors.New("connection reset during COMMIT")
+	runs := 0
+	e.engine.POST("/orders", func(c echo.Context) error {
+		runs++
+		c.Response().Header().Set("Location", "/orders/1")
+		return c.JSON(http.StatusCreated, map[string]int{"order": runs})
+	})
+
+	w, tx := e.serve(t, "/orders", "k1")
+	if tx == nil {
+		t.Fatal("BeginTx was not called")
+	}
+	if commits, _, early := tx.calls(); commits != 1 || len(early) != 0 {
+		t.Errorf("Commit called %d times, the client sent %q before it; want 1 and nothing", commits, early)
+	}
+	wantProblem(t, w.ResponseRecorder, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable)
+	if strings.Contains(w.Body.String(), `"order"`) || w.Header().Get("Location") != "" {
+		t.Errorf("the client got part of the handler's 201: body %q, Location %q", w.Body.String(), w.Header().Get("Location"))
+	}
+
+	e.mu.Lock()
+	e.commitErr = nil
+	e.mu.Unlock()
+	retry, rtx := e.serve(t, "/orders", "k1")
+	if retry.Code != http.StatusCreated || retry.Body.String() != "{\"order\":2}\n" || replayed(retry.ResponseRecorder) {
+		t.Errorf("retry got %d %q replayed=%v, want the handler's second 201", retry.Code, retry.Body.String(), replayed(retry.ResponseRecorder))
+	}
+	if rtx == nil {
+		t.Fatal("the retry began no transaction")
+	}
+	if commits, rollbacks, _ := rtx.calls(); commits != 1 || rollbacks != 0 {
+		t.Errorf("the retry's Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
+	}
+	if runs != 2 {
+		t.Errorf("the handler ran %d times, want 2 (the failed commit had no effect)", runs)
+	}
+}
+
+// In transaction mode through the echo adapter, a streaming handler
+// (c.Response().Flush() between writes) sends nothing to the client before
+// Commit: the client then gets the whole body, which is recorded and
+// replayed to a retry with the same key.
+func TestTxStreamIsHeldAndRecorded(t *testing.T) {
+	e := newTxEngine(t)
+	runs := 0
+	var sentEarly []string
+	e.engine.POST("/events", func(c echo.Context) error {
+		runs++
+		res := c.Response()
+		res.Header().Set(echo.HeaderContentType, echo.MIMETextPlain)
+		res.WriteHeader(http.StatusCreated)
+		for i := 1; i <= 3; i++ {
+			if _, err := fmt.Fprintf(res, "part %d\n", i); err != nil {
+				return err
+			}
+			res.Flush()
+			e.mu.Lock()
+			cw := e.client
+			e.mu.Unlock()
+			if cw.written() || cw.Flushed {
+				sentEarly = append(sentEarly, cw.Body.String())
+			}
+		}
+		return nil
+	})
+
+	const want = "part 1\npart 2\npart 3\n"
+	w, tx := e.serve(t, "/events", "k1")
+	if tx == nil {
+		t.Fatal("BeginTx was not called")
+	}
+	if len(sentEarly) != 0 {
+		t.Errorf("the client had been sent %q while the handler streamed", sentEarly)
+	}
+	commits, rollbacks, early := tx.calls()
+	if commits != 1 || rollbacks != 0 || len(early) != 0 {
+		t.Errorf("Commit called %d times, Rollback %d, the client sent %q before Commit; want 1, 0 and nothing", commits, rollbacks, early)
+	}
+	if w.Code != http.StatusCreated || w.Body.String() != want || replayed(w.ResponseRecorder) {
+		t.Errorf("client got %d %q replayed=%v, want 201 %q", w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)
+	}
+
+	retry, _ := e.serve(t, "/events", "k1")
+	if retry.Code != http.StatusCreated || retry.Body.String() != want || !replayed(retry.ResponseRecorder) {
+		t.Errorf("retry got %d %q replayed=%v, want the replayed 201 %q", retry.Code, retry.Body.String(), replayed(retry.ResponseRecorder), want)
+	}
+	if ct := retry.Header().Get(echo.HeaderContentType); ct != echo.MIMETextPlain {
+		t.Errorf("replayed Content-Type %q, want %s", ct, echo.MIMETextPlain)
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs)
+	}
+}
+
+// In transaction mode through the echo adapter, a handler that returns
+// echo.NewHTTPError(502, "down") instead of writing has its transaction
+// rolled back, as in lease mode the error is rendered at once by echo's
+// HTTPErrorHandler and the client gets that 502 (once, not rendered twice),
+// and a retry with the same key runs the handler again; the middleware
+// returns the handler's error.
+func TestTxReturnedErrorRollsBack(t *testing.T) {
+	e := newTxEngine(t)
+	runs := 0
+	var returned []error
+	// A middleware outside the idem one sees what it returns.
+	e.engine.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			returned = append(returned, err)
+			return err
+		}
+	})
+	e.engine.POST("/orders", func(c echo.Context) error {
+		runs++
+		return echo.NewHTTPError(http.StatusBadGateway, "down")
+	})
+	for i := range 2 {
+		w, tx := e.serve(t, "/orders", "k1")
+		if tx == nil {
+			t.Fatalf("request %d: BeginTx was not called", i)
+		}
+		if commits, rollbacks, _ := tx.calls(); commits != 0 || rollbacks != 1 {
+			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
+		}
+		const want = "{\"message\":\"down\"}\n"
+		if w.Code != http.StatusBadGateway || w.Body.String() != want || replayed(w.ResponseRecorder) {
+			t.Errorf("request %d: client got %d %q replayed=%v, want echo's 502 %q", i, w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("the handler ran %d times, want 2 (the 502 is not recorded)", runs)
+	}
+	if len(returned) != 2 {
+		t.Errorf("the middleware returned %d times, want 2", len(returned))
+	}
+	for i, err := range returned {
+		var he *echo.HTTPError
+		if !errors.As(err, &he) || he.Code != http.StatusBadGateway {
+			t.Errorf("request %d: the middleware returned %v, want the handler's 502 error", i, err)
+		}
 	}
 }
