@@ -78,8 +78,10 @@ func Done(result any) Outcome { return Outcome{kind: KindDone, result: result} }
 func Stop(reason string) Outcome { return Outcome{kind: KindStop, reason: reason} }
 
 // Cancel ends the instance as cancelled, with reason as its error, as
-// Client.Cancel would. Its inbox is deleted. Unlike Stop, a cancelled
-// instance cannot be retried (see Client.Retry).
+// Client.Cancel would: its live descendants (children revived by
+// Client.Retry after they released it) are cancelled with it. Its inbox
+// is deleted. Unlike Stop, a cancelled instance cannot be retried (see
+// Client.Retry).
 func Cancel(reason string) Outcome { return Outcome{kind: KindCancel, reason: reason} }
 
 // Kind reports what the outcome does; "" for the zero Outcome.
