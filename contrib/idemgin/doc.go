@@ -22,7 +22,9 @@
 // set before the body, even after c.Status. Its CloseNotify channel
 // receives only once the response streams (a Flush, as c.Stream and
 // c.SSEvent do), when it is no longer recorded; until then the handler
-// runs on when the client goes away. A request
+// runs on when the client goes away. In transaction mode
+// (idemhttp.Config.BeginTx) a flushed response is still held and recorded
+// whole, so it never receives, and c.Stream runs to its end. A request
 // the middleware answers itself is aborted (c.Abort), so the handlers after
 // the middleware do not run; those before it see the status it sent. A
 // request that matches no route passes through untouched, so that gin

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -407,5 +408,53 @@ func TestTxAbortWithStatusJSONRollsBack(t *testing.T) {
 	}
 	if runs != 2 || after != 0 {
 		t.Errorf("the handler ran %d times and the one after it %d, want 2 and 0", runs, after)
+	}
+}
+
+// In transaction mode through the gin adapter, a streaming handler's
+// response is held and recorded whole, so c.Writer.CloseNotify does not
+// report the client leaving, even after a Flush: c.Stream runs to its end
+// rather than stop early and have a truncated body committed and replayed.
+func TestTxStreamRunsToItsEndWhenTheClientLeaves(t *testing.T) {
+	e := newTxEngine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := false
+	e.engine.POST("/events", func(c *gin.Context) {
+		i := 0
+		stopped = c.Stream(func(w io.Writer) bool {
+			i++
+			_, _ = fmt.Fprintf(w, "part %d\n", i)
+			if i == 1 {
+				c.Writer.Flush()
+				cancel() // the client leaves after the first part
+				// Give CloseNotify the time to report it, were it watching.
+				for deadline := time.Now().Add(300 * time.Millisecond); len(c.Writer.CloseNotify()) == 0 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			return i < 3
+		})
+	})
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/events", strings.NewReader(`{"sku":"a"}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k1")
+	w := &clientWriter{ResponseRecorder: httptest.NewRecorder()}
+	e.mu.Lock()
+	e.client = w
+	e.mu.Unlock()
+	e.engine.ServeHTTP(w, r)
+	tx := <-e.txs
+
+	const want = "part 1\npart 2\npart 3\n"
+	if stopped {
+		t.Error("c.Stream stopped early: CloseNotify reported the client leaving while the response was held")
+	}
+	if commits, rollbacks, _ := tx.calls(); commits != 1 || rollbacks != 0 {
+		t.Errorf("Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
+	}
+	retry, _ := e.serve(t, "/events", "k1")
+	if retry.Code != http.StatusOK || retry.Body.String() != want || !replayed(retry.ResponseRecorder) {
+		t.Errorf("retry got %d %q replayed=%v, want the whole stream replayed, %q", retry.Code, retry.Body.String(), replayed(retry.ResponseRecorder), want)
 	}
 }

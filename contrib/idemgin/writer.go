@@ -103,11 +103,14 @@ func (w *writer) Written() bool { return w.size != unwritten }
 
 // Flush sends what was written so far. The middleware then treats the
 // response as a stream: it is delivered, not recorded, and CloseNotify
-// reports the client leaving from then on.
+// reports the client leaving from then on. A held response (transaction
+// mode) is not sent: it is still recorded whole, and CloseNotify still
+// does not report the client leaving, so that a c.Stream loop runs to its
+// end rather than have a truncated body committed.
 func (w *writer) Flush() {
 	w.WriteHeaderNow()
 	_ = http.NewResponseController(w.w).Flush()
-	if !w.watched {
+	if !w.watched && !w.held {
 		w.watched = true
 		w.notify()
 	}
@@ -130,7 +133,8 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // (Flush: c.Stream and c.SSEvent flush), when it is no longer recorded:
 // until then the handler runs to completion whether or not the client
 // stays, and its context is not cancelled when the client goes away
-// either.
+// either. In transaction mode a flushed response is still held and
+// recorded, so it never receives.
 func (w *writer) CloseNotify() <-chan bool {
 	if w.closed == nil {
 		w.closed = make(chan bool, 1)
