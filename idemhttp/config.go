@@ -96,7 +96,8 @@ const (
 	OutcomeInternal       Outcome = "internal_error"  // 500: Config.KeyScope or Config.Fingerprint failed
 )
 
-// Config configures the middleware. Only Store is required.
+// Config configures the middleware. Only Store (or, in transaction mode,
+// BeginTx) is required.
 type Config struct {
 	// Store keeps the records. Required unless BeginTx is set: New refuses
 	// a nil one, and a nil pointer of a store type, such as a constructor
@@ -181,7 +182,9 @@ type Config struct {
 	// response was written. It must be safe for concurrent use.
 	OnEvent func(Event)
 	// StoreTimeout, when positive, bounds each store call (the Begin before
-	// the handler, the Commit or release after it). Defaults to no bound of
+	// the handler, the Commit or release after it; in transaction mode
+	// also Tx.Commit and Tx.Rollback, but not BeginTx: see "Transaction
+	// mode" in the package documentation). Defaults to no bound of
 	// the middleware's own: configure timeouts on the store's client (pgx
 	// connect and statement timeouts, go-redis read and write timeouts),
 	// which also apply. The calls are never cancelled by the client going

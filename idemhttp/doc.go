@@ -104,8 +104,13 @@
 //   - A response that can be recorded (see above; Config.MaxCapture still
 //     bounds it) is recorded in the transaction, which is then committed;
 //     only then is it sent. If either fails, the transaction is rolled
-//     back and the client gets 503 (ProblemStoreUnavailable): the request
-//     had no effect, and a retry with the same key runs it again.
+//     back: a response of status 400 or more is sent as the handler wrote
+//     it, unrecorded (a statement that failed may have aborted the
+//     transaction), and any other gets 503 (ProblemStoreUnavailable): the
+//     request had no effect, and a retry with the same key runs it again.
+//     A constraint checked at commit (DEFERRABLE INITIALLY DEFERRED) fails
+//     that way on every retry: check such constraints in the handler (SET
+//     CONSTRAINTS ALL IMMEDIATE) and answer the conflict there.
 //   - A response that is not recorded rolls the transaction back. One of
 //     status 400 or more is sent as the handler wrote it: its failure is
 //     the truth. One of status 100-399 (over MaxCapture, marked
@@ -123,10 +128,23 @@
 // extended: the open transaction holds the key. A concurrent request with
 // the same key gets what the store's
 // transactional mode answers while the first transaction is open: pgstore
-// answers InFlight (409) at once; sqlitestore waits for the first
-// transaction to end, then answers from what it left. The handler must not
-// commit or roll back the transaction itself: the middleware's Commit then
-// fails, and the client gets 503. Requests passed through (no key without
+// answers InFlight (409, with Retry-After: 1) at once; sqlitestore waits
+// for the first transaction to end, then answers from what it left.
+//
+// Each request in flight holds one connection for its transaction until
+// the handler returns. A handler that takes another connection from the
+// same pool can exhaust it: with as many requests in flight as the pool
+// has connections, each waits for a connection the others hold, and the
+// contexts, detached from the clients, never end that wait. Use only the
+// transaction in the handler, or size the pool for it. Config.StoreTimeout
+// does not bound BeginTx (its context is also the transaction's, which
+// database/sql ends with it): bound the begin inside BeginTx, say with a
+// context with a timeout for pgx's pool.Begin alone.
+//
+// The handler must not commit or roll back the transaction itself: what
+// it wrote may then be committed with the key's reservation, which lapses
+// only after the store's lease, and the client gets a 500
+// (ProblemInternal) saying so. Requests passed through (no key without
 // Config.RequireKey, unprotected methods) get no transaction, so set
 // RequireKey unless the handler copes without one; New refuses
 // Config.FailOpen with BeginTx.

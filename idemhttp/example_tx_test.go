@@ -57,7 +57,11 @@ func ExampleConfig_beginTx() {
 		log.Fatal(err)
 	}
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx := r.Context().Value(ordersTx{}).(pgx.Tx)
+		tx, ok := r.Context().Value(ordersTx{}).(pgx.Tx)
+		if !ok { // passed through by the middleware (a GET, say): no transaction
+			http.Error(w, "POST an order with an Idempotency-Key", http.StatusMethodNotAllowed)
+			return
+		}
 		var id int64
 		if err := tx.QueryRow(r.Context(), `INSERT INTO orders DEFAULT VALUES RETURNING id`).Scan(&id); err != nil {
 			// Not recorded: the middleware rolls the transaction back.

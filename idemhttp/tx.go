@@ -54,9 +54,15 @@ func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
 	}
 	if err != nil || o.Kind != idem.Fresh {
 		x.rollback(tx)
-		if err != nil {
+		switch {
+		case err != nil:
 			x.storeFailed(next, err)
-		} else {
+		case o.Kind == idem.InFlight:
+			// The key is held by another open transaction, not a lease,
+			// and transactions are short: retry soon.
+			o.RetryAfter = min(o.RetryAfter, time.Second)
+			x.answer(o)
+		default:
 			x.answer(o)
 		}
 		return
@@ -174,8 +180,22 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 	}
 	if err != nil {
 		x.ev.Err = err
-		x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "The request's transaction could not be committed: it was rolled back and had no effect. Retry it later with the same key.", RetryAfter: time.Second})
+		switch {
+		case errors.Is(err, idem.ErrInvalidArgument):
+			// The store found the transaction ended: the handler committed
+			// or rolled it back itself, so what it wrote may be committed,
+			// and with it the key's reservation.
+			x.fail(OutcomeInternal, &Problem{Type: ProblemInternal, Title: "Transaction ended by the handler", Status: http.StatusInternalServerError,
+				Detail: "The request's transaction was ended before its response could be recorded: what the request did may have been committed."})
+		case cw.status >= 400:
+			// The handler's failure (after a statement that failed and
+			// aborted the transaction, say) is the truth, recorded or not.
+			x.ev.Outcome = OutcomeReleased
+			x.deliver(held, cw.status)
+		default:
+			x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
+				Detail: "The request's transaction could not be committed: it was rolled back and had no effect. Retry it later with the same key.", RetryAfter: time.Second})
+		}
 		return
 	}
 	x.deliver(held, cw.status)

@@ -103,7 +103,11 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "urn:orders:bad-request", `want {"sku":…,"qty":>0}`)
 		return
 	}
-	tx := r.Context().Value(txKey{}).(pgx.Tx)
+	tx, ok := r.Context().Value(txKey{}).(pgx.Tx)
+	if !ok { // the middleware passed the request through: no transaction
+		problem(w, http.StatusInternalServerError, idemhttp.ProblemInternal, "no transaction")
+		return
+	}
 	o := order{SKU: req.SKU, Qty: req.Qty}
 	if err := tx.QueryRow(r.Context(), `INSERT INTO orders (sku, qty) VALUES ($1, $2) RETURNING id`, req.SKU, req.Qty).Scan(&o.ID); err != nil {
 		problem(w, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable, "try again")
