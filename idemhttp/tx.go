@@ -15,9 +15,10 @@ import (
 )
 
 // Tx is one request's transaction in transaction mode (Config.BeginTx).
-// The middleware ends it exactly once, with Commit or Rollback; the
-// handler must not (a Commit after the handler's own then fails, and the
-// request is answered 503 as for any failed Commit).
+// The middleware ends it exactly once, with Commit or Rollback, also when
+// a panic goes through it (a Tx that BeginTx returns with an error is
+// rolled back); the handler must not end it (see "Transaction mode" in
+// the package documentation).
 //
 // With pgx, Commit and Rollback are tx.Commit and tx.Rollback; with
 // database/sql, wrap tx.Commit() and tx.Rollback().
@@ -26,9 +27,10 @@ type Tx struct {
 	// store.WithTx(tx) or sqlitestore's. Required.
 	Store idem.Store
 	// Context is the handler's context, carrying the transaction for the
-	// handler (as a context value of the caller's). Nil: the request's.
-	// Either way the handler gets it detached from the client's
-	// cancellation.
+	// handler (as a context value of the caller's). Nil: the request's,
+	// detached from the client's cancellation. BeginTx's request is
+	// already detached, so a Context derived from it is too; its own
+	// deadline, if BeginTx sets one, stays.
 	Context context.Context
 	// Commit commits the transaction. Required.
 	Commit func(context.Context) error
@@ -46,6 +48,12 @@ func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
 		x.storeFailed(next, err) // FailOpen is refused with BeginTx: 503
 		return
 	}
+	t := &openTx{Tx: tx}
+	defer func() {
+		if !t.ended { // a panic went through: the store's, the handler's, the configuration's
+			x.rollback(t)
+		}
+	}()
 	call := x.storeCtx()
 	o, err := tx.Store.Begin(call.ctx, key, req, x.m.beginOpts)
 	x.done(call)
@@ -53,7 +61,7 @@ func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
 		err = fmt.Errorf("idemhttp: %T.Begin answered Fresh without a lease", tx.Store)
 	}
 	if err != nil || o.Kind != idem.Fresh {
-		x.rollback(tx)
+		x.rollback(t)
 		switch {
 		case err != nil:
 			x.storeFailed(next, err)
@@ -67,7 +75,14 @@ func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
 		}
 		return
 	}
-	x.runTx(next, key, o.Lease, tx)
+	x.runTx(next, key, o.Lease, t)
+}
+
+// openTx is a request's transaction, which the middleware ends once: by
+// Commit, or by Rollback (also when a panic goes through serveTx).
+type openTx struct {
+	*Tx
+	ended bool
 }
 
 // beginTx is Config.BeginTx's transaction for x's request, checked.
@@ -75,12 +90,15 @@ func (x *exchange) beginTx() (*Tx, error) {
 	tx, err := x.callBeginTx()
 	switch {
 	case err != nil:
+		if tx != nil && tx.Rollback != nil { // begun, then failed
+			x.rollback(&openTx{Tx: tx})
+		}
 		return nil, fmt.Errorf("idemhttp: Config.BeginTx: %w", err)
 	case tx == nil:
 		return nil, errors.New("idemhttp: Config.BeginTx returned no Tx")
 	case tx.Commit == nil || tx.Rollback == nil || tx.Store == nil || idem.IsNilStore(tx.Store):
 		if tx.Rollback != nil {
-			x.rollback(tx)
+			x.rollback(&openTx{Tx: tx})
 		}
 		return nil, errors.New("idemhttp: Config.BeginTx returned a Tx without its Store, Commit or Rollback")
 	}
@@ -96,8 +114,14 @@ func (x *exchange) callBeginTx() (*Tx, error) {
 	return x.m.cfg.BeginTx(x.req().WithContext(x.ctx()))
 }
 
-// rollback rolls tx back, noting a failure in x's event.
-func (x *exchange) rollback(tx *Tx) {
+// rollback rolls t back unless it has ended, noting a failure in x's
+// event.
+func (x *exchange) rollback(t *openTx) {
+	if t.ended {
+		return
+	}
+	t.ended = true
+	tx := t.Tx
 	call := x.storeCtx()
 	err := tx.Rollback(call.ctx)
 	x.done(call)
@@ -109,10 +133,10 @@ func (x *exchange) rollback(tx *Tx) {
 // runTx runs the handler as the owner of key in tx, its response held,
 // and then commits the record and tx and delivers the response, or rolls
 // tx back and answers what is true.
-func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *Tx) {
+func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *openTx) {
 	x.lendBody()
 	client := x.cw.w
-	held := &heldResponse{header: client.Header().Clone()}
+	held := &heldResponse{header: client.Header().Clone(), client: client, capture: &x.cw}
 	if held.header == nil {
 		held.header = http.Header{}
 	}
@@ -123,11 +147,12 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 	// make the response streaming.
 	cw.recording, cw.head, cw.whole = true, x.req().Method == http.MethodHead, true
 	cw.outside()
-	base := tx.Context
-	if base == nil {
-		base = x.req().Context()
+	// BeginTx's request was detached from the client's cancellation, and
+	// so is a Tx.Context derived from it; its own deadline stays.
+	ctx := x.ctx()
+	if t.Context != nil {
+		ctx = t.Context
 	}
-	ctx := &detachedContext{parent: base}
 
 	// What a panic in the handler leaves: tx rolled back.
 	x.ev.Outcome = OutcomeReleased
@@ -138,7 +163,7 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 			cw.w = client
 			x.ev.HandlerTime = x.since(start)
 			x.ev.Status = http.StatusInternalServerError // what a recovering middleware outside answers
-			x.rollback(tx)
+			x.rollback(t)
 		}
 	}()
 	next.ServeHTTP(cw, x.req().WithContext(ctx))
@@ -148,7 +173,7 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 	cw.w = client
 
 	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
-		x.rollback(tx)
+		x.rollback(t)
 		if cw.status >= 400 { // the handler's failure, which is the truth
 			x.deliver(held, cw.status)
 			return
@@ -167,13 +192,16 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 	rec := appendResponse(x.buffer(), cw.status, cw.header, body)
 	*x.buf = rec
 	call := x.storeCtx()
-	err := tx.Store.Commit(call.ctx, key, lease, rec)
+	err := t.Store.Commit(call.ctx, key, lease, rec)
 	x.done(call)
+	unknown := false // whether the commit took effect
 	if err != nil {
-		x.rollback(tx)
+		x.rollback(t)
 	} else {
+		t.ended = true
 		call = x.storeCtx()
-		if err = tx.Commit(call.ctx); err != nil {
+		if err = t.Commit(call.ctx); err != nil {
+			unknown = call.ctx.Err() != nil // cut short: it may have committed
 			err = fmt.Errorf("idemhttp: Tx.Commit: %w", err)
 		}
 		x.done(call)
@@ -192,6 +220,9 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, tx *
 			// aborted the transaction, say) is the truth, recorded or not.
 			x.ev.Outcome = OutcomeReleased
 			x.deliver(held, cw.status)
+		case unknown:
+			x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
+				Detail: "The request's transaction did not confirm its commit in time: it may or may not have taken effect. Retry it with the same key: if it did, the retry is answered from its record.", RetryAfter: time.Second})
 		default:
 			x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
 				Detail: "The request's transaction could not be committed: it was rolled back and had no effect. Retry it later with the same key.", RetryAfter: time.Second})
@@ -239,12 +270,22 @@ type heldResponse struct {
 	header http.Header
 	status int
 	body   []byte
+	// client is the client's writer, for deadlines only; capture is the
+	// capture over this writer, which says when the body outgrew what can
+	// be recorded.
+	client  http.ResponseWriter
+	capture *capture
 }
 
 func (h *heldResponse) Header() http.Header { return h.header }
 
 func (h *heldResponse) WriteHeader(code int) {
-	if h.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
+	if code < 100 || code > 999 {
+		// As net/http panics, in the handler: its transaction is rolled
+		// back rather than committed with a status no replay could send.
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if h.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) { // informational ones dropped
 		h.status = code
 	}
 }
@@ -253,8 +294,27 @@ func (h *heldResponse) Write(p []byte) (int, error) {
 	if h.status == 0 {
 		h.status = http.StatusOK
 	}
+	if h.capture.abandoned && h.status < 400 {
+		// Not recordable, so answered 500 and never sent: not held.
+		return len(p), nil
+	}
 	h.body = append(h.body, p...)
 	return len(p), nil
+}
+
+// SetReadDeadline, SetWriteDeadline and EnableFullDuplex act on the
+// client's connection, as in lease mode (http.ResponseController finds
+// them); they send nothing.
+func (h *heldResponse) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(h.client).SetReadDeadline(t)
+}
+
+func (h *heldResponse) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(h.client).SetWriteDeadline(t)
+}
+
+func (h *heldResponse) EnableFullDuplex() error {
+	return http.NewResponseController(h.client).EnableFullDuplex()
 }
 
 // FlushError does nothing: the response is held.
