@@ -234,21 +234,29 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 }
 
 // deliver writes the held response, status and all, to the client: its
-// header as the handler left it, trailers after the body, and a
-// Content-Length when the handler set none (and there are no trailers).
+// header as it was when the status was written, the trailers as the
+// handler left them, after the body, and a Content-Length when the
+// handler set none (and there are no trailers).
 func (x *exchange) deliver(held *heldResponse, status int) {
 	h := x.cw.w.Header()
 	clear(h)
-	declared := declaredTrailers(nil, held.header)
+	sent := held.sent
+	if sent == nil { // no status written
+		sent = held.header
+	}
+	declared := declaredTrailers(nil, sent)
 	trailers := false
-	for k, v := range held.header {
-		switch {
-		case k == "Trailer":
-		case slices.Contains(declared, k): // as net/http sends them, after the body
-			h[http.TrailerPrefix+k], trailers = v, true
-		default:
+	for k, v := range sent {
+		if k != "Trailer" && !slices.Contains(declared, k) && !strings.HasPrefix(k, http.TrailerPrefix) {
 			h[k] = v
-			trailers = trailers || strings.HasPrefix(k, http.TrailerPrefix)
+		}
+	}
+	for k, v := range held.header { // as net/http sends them, after the body
+		switch {
+		case slices.Contains(declared, k):
+			h[http.TrailerPrefix+k], trailers = v, true
+		case strings.HasPrefix(k, http.TrailerPrefix):
+			h[k], trailers = v, true
 		}
 	}
 	if trailers {
@@ -270,6 +278,9 @@ type heldResponse struct {
 	header http.Header
 	status int
 	body   []byte
+	// sent is the header as it was when the status was written, which
+	// net/http would have sent (later changes count only for trailers).
+	sent http.Header
 	// client is the client's writer, for deadlines only; capture is the
 	// capture over this writer, which says when the body outgrew what can
 	// be recorded.
@@ -286,13 +297,13 @@ func (h *heldResponse) WriteHeader(code int) {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
 	if h.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) { // informational ones dropped
-		h.status = code
+		h.status, h.sent = code, h.header.Clone()
 	}
 }
 
 func (h *heldResponse) Write(p []byte) (int, error) {
 	if h.status == 0 {
-		h.status = http.StatusOK
+		h.WriteHeader(http.StatusOK)
 	}
 	if h.capture.abandoned && h.status < 400 {
 		// Not recordable, so answered 500 and never sent: not held.

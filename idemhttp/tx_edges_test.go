@@ -261,3 +261,36 @@ func TestTxBeginTxErrorWithATxRollsItBack(t *testing.T) {
 		t.Errorf("%d commits, %d rollbacks; want the Tx rolled back", f.commits.Load(), f.rollbacks.Load())
 	}
 }
+
+// Header fields changed after WriteHeader are not sent, in transaction
+// mode as in lease mode (net/http sends the header as it was then), so
+// the first response and its replay agree; trailers are still taken at
+// the end.
+func TestTxHeaderIsSentAsAtWriteHeader(t *testing.T) {
+	e := newFakeTxEnv(t)
+	h := e.handler(t, idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/orders/1")
+		w.Header().Set("Trailer", "X-Checksum")
+		w.WriteHeader(http.StatusCreated)
+		w.Header().Set("Location", "/orders/wrong")
+		w.Header().Set("Set-Cookie", "late=1")
+		_, _ = io.WriteString(w, "ok")
+		w.Header().Set("X-Checksum", "abc")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("b"))
+		req.Header.Set(idem.HeaderName, "k-late-header")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Location") != "/orders/1" || resp.Header.Get("Set-Cookie") != "" || resp.Trailer.Get("X-Checksum") != "abc" {
+			t.Errorf("response %d: %d, Location %q, Set-Cookie %q, trailer %q; want 201, /orders/1, none, abc",
+				i, resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Set-Cookie"), resp.Trailer.Get("X-Checksum"))
+		}
+	}
+}
