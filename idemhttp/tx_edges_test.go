@@ -25,8 +25,6 @@ type fakeTx struct {
 	commit func(ctx context.Context) error
 }
 
-func (f *fakeTx) ended() int32 { return f.commits.Load() + f.rollbacks.Load() }
-
 // panickyStore is a memstore whose Begin or Commit may panic.
 type panickyStore struct {
 	idem.Store
