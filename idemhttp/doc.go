@@ -96,8 +96,10 @@
 // the rows commit or roll back together, and the client is told only what
 // is true:
 //
-//   - The response is held, in memory and in full, while the handler runs:
-//     nothing reaches the client before the transaction ends. Flush does
+//   - The response is held, in memory, while the handler runs: nothing
+//     reaches the client before the transaction ends (a success only up
+//     to Config.MaxCapture: beyond it, it cannot be recorded, and is
+//     answered 500 as below; a failure in full). Flush does
 //     nothing (the response is delivered whole, and recorded like any
 //     other), informational 1xx responses are dropped, and Hijack fails
 //     with http.ErrNotSupported.
@@ -107,7 +109,10 @@
 //     back: a response of status 400 or more is sent as the handler wrote
 //     it, unrecorded (a statement that failed may have aborted the
 //     transaction), and any other gets 503 (ProblemStoreUnavailable): the
-//     request had no effect, and a retry with the same key runs it again.
+//     request had no effect, and a retry with the same key runs it again
+//     (but for a Tx.Commit cut short by Config.StoreTimeout, which may
+//     have committed: the 503 says so, and a retry with the same key is
+//     answered from the record if it did).
 //     A constraint checked at commit (DEFERRABLE INITIALLY DEFERRED) fails
 //     that way on every retry: check such constraints in the handler (SET
 //     CONSTRAINTS ALL IMMEDIATE) and answer the conflict there.
