@@ -1,7 +1,6 @@
 package idemgin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,187 +8,40 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/contrib/idemgin"
 	"github.com/idemgo/idem/idemhttp"
-	"github.com/idemgo/idem/store/memstore"
+	"github.com/idemgo/idem/internal/txfake"
 )
 
-// txValueKey is the context key under which BeginTx puts the request's
-// transaction, as a program puts its *sql.Tx or pgx.Tx there.
-type txValueKey struct{}
-
-// fakeTx is a database transaction standing in for a real one: its Commit
-// and Rollback record their calls, and Commit checks, when it is called,
-// that nothing has reached the client yet.
-type fakeTx struct {
-	mu        sync.Mutex
-	commits   int
-	rollbacks int
-	early     []string // what the client had been sent when Commit was called
-	begun     *idem.Key
-	lease     idem.Lease
-	record    func(context.Context) error // the record written in the transaction, applied at Commit
-}
-
-// boundStore is a memstore bound to a fakeTx, as pgstore's WithTx is to a
-// pgx.Tx: the record its Commit writes reaches the memstore only when the
-// transaction commits, and the key its Begin leased is released when the
-// transaction rolls back or fails to commit, as a real transaction's end
-// keeps or undoes the Begin's and the Commit's rows.
-type boundStore struct {
-	idem.Store
-	tx *fakeTx
-}
-
-func (s boundStore) Begin(ctx context.Context, k idem.Key, r idem.Request, o *idem.BeginOpts) (idem.Outcome, error) {
-	out, err := s.Store.Begin(ctx, k, r, o)
-	if err == nil && out.Kind == idem.Fresh {
-		s.tx.mu.Lock()
-		s.tx.begun, s.tx.lease = &k, out.Lease
-		s.tx.mu.Unlock()
-	}
-	return out, err
-}
-
-func (s boundStore) Commit(_ context.Context, k idem.Key, l idem.Lease, result []byte) error {
-	result = bytes.Clone(result)
-	s.tx.mu.Lock()
-	s.tx.record = func(ctx context.Context) error { return s.Store.Commit(ctx, k, l, result) }
-	s.tx.mu.Unlock()
-	return nil
-}
-
-// clientWriter is the client's end: a ResponseRecorder that notes whether
-// anything (a status or body bytes) was written to it, which the
-// recorder's Code (200 from the start) does not tell.
-type clientWriter struct {
-	*httptest.ResponseRecorder
-	mu    sync.Mutex
-	wrote bool
-}
-
-func (w *clientWriter) WriteHeader(code int) {
-	w.mu.Lock()
-	w.wrote = true
-	w.mu.Unlock()
-	w.ResponseRecorder.WriteHeader(code)
-}
-
-func (w *clientWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	w.wrote = true
-	w.mu.Unlock()
-	return w.ResponseRecorder.Write(p)
-}
-
-func (w *clientWriter) written() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.wrote || w.Body.Len() != 0
-}
-
-// txEngine is a gin engine with the middleware in transaction mode, each
-// request's fakeTx (bound to a memstore, whose Store stands for the
-// transaction's) sent on txs; client is the writer of the request being
-// served, which the fake Commit inspects.
+// txEngine is a gin engine with the middleware in transaction mode on
+// fake transactions (txfake).
 type txEngine struct {
+	*txfake.Env
 	engine *gin.Engine
-	txs    chan *fakeTx
-	mu     sync.Mutex
-	client *clientWriter
-	// commitErr, when set, is what each transaction's Commit fails with.
-	commitErr error
 }
 
 func newTxEngine(t *testing.T) *txEngine {
 	t.Helper()
-	s, err := memstore.New(memstore.Config{})
+	env := txfake.New(t)
+	mw, err := idemgin.New(env.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &txEngine{txs: make(chan *fakeTx, 10)}
-	mw, err := idemgin.New(idemhttp.Config{
-		Store: s, RequireKey: true,
-		BeginTx: func(r *http.Request) (*idemhttp.Tx, error) {
-			ftx := &fakeTx{}
-			e.txs <- ftx
-			return &idemhttp.Tx{
-				Store:   boundStore{Store: s, tx: ftx},
-				Context: context.WithValue(r.Context(), txValueKey{}, ftx),
-				Commit: func(ctx context.Context) error {
-					ftx.mu.Lock()
-					defer ftx.mu.Unlock()
-					ftx.commits++
-					e.mu.Lock()
-					cw, commitErr := e.client, e.commitErr
-					e.mu.Unlock()
-					if cw.written() || cw.Flushed {
-						ftx.early = append(ftx.early, "status "+http.StatusText(cw.Code)+", body "+cw.Body.String())
-					}
-					if commitErr != nil { // the transaction is gone, its rows with it
-						if ftx.begun != nil {
-							_ = s.FailTransient(ctx, *ftx.begun, ftx.lease)
-						}
-						return commitErr
-					}
-					if ftx.record == nil {
-						return nil
-					}
-					return ftx.record(ctx)
-				},
-				Rollback: func(ctx context.Context) error {
-					ftx.mu.Lock()
-					defer ftx.mu.Unlock()
-					ftx.rollbacks++
-					if ftx.begun != nil {
-						return s.FailTransient(ctx, *ftx.begun, ftx.lease)
-					}
-					return nil
-				},
-			}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.engine = gin.New()
+	e := &txEngine{Env: env, engine: gin.New()}
 	e.engine.Use(mw)
 	return e
 }
 
 // serve sends a POST with key k and returns what the client got and the
 // request's transaction, if one was begun.
-func (e *txEngine) serve(t *testing.T, target, k string) (*clientWriter, *fakeTx) {
+func (e *txEngine) serve(t *testing.T, target, k string) (*txfake.Client, *txfake.Tx) {
 	t.Helper()
-	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{"sku":"a"}`))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", k)
-	w := &clientWriter{ResponseRecorder: httptest.NewRecorder()}
-	e.mu.Lock()
-	e.client = w
-	e.mu.Unlock()
-	e.engine.ServeHTTP(w, r)
-	select {
-	case ftx := <-e.txs:
-		return w, ftx
-	default:
-		return w, nil
-	}
-}
-
-// calls is tx's Commit and Rollback calls, and what the client had been
-// sent at the Commit.
-func (tx *fakeTx) calls() (commits, rollbacks int, early []string) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return tx.commits, tx.rollbacks, tx.early
+	return e.Serve(t, e.engine, target, k)
 }
 
 // In transaction mode through the gin adapter, a handler answering with
@@ -204,7 +56,7 @@ func TestTxCommitHoldsTheResponse(t *testing.T) {
 	var seen []any
 	e.engine.POST("/orders", func(c *gin.Context) {
 		runs++
-		tx, _ := c.Request.Context().Value(txValueKey{}).(*fakeTx)
+		tx, _ := c.Request.Context().Value(txfake.ValueKey{}).(*txfake.Tx)
 		seen = append(seen, tx)
 		c.JSON(http.StatusCreated, gin.H{"order": runs})
 	})
@@ -216,7 +68,7 @@ func TestTxCommitHoldsTheResponse(t *testing.T) {
 	if len(seen) != 1 || seen[0] != tx {
 		t.Errorf("the handler found %v in c.Request.Context(), want the request's transaction %p", seen, tx)
 	}
-	commits, rollbacks, early := tx.calls()
+	commits, rollbacks, early := tx.Calls()
 	if commits != 1 || rollbacks != 0 {
 		t.Errorf("Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
 	}
@@ -238,7 +90,7 @@ func TestTxCommitHoldsTheResponse(t *testing.T) {
 		t.Errorf("the handler ran %d times, want 1", runs)
 	}
 	if rtx != nil {
-		if commits, _, _ := rtx.calls(); commits != 0 {
+		if commits, _, _ := rtx.Calls(); commits != 0 {
 			t.Errorf("the replay's transaction was committed %d times", commits)
 		}
 	}
@@ -253,7 +105,7 @@ func TestTxFailureRollsBack(t *testing.T) {
 	runs, found := 0, 0
 	e.engine.POST("/orders", func(c *gin.Context) {
 		runs++
-		if c.Request.Context().Value(txValueKey{}) != nil {
+		if c.Request.Context().Value(txfake.ValueKey{}) != nil {
 			found++
 		}
 		c.JSON(http.StatusBadGateway, gin.H{"error": "upstream down", "run": runs})
@@ -263,7 +115,7 @@ func TestTxFailureRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.calls(); commits != 0 || rollbacks != 1 {
+		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
 			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
 		}
 		want := `{"error":"upstream down","run":` + string(rune('1'+i)) + `}`
@@ -285,7 +137,7 @@ func TestTxFailureRollsBack(t *testing.T) {
 // and a retry with the same key runs the handler again.
 func TestTxCommitFailureAnswers503(t *testing.T) {
 	e := newTxEngine(t)
-	e.commitErr = errors.New("connection reset during COMMIT")
+	e.SetCommitErr(errors.New("connection reset during COMMIT"))
 	runs := 0
 	e.engine.POST("/orders", func(c *gin.Context) {
 		runs++
@@ -297,7 +149,7 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	if tx == nil {
 		t.Fatal("BeginTx was not called")
 	}
-	if commits, _, early := tx.calls(); commits != 1 || len(early) != 0 {
+	if commits, _, early := tx.Calls(); commits != 1 || len(early) != 0 {
 		t.Errorf("Commit called %d times, the client sent %q before it; want 1 and nothing", commits, early)
 	}
 	wantProblem(t, w.ResponseRecorder, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable)
@@ -305,9 +157,7 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 		t.Errorf("the client got part of the handler's 201: body %q, Location %q", w.Body.String(), w.Header().Get("Location"))
 	}
 
-	e.mu.Lock()
-	e.commitErr = nil
-	e.mu.Unlock()
+	e.SetCommitErr(nil)
 	retry, rtx := e.serve(t, "/orders", "k1")
 	if retry.Code != http.StatusCreated || retry.Body.String() != `{"order":2}` || replayed(retry.ResponseRecorder) {
 		t.Errorf("retry got %d %q replayed=%v, want the handler's second 201", retry.Code, retry.Body.String(), replayed(retry.ResponseRecorder))
@@ -315,7 +165,7 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	if rtx == nil {
 		t.Fatal("the retry began no transaction")
 	}
-	if commits, rollbacks, _ := rtx.calls(); commits != 1 || rollbacks != 0 {
+	if commits, rollbacks, _ := rtx.Calls(); commits != 1 || rollbacks != 0 {
 		t.Errorf("the retry's Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
 	}
 	if runs != 2 {
@@ -343,10 +193,8 @@ func TestTxStreamIsHeldAndRecorded(t *testing.T) {
 		})
 		_, _ = c.Writer.WriteString("tail\n")
 		c.Writer.Flush()
-		e.mu.Lock()
-		cw := e.client
-		e.mu.Unlock()
-		if cw.written() || cw.Flushed {
+		cw := e.CurrentClient()
+		if cw.Written() || cw.Flushed {
 			sentEarly = append(sentEarly, cw.Body.String())
 		}
 	})
@@ -359,7 +207,7 @@ func TestTxStreamIsHeldAndRecorded(t *testing.T) {
 	if len(sentEarly) != 0 {
 		t.Errorf("the client had been sent %q while the handler streamed", sentEarly)
 	}
-	commits, rollbacks, early := tx.calls()
+	commits, rollbacks, early := tx.Calls()
 	if commits != 1 || rollbacks != 0 || len(early) != 0 {
 		t.Errorf("Commit called %d times, Rollback %d, the client sent %q before Commit; want 1, 0 and nothing", commits, rollbacks, early)
 	}
@@ -398,7 +246,7 @@ func TestTxAbortWithStatusJSONRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.calls(); commits != 0 || rollbacks != 1 {
+		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
 			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
 		}
 		want := fmt.Sprintf(`{"error":"down","run":%d}`, i+1)
@@ -439,18 +287,13 @@ func TestTxStreamRunsToItsEndWhenTheClientLeaves(t *testing.T) {
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/events", strings.NewReader(`{"sku":"a"}`))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "k1")
-	w := &clientWriter{ResponseRecorder: httptest.NewRecorder()}
-	e.mu.Lock()
-	e.client = w
-	e.mu.Unlock()
-	e.engine.ServeHTTP(w, r)
-	tx := <-e.txs
+	_, tx := e.ServeRequest(e.engine, r)
 
 	const want = "part 1\npart 2\npart 3\n"
 	if stopped {
 		t.Error("c.Stream stopped early: CloseNotify reported the client leaving while the response was held")
 	}
-	if commits, rollbacks, _ := tx.calls(); commits != 1 || rollbacks != 0 {
+	if commits, rollbacks, _ := tx.Calls(); commits != 1 || rollbacks != 0 {
 		t.Errorf("Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
 	}
 	retry, _ := e.serve(t, "/events", "k1")
