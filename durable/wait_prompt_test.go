@@ -257,12 +257,7 @@ func TestWaitIsPromptForACancelInThisProcess(t *testing.T) {
 	ctx := ctxT(t)
 
 	parent := b.insert(t, parentFSM.With(struct{}{}), nil)
-	b.waitStatus(t, parent, durable.StatusAwaitingChildren)
-	kids, err := b.client.ChildrenOf(ctx, parent)
-	if err != nil || len(kids) != 1 {
-		t.Fatalf("ChildrenOf = %v, %v, want one child", kids, err)
-	}
-	child := kids[0].ID
+	child := onlyChild(t, b, parent)
 	started := time.Now()
 	waits := []<-chan timedWait{
 		goTimedWait(labelled(ctx, "Wait 0"), b.client, parent), goTimedWait(labelled(ctx, "Wait 1"), producer, parent),
@@ -310,12 +305,7 @@ func TestWaitIsPromptForACancelOutcomesDescendants(t *testing.T) {
 	ctx := ctxT(t)
 
 	parent := b.insert(t, parentFSM.With(struct{}{}), nil)
-	b.waitStatus(t, parent, durable.StatusAwaitingChildren)
-	kids, err := b.client.ChildrenOf(ctx, parent)
-	if err != nil || len(kids) != 1 {
-		t.Fatalf("ChildrenOf = %v, %v, want one child", kids, err)
-	}
-	child := kids[0].ID
+	child := onlyChild(t, b, parent)
 	b.waitStatus(t, child, durable.StatusAwaitingSignal)
 	b.signal(t, durable.ByID(child), "fail", nil, "")
 	b.waitStatus(t, child, durable.StatusFailed)
@@ -451,4 +441,16 @@ func TestWaitIsPromptForAReaperFailureInThisProcess(t *testing.T) {
 		t.Fatalf("Wait returned %s (%q), want failed as reaped too often", r.in.Status, r.in.Error)
 	}
 	polls.checkWoken(t, "Wait")
+}
+
+// onlyChild waits for parent to await its children and returns the id of
+// its one child.
+func onlyChild(t *testing.T, b *testBundle, parent int64) int64 {
+	t.Helper()
+	b.waitStatus(t, parent, durable.StatusAwaitingChildren)
+	kids, err := b.client.ChildrenOf(ctxT(t), parent)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("ChildrenOf = %v, %v, want one child", kids, err)
+	}
+	return kids[0].ID
 }
