@@ -169,6 +169,17 @@ func (e *txEnv) openTx(want int) {
 	}
 }
 
+// leftNothing fails the test unless a request rolled back left nothing:
+// no order of sku, no transaction open, no record of key.
+func (e *txEnv) leftNothing(sku, key string) {
+	e.t.Helper()
+	if n := e.rows(sku); n != 0 {
+		e.t.Fatalf("%d %s rows, want 0", n, sku)
+	}
+	e.noTxLeft()
+	e.keyFree(key)
+}
+
 // keyFree fails the test unless key has no record.
 func (e *txEnv) keyFree(value string) {
 	e.t.Helper()
@@ -287,11 +298,7 @@ func TestTxFailureResponseRollsBack(t *testing.T) {
 	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeReleased || ev.Status != http.StatusBadGateway {
 		t.Errorf("event %s %d, want released 502", ev.Outcome, ev.Status)
 	}
-	if n := e.rows("pen"); n != 0 {
-		t.Fatalf("%d rows after the 502, want 0", n)
-	}
-	e.noTxLeft()
-	e.keyFree("k-502")
+	e.leftNothing("pen", "k-502")
 	status = http.StatusCreated
 	if w := postTx(h, "k-502", "pen"); w.Code != http.StatusCreated || w.Header().Get(idemhttp.ReplayedHeader) != "" {
 		t.Fatalf("retry: %d %s; want 201, not replayed", w.Code, w.Body)
@@ -360,11 +367,7 @@ func TestTxRecordCommitFailureAnswers503(t *testing.T) {
 	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeStoreError || !errors.As(ev.Err, new(*idem.PayloadTooLargeError)) {
 		t.Errorf("event %s %v, want store_error with the record's error", ev.Outcome, ev.Err)
 	}
-	if n := e.rows("chair"); n != 0 {
-		t.Fatalf("%d rows, want 0", n)
-	}
-	e.noTxLeft()
-	e.keyFree("k-record")
+	e.leftNothing("chair", "k-record")
 }
 
 // A handler that panics after inserting has its transaction rolled back
@@ -387,11 +390,7 @@ func TestTxPanicRollsBack(t *testing.T) {
 	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeReleased || ev.Status != http.StatusInternalServerError {
 		t.Errorf("event %s %d, want released 500", ev.Outcome, ev.Status)
 	}
-	if n := e.rows("cup"); n != 0 {
-		t.Fatalf("%d rows, want 0", n)
-	}
-	e.noTxLeft()
-	e.keyFree("k-panic")
+	e.leftNothing("cup", "k-panic")
 }
 
 // A 2xx response over MaxCapture cannot be recorded: it is rolled back
@@ -410,11 +409,7 @@ func TestTxUnrecordableSuccessAnswers500(t *testing.T) {
 	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("Content-Type %q: the handler's headers leaked into the problem", ct)
 	}
-	if n := e.rows("desk"); n != 0 {
-		t.Fatalf("%d rows, want 0", n)
-	}
-	e.noTxLeft()
-	e.keyFree("k-big")
+	e.leftNothing("desk", "k-big")
 }
 
 // A flush in transaction mode holds: the client sees nothing of the
