@@ -1,7 +1,6 @@
 package durable_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 func TestCancelParkedInstanceByKey(t *testing.T) {
@@ -130,24 +130,6 @@ func TestCancelOutcome(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // isDeadlock reports a PostgreSQL deadlock (40P01).
 func isDeadlock(err error) bool {
 	var pe *pgconn.PgError
@@ -201,7 +183,7 @@ func TestCancelGrandparentWhileGrandchildrenEnd(t *testing.T) {
 	})
 	cfg := fast(ctl, mid, gp)
 	cfg.Queues = map[string]durable.QueueConfig{durable.DefaultQueue: {Concurrency: 8}}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := setup(t, cfg)
 	b.exec(t, `ALTER TABLE durable_instance ADD CONSTRAINT test_pending_not_negative CHECK (pending_children >= 0)`)

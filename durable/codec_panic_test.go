@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // touchy is a state whose JSON methods panic when Boom names them: "encode"
@@ -131,7 +132,7 @@ func TestStepPanicsAreLoggedWithTheirStack(t *testing.T) {
 		Steps: map[string]durable.StepFunc[string]{"boom": panickyStep},
 	})
 	cfg := fast(fsm)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	b := setup(t, cfg)
 	b.start(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgo/idem/durable"
 	"github.com/idemgo/idem/internal/pgtest"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // panickyHook is a hook that panics, named so that its frame can be found
@@ -32,7 +33,7 @@ func TestPanickingHooksAreLoggedAndTheEngineGoesOn(t *testing.T) {
 	cfg := fast(fsm)
 	cfg.GCRetention = time.Millisecond
 	cfg.GCInterval = 20 * time.Millisecond
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	cfg.Hooks = durable.Hooks{
 		StepStop:            panickyHook[durable.StepStopEvent],

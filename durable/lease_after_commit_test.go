@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // beatCounter counts the heartbeat statements a pool sends.
@@ -60,7 +61,7 @@ func TestFinishedClaimIsNotReportedLost(t *testing.T) {
 			beats := &beatCounter{}
 			cfg := fast(fsm)
 			cfg.LeaseTTL, cfg.HeartbeatInterval = 2*time.Second, 20*time.Millisecond
-			logs := &lockedBuffer{}
+			logs := &syncbuf.Buffer{}
 			cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			// The StepStop hook of "finish" holds its worker until three
 			// more heartbeats have been sent.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // heartbeatHang makes the heartbeat statements of a pool hang, as behind a
@@ -313,7 +314,7 @@ func TestHandBackOfALapsedStepWhoseRowStaysLockedWarns(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	cfg := fast(fsm)
 	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = ttl, 50*time.Millisecond, 50*time.Millisecond
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := setup(t, cfg)
 	b.start(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgo/idem/durable"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // waitStepEvent waits for a StepStop event that match accepts.
@@ -279,7 +280,7 @@ func TestRowLockedPastItsLeaseLapsesItsStepOnly(t *testing.T) {
 	// lease costs little more than its length.
 	const ttl = 3 * time.Second
 	runs, release, fsm, cfg := lockedEngine(t, ttl)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := setup(t, nil)
 	beats := newHeartbeatHang() // never on: it records when the heartbeats that succeeded were sent

@@ -29,6 +29,7 @@ import (
 	"github.com/idemgo/idem/durable"
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/internal/redistest"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 var idemBin string
@@ -108,28 +109,9 @@ type proxy struct {
 	cmd    *exec.Cmd
 	base   string
 	admin  string
-	output *syncBuffer
+	output *syncbuf.Buffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, once exited is closed
-}
-
-// syncBuffer collects a process's output, and may be read while the
-// process still writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitOutput waits, up to 30 s, until the proxy has printed want.
@@ -183,7 +165,7 @@ func startProxy(t *testing.T, args ...string) *proxy {
 func startProxyVia(t *testing.T, via []string, args ...string) *proxy {
 	t.Helper()
 	listen, admin := freeAddr(t), freeAddr(t)
-	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proxy{base: "http://" + listen, admin: "http://" + admin, output: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	argv := append(append(append([]string{}, via...), idemBin, "proxy", "--listen", listen, "--admin", admin), args...)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output

@@ -18,27 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemgo/idem/internal/syncbuf"
 )
-
-// lockedBuffer collects what runProxy writes, and may be read meanwhile
-// (package main's tests cannot use the e2e tests' syncBuffer, in
-// main_test).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // errAcceptBroken is the Accept error of a failingListener that failed.
 var errAcceptBroken = errors.New("accept: injected failure")
@@ -69,7 +51,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 // inProcessProxy is runProxy running in this process.
 type inProcessProxy struct {
 	addr   string
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	done   chan error // runProxy's result
 }
 
@@ -94,8 +76,8 @@ func runProxyInProcess(t *testing.T, ctx context.Context, wrap func(name string,
 	old := serveListener
 	serveListener = wrap
 	t.Cleanup(func() { serveListener = old })
-	stdout := &lockedBuffer{}
-	p := &inProcessProxy{stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	stdout := &syncbuf.Buffer{}
+	p := &inProcessProxy{stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	go func() {
 		p.done <- runProxy(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), stdout, p.stderr, noEnv)
 	}()
