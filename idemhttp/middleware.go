@@ -445,20 +445,28 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		x.ev.HandlerTime = x.since(start)
 		cw.finish(x.req().ProtoMajor >= 2)
 		x.ev.Status = cw.sent(false)
-		if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
-			return nil, false
-		}
-		body := cw.body
-		if !bodyAllowed(cw.status) {
-			body = nil // written after a 204 or 304, and never sent
-		}
-		rec := appendResponse(x.buffer(), cw.status, cw.header, body)
-		*x.buf = rec
-		return rec, true
+		return x.record()
 	})
 	if o.Recorded {
 		x.ev.Outcome = OutcomeExecuted
 	}
+}
+
+// record returns the record of the response the handler wrote, encoded in
+// x's buffer, and true; or false when it is not to be recorded (see
+// capture.recordable and Config.StoreStatus).
+func (x *exchange) record() ([]byte, bool) {
+	cw := &x.cw
+	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
+		return nil, false
+	}
+	body := cw.body
+	if !bodyAllowed(cw.status) {
+		body = nil // written after a 204 or 304, and never sent
+	}
+	rec := appendResponse(x.buffer(), cw.status, cw.header, body)
+	*x.buf = rec
+	return rec, true
 }
 
 // replay writes a recorded response.

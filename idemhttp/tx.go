@@ -62,17 +62,16 @@ func (x *exchange) serveTx(next http.Handler, key idem.Key, req idem.Request) {
 	}
 	if err != nil || o.Kind != idem.Fresh {
 		x.rollback(t)
-		switch {
-		case err != nil:
+		if err != nil {
 			x.storeFailed(next, err)
-		case o.Kind == idem.InFlight:
+			return
+		}
+		if o.Kind == idem.InFlight {
 			// The key is held by another open transaction, not a lease,
 			// and transactions are short: retry soon.
 			o.RetryAfter = min(o.RetryAfter, time.Second)
-			x.answer(o)
-		default:
-			x.answer(o)
 		}
+		x.answer(o)
 		return
 	}
 	x.runTx(next, key, o.Lease, t)
@@ -90,19 +89,18 @@ func (x *exchange) beginTx() (*Tx, error) {
 	tx, err := x.callBeginTx()
 	switch {
 	case err != nil:
-		if tx != nil && tx.Rollback != nil { // begun, then failed
-			x.rollback(&openTx{Tx: tx})
-		}
-		return nil, fmt.Errorf("idemhttp: Config.BeginTx: %w", err)
+		err = fmt.Errorf("idemhttp: Config.BeginTx: %w", err)
 	case tx == nil:
 		return nil, errors.New("idemhttp: Config.BeginTx returned no Tx")
 	case tx.Commit == nil || tx.Rollback == nil || tx.Store == nil || idem.IsNilStore(tx.Store):
-		if tx.Rollback != nil {
-			x.rollback(&openTx{Tx: tx})
-		}
-		return nil, errors.New("idemhttp: Config.BeginTx returned a Tx without its Store, Commit or Rollback")
+		err = errors.New("idemhttp: Config.BeginTx returned a Tx without its Store, Commit or Rollback")
+	default:
+		return tx, nil
 	}
-	return tx, nil
+	if tx != nil && tx.Rollback != nil { // begun, then refused
+		x.rollback(&openTx{Tx: tx})
+	}
+	return nil, err
 }
 
 // callBeginTx calls Config.BeginTx with x's request, detached from the
@@ -121,9 +119,8 @@ func (x *exchange) rollback(t *openTx) {
 		return
 	}
 	t.ended = true
-	tx := t.Tx
 	call := x.storeCtx()
-	err := tx.Rollback(call.ctx)
+	err := t.Rollback(call.ctx)
 	x.done(call)
 	if err != nil && x.ev.Err == nil {
 		x.ev.Err = fmt.Errorf("idemhttp: Tx.Rollback: %w", err)
@@ -154,7 +151,7 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 		ctx = t.Context
 	}
 
-	// What a panic in the handler leaves: tx rolled back.
+	// What a panic in the handler leaves: t rolled back (by serveTx).
 	x.ev.Outcome = OutcomeReleased
 	start := x.now()
 	returned := false
@@ -163,7 +160,6 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 			cw.w = client
 			x.ev.HandlerTime = x.since(start)
 			x.ev.Status = http.StatusInternalServerError // what a recovering middleware outside answers
-			x.rollback(t)
 		}
 	}()
 	next.ServeHTTP(cw, x.req().WithContext(ctx))
@@ -172,7 +168,8 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 	cw.finish(x.req().ProtoMajor >= 2)
 	cw.w = client
 
-	if !cw.recordable() || !x.m.cfg.StoreStatus(cw.status) {
+	rec, ok := x.record()
+	if !ok {
 		x.rollback(t)
 		if cw.status >= 400 { // the handler's failure, which is the truth
 			x.deliver(held, cw.status)
@@ -185,12 +182,6 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 			Detail: "The response could not be recorded, and the request was rolled back: it had no effect."})
 		return
 	}
-	body := cw.body
-	if !bodyAllowed(cw.status) {
-		body = nil // written after a 204 or 304, and never sent
-	}
-	rec := appendResponse(x.buffer(), cw.status, cw.header, body)
-	*x.buf = rec
 	call := x.storeCtx()
 	err := t.Store.Commit(call.ctx, key, lease, rec)
 	x.done(call)
