@@ -34,10 +34,10 @@ type recordedResponse struct {
 }
 
 // encodeResponse builds the record of an outcome: resp when st is OK, else
-// st as the client gets it (sentStatus). The error says why an outcome cannot be recorded: a response that is
-// not a proto.Message, one that does not marshal (a *marshalError), one
-// over max bytes, or a status code gRPC does not define
-// (over 16), which decodeResponse would refuse.
+// st as the client gets it (sentStatus). The error says why an outcome
+// cannot be recorded: a response that is not a proto.Message, one that
+// does not marshal (a *marshalError), one over max bytes, or a status
+// code gRPC does not define (over 16), which decodeResponse would refuse.
 func encodeResponse(resp any, st *status.Status, header, trailer metadata.MD, max int) ([]byte, error) {
 	if st.Code() > codes.Unauthenticated {
 		return nil, fmt.Errorf("idemgrpc: status code %d is not one gRPC defines", uint32(st.Code()))
