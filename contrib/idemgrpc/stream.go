@@ -15,8 +15,9 @@ import (
 // protected call sees: it passes header and trailer metadata on to the
 // real stream and keeps a copy of the names in allow (possibly none) that
 // were accepted, for the record, and of the trailer
-// grpc-status-details-bin, which can make the status a client reads. Once the client has gone (its context
-// ended), the stream refuses metadata, but the handler goes on and its
+// grpc-status-details-bin, which can make the status a client reads. Once
+// the client has gone (its context ended), the stream refuses metadata,
+// but the handler goes on and its
 // response is recorded for the client's retry: the metadata is then kept,
 // and the refusal not reported, as idemhttp does with writes to a vanished
 // client. Once the handler has returned (seal), metadata is refused with
