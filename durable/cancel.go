@@ -208,11 +208,7 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) ([]int
 				return nil, err
 			}
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		gone, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		gone, err := cancelledDescendants(br)
 		return append([]int64{id}, gone...), err
 	}()
 	if cerr := br.Close(); err == nil {

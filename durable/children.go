@@ -179,6 +179,16 @@ const cancelChildrenSQL = descendantsSQL + `, gone AS (
 )
 SELECT id FROM gone`
 
+// cancelledDescendants reads the result of cancelChildrenSQL, the next in
+// br: the ids of the descendants it cancelled.
+func cancelledDescendants(br pgx.BatchResults) ([]int64, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // txBeginner is what commitChildren needs of the commit's database.
 type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)

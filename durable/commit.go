@@ -212,11 +212,7 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			}
 		}
 		if o.kind == KindCancel {
-			rows, err := br.Query()
-			if err != nil {
-				return res, err
-			}
-			gone, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			gone, err := cancelledDescendants(br)
 			if err != nil {
 				return res, err
 			}
