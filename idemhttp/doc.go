@@ -97,12 +97,14 @@
 // is true:
 //
 //   - The response is held, in memory, while the handler runs: nothing
-//     reaches the client before the transaction ends (a success only up
-//     to Config.MaxCapture: beyond it, it cannot be recorded, and is
-//     answered 500 as below; a failure in full). Flush does
-//     nothing (the response is delivered whole, and recorded like any
-//     other), informational 1xx responses are dropped, and Hijack fails
-//     with http.ErrNotSupported.
+//     reaches the client before the transaction ends. Only up to
+//     Config.MaxCapture: a success beyond it cannot be recorded, and is
+//     answered 500 as below; a failure (status 400 or more) beyond it
+//     cannot be recorded either, so its transaction is rolled back
+//     whatever follows, and it is passed on to the client as the handler
+//     writes it. Flush does nothing (the response is delivered whole, and
+//     recorded like any other), informational 1xx responses are dropped,
+//     and Hijack fails with http.ErrNotSupported.
 //   - A response that can be recorded (see above; Config.MaxCapture still
 //     bounds it) is recorded in the transaction, which is then committed;
 //     only then is it sent. If either fails, the transaction is rolled

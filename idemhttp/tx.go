@@ -160,6 +160,9 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 			cw.w = client
 			x.ev.HandlerTime = x.since(start)
 			x.ev.Status = http.StatusInternalServerError // what a recovering middleware outside answers
+			if held.passed {
+				x.ev.Status = held.status // its head went out before the panic
+			}
 		}
 	}()
 	next.ServeHTTP(cw, x.req().WithContext(ctx))
@@ -227,44 +230,31 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 // deliver writes the held response, status and all, to the client: its
 // header as it was when the status was written, the trailers as the
 // handler left them, after the body, and a Content-Length when the
-// handler set none (and there are no trailers).
+// handler set none (and there are no trailers). Of a response already
+// passed on (see heldResponse.Write), only the trailers are left to set.
 func (x *exchange) deliver(held *heldResponse, status int) {
-	h := x.cw.w.Header()
-	clear(h)
-	sent := held.sent
-	if sent == nil { // no status written
-		sent = held.header
+	x.ev.Status = status
+	if held.passed {
+		held.setTrailers()
+		return
 	}
-	declared := declaredTrailers(nil, sent)
-	trailers := false
-	for k, v := range sent {
-		if k != "Trailer" && !slices.Contains(declared, k) && !strings.HasPrefix(k, http.TrailerPrefix) {
-			h[k] = v
-		}
-	}
-	for k, v := range held.header { // as net/http sends them, after the body
-		switch {
-		case slices.Contains(declared, k):
-			h[http.TrailerPrefix+k], trailers = v, true
-		case strings.HasPrefix(k, http.TrailerPrefix):
-			h[k], trailers = v, true
-		}
-	}
-	if trailers {
+	held.setHead()
+	h := held.client.Header()
+	if held.setTrailers() {
 		delete(h, "Content-Length")
 	} else if _, ok := h["Content-Length"]; !ok && bodyAllowed(status) && x.req().Method != http.MethodHead {
 		h["Content-Length"] = []string{strconv.Itoa(len(held.body))}
 	}
-	x.ev.Status = status
-	x.cw.w.WriteHeader(status)
-	_, _ = x.cw.w.Write(held.body)
+	held.client.WriteHeader(status)
+	_, _ = held.client.Write(held.body)
 }
 
 // heldResponse is the writer under a handler's capture in transaction
 // mode: it holds the whole response, nothing reaching the client before
-// the transaction ends. Informational (1xx) responses other than 101 are
-// dropped; Flush does nothing; Hijack is not supported (it has no Hijack
-// method, so http.ResponseController's fails with http.ErrNotSupported).
+// the transaction ends, but for a failure that cannot be recorded (see
+// Write). Informational (1xx) responses other than 101 are dropped; Flush
+// does nothing; Hijack is not supported (it has no Hijack method, so
+// http.ResponseController's fails with http.ErrNotSupported).
 type heldResponse struct {
 	header http.Header
 	status int
@@ -277,6 +267,9 @@ type heldResponse struct {
 	// be recorded.
 	client  http.ResponseWriter
 	capture *capture
+	// passed says the response is being passed on to the client as it
+	// is written (see Write): its head and the body held so far are sent.
+	passed bool
 }
 
 func (h *heldResponse) Header() http.Header { return h.header }
@@ -296,12 +289,78 @@ func (h *heldResponse) Write(p []byte) (int, error) {
 	if h.status == 0 {
 		h.WriteHeader(http.StatusOK)
 	}
-	if h.capture.abandoned && h.status < 400 {
-		// Not recordable, so answered 500 and never sent: not held.
-		return len(p), nil
+	if h.capture.abandoned {
+		if h.status < 400 {
+			// Not recordable, so answered 500 and never sent: not held.
+			return len(p), nil
+		}
+		// A failure that cannot be recorded: its transaction is rolled
+		// back whatever follows, and the client gets it as written (see
+		// runTx), so it is passed on now rather than held whole.
+		if !h.passed {
+			if err := h.pass(); err != nil {
+				return 0, err
+			}
+		}
+		return h.client.Write(p)
 	}
 	h.body = append(h.body, p...)
 	return len(p), nil
+}
+
+// pass sends the client the response's head and the body held so far; the
+// rest of the body follows as it is written, the trailers when the handler
+// returned (see deliver).
+func (h *heldResponse) pass() error {
+	h.passed = true
+	h.setHead()
+	h.setTrailers() // those already set; net/http sends them after the body
+	h.client.WriteHeader(h.status)
+	_, err := h.client.Write(h.body)
+	h.body = nil
+	return err
+}
+
+// setHead sets the client's header to the response's as it was when its
+// status was written, without the trailers it declared; a response passed
+// on keeps their declaration (the Trailer field), for net/http to send
+// them after a body whose end it does not know yet.
+func (h *heldResponse) setHead() {
+	client := h.client.Header()
+	clear(client)
+	sent := h.sent
+	if sent == nil { // no status written
+		sent = h.header
+	}
+	declared := declaredTrailers(nil, sent)
+	for k, v := range sent {
+		if (k != "Trailer" || h.passed) && !slices.Contains(declared, k) && !strings.HasPrefix(k, http.TrailerPrefix) {
+			client[k] = v
+		}
+	}
+}
+
+// setTrailers sets in the client's header, as net/http sends them after
+// the body, the trailers the handler declared (when it wrote its status)
+// and set, and those it set with http.TrailerPrefix. It reports whether
+// there are any.
+func (h *heldResponse) setTrailers() bool {
+	client := h.client.Header()
+	sent := h.sent
+	if sent == nil {
+		sent = h.header
+	}
+	declared := declaredTrailers(nil, sent)
+	any := false
+	for k, v := range h.header {
+		switch {
+		case slices.Contains(declared, k):
+			client[http.TrailerPrefix+k], any = v, true
+		case strings.HasPrefix(k, http.TrailerPrefix):
+			client[k], any = v, true
+		}
+	}
+	return any
 }
 
 // SetReadDeadline, SetWriteDeadline and EnableFullDuplex act on the
@@ -319,5 +378,11 @@ func (h *heldResponse) EnableFullDuplex() error {
 	return http.NewResponseController(h.client).EnableFullDuplex()
 }
 
-// FlushError does nothing: the response is held.
-func (h *heldResponse) FlushError() error { return nil }
+// FlushError does nothing while the response is held, and flushes the
+// client's writer once it is passed on (see Write).
+func (h *heldResponse) FlushError() error {
+	if h.passed {
+		return http.NewResponseController(h.client).Flush()
+	}
+	return nil
+}
