@@ -267,7 +267,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 			append(attrs, slog.String("outcome", r.outcome.String()))...)
 	case r.err != nil:
 		attrs = append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", r.err))
-		if pe, ok := errors.AsType[*PanicError](r.err); ok {
+		if pe, ok := panicIn(r.err); ok {
 			// A panic is a bug: logged as an error, with where it happened.
 			cfg.Logger.Error("durable: "+pe.What+" panicked", append(attrs, slog.String("stack", string(pe.Stack)))...)
 		} else {

@@ -102,7 +102,7 @@ func withError(out Outcome, err error, duration time.Duration) ranStep {
 	r := ranStep{outcome: out, err: err, duration: duration}
 	switch out.kind {
 	case KindRetry:
-		r.errText = err.Error()
+		r.errText = errorText(err)
 	case KindStop, KindCancel:
 		r.errText = out.reason
 	}
@@ -164,7 +164,34 @@ func defaultHandling(attempt, maxAttempts int, backoff func(int) time.Duration, 
 	if attempt < maxAttempts {
 		return Retry(max(safeBackoff(backoff, attempt), 0))
 	}
-	return Stop(err.Error())
+	return Stop(errorText(err))
+}
+
+// errorText is err.Error(), or, if that panics (a typed nil pointer whose
+// Error method dereferences it: `var err *MyError; return out, err`), the
+// text fmt gives it ("<nil>", or the panic's): a step's error, like its
+// state's JSON methods, must fail the step, not the worker and with it the
+// process (and, the row being reaped and run again, the process of every
+// engine that picks it in turn).
+func errorText(err error) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = fmt.Sprint(err)
+		}
+	}()
+	return err.Error()
+}
+
+// panicIn returns the *PanicError in err's chain, if any. A step's error
+// whose Unwrap or As method panics (a typed nil pointer, as for
+// errorText) holds none, as far as the engine is concerned.
+func panicIn(err error) (pe *PanicError, ok bool) {
+	defer func() {
+		if recover() != nil {
+			pe, ok = nil, false
+		}
+	}()
+	return errors.AsType[*PanicError](err)
 }
 
 // safeBackoff is backoff(attempt), or DefaultBackoff(attempt) if backoff
