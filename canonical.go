@@ -34,7 +34,8 @@ var (
 // lim.MaxDepth (ErrJSONTooDeep), input longer than lim.MaxBytes
 // (ErrJSONTooLarge) and anything else that is not JSON (ErrJSONSyntax). A nil
 // lim means the defaults. Numbers are IEEE-754 doubles, as RFC 8785 requires:
-// integers beyond 2^53 lose precision.
+// integers beyond 2^53 lose precision (fingerprints keep it: see
+// FingerprintJSON).
 func CanonicalJSON(src []byte, lim *CanonicalLimits) ([]byte, error) {
 	var l CanonicalLimits
 	if lim != nil {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/canonjson"
 )
 
 // jsonErrors are the sentinels a *JSONError may wrap.
@@ -120,16 +121,36 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("not a fixed point: CanonicalJSON(%q) = %q, %v", out, again, err)
 		}
-		fpOut, err := idem.FingerprintJSON(out, nil)
+		// Fingerprints are of the exact form (numbers RFC 8785 would round
+		// kept exact), which is RFC 8785's but for those numbers: it
+		// canonicalises to out, and is its own exact form.
+		var l idem.CanonicalLimits
+		if lim != nil {
+			l = *lim
+		}
+		exact, err := canonjson.AppendExact(nil, src, l)
+		if err != nil {
+			t.Fatalf("AppendExact(%q): %v, where CanonicalJSON succeeds", src, err)
+		}
+		if again, err := idem.CanonicalJSON(exact, nil); err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("CanonicalJSON(AppendExact(%q) = %q) = %q, %v; want %q", src, exact, again, err, out)
+		}
+		if again, err := canonjson.AppendExact(nil, exact, canonjson.Limits{}); err != nil || !bytes.Equal(again, exact) {
+			t.Fatalf("not a fixed point: AppendExact(%q) = %q, %v", exact, again, err)
+		}
+		fpOut, err := idem.FingerprintJSON(exact, nil)
 		if fpErr != nil || err != nil || fp != fpOut || fp.IsZero() {
-			t.Fatalf("FingerprintJSON(%q) = %v, %v; of its canonical form %v, %v", src, fp, fpErr, fpOut, err)
+			t.Fatalf("FingerprintJSON(%q) = %v, %v; of its exact form %v, %v", src, fp, fpErr, fpOut, err)
+		}
+		if fpCanon, _ := idem.FingerprintJSON(out, nil); bytes.Equal(exact, out) != (fpCanon == fp) {
+			t.Fatalf("FingerprintJSON(%q) = %v, of its canonical form %v; exact form %q, canonical %q", src, fp, fpCanon, exact, out)
 		}
 		if len(src) == 0 {
 			return
 		}
-		rqOut, err := idem.FingerprintRequest(idem.RequestParts{Method: "POST", Target: "/t", Body: out, JSON: true})
+		rqOut, err := idem.FingerprintRequest(idem.RequestParts{Method: "POST", Target: "/t", Body: exact, JSON: true})
 		if rqErr != nil || err != nil || rq != rqOut {
-			t.Fatalf("FingerprintRequest(%q) = %v, %v; of its canonical form, upper-case method %v, %v", src, rq, rqErr, rqOut, err)
+			t.Fatalf("FingerprintRequest(%q) = %v, %v; of its exact form, upper-case method %v, %v", src, rq, rqErr, rqOut, err)
 		}
 		if raw, _ := idem.FingerprintRequest(idem.RequestParts{Method: "POST", Target: "/t", Body: out}); raw == rq {
 			t.Fatalf("the raw and the JSON fingerprint of %q are the same", out)

@@ -123,11 +123,12 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 // an invalid key or options with the store's errors (ErrInvalidKey,
 // ErrInvalidOptions).
 //
-// Requests are compared by the RFC 8785 form of their JSON: numbers as
-// IEEE-754 doubles (integers beyond 2^53 that differ only in their last
-// digits compare equal: send such IDs as strings), and strings as
-// encoding/json writes them (invalid UTF-8 becomes U+FFFD: keep bytes in a
-// []byte field, which is encoded as base64).
+// Requests are compared by the canonical form of their JSON
+// (FingerprintJSON's: RFC 8785's, numbers by their exact value, so int64
+// IDs beyond 2^53 that differ only in their last digits are different
+// requests), and strings as encoding/json writes them (invalid UTF-8
+// becomes U+FFFD: keep bytes in a []byte field, which is encoded as
+// base64).
 func Do[Req, Res any](ctx context.Context, s Store, key Key, req Req, fn func(ctx context.Context) (Res, error), opts *DoOpts) (Res, error) {
 	var zero Res
 	switch {

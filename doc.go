@@ -22,8 +22,10 @@
 // A Fingerprint identifies the request a key was first used with, so that
 // the same key with another request is caught (Mismatch) instead of
 // replaying the wrong answer. FingerprintJSON and FingerprintRequest hash
-// JSON by its RFC 8785 canonical form (CanonicalJSON): member order,
-// whitespace and escape style do not matter, array order does.
+// JSON by its RFC 8785 canonical form (CanonicalJSON), numbers by their
+// exact value: member order, whitespace, escape style and the spelling of
+// a number do not matter; array order does, and so do digits of a number
+// that a double cannot hold (integers beyond 2^53).
 //
 // # Stores
 //

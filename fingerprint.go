@@ -12,6 +12,12 @@ import (
 )
 
 // fingerprintV1 is the version byte of the only encoding so far.
+//
+// One change was made within it: JSON numbers whose value RFC 8785 changes
+// (see FingerprintJSON) count by their exact value, where they counted by
+// their double. Only requests holding such a number fingerprint otherwise
+// than before; a record of one made before the change answers a retry made
+// after it with Mismatch, never with another request's answer.
 const fingerprintV1 = 1
 
 // Fingerprint identifies a request: a version byte followed by a SHA-256
@@ -64,8 +70,20 @@ func (f Fingerprint) String() string {
 // FingerprintJSON fingerprints a JSON document by its canonical form, so
 // documents that differ only in member order, whitespace or escapes get the
 // same fingerprint. Errors are those of CanonicalJSON.
+//
+// The canonical form is CanonicalJSON's, RFC 8785, but for numbers whose
+// value RFC 8785 would change, which count by their exact value: an
+// integer beyond 2^53 (9007199254740993, which RFC 8785 writes as
+// 9007199254740992), a value below the smallest double (1e-400, written
+// 0), digits past a double's precision. Documents differing only in such
+// a number are different requests; spellings of one value (100, 1e2,
+// 100.0) are not.
 func FingerprintJSON(doc []byte, lim *CanonicalLimits) (Fingerprint, error) {
-	c, err := CanonicalJSON(doc, lim)
+	var l CanonicalLimits
+	if lim != nil {
+		l = *lim
+	}
+	c, err := canonjson.AppendExact(make([]byte, 0, len(doc)), doc, l)
 	if err != nil {
 		return Fingerprint{}, err
 	}
@@ -93,9 +111,10 @@ type RequestParts struct {
 }
 
 // FingerprintRequest fingerprints a request by its method, target and body.
-// With p.JSON the body counts by its canonical JSON form, and an empty body
-// counts as no body; a body that is not valid JSON gives the CanonicalJSON
-// error (callers may fall back to raw bytes).
+// With p.JSON the body counts by its canonical JSON form (FingerprintJSON's:
+// numbers by their exact value), and an empty body counts as no body; a
+// body that is not valid JSON gives the CanonicalJSON error (callers may
+// fall back to raw bytes).
 func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 	method := strings.ToUpper(p.Method)
 	if !p.JSON || len(p.Body) == 0 {
@@ -111,7 +130,7 @@ func FingerprintRequest(p RequestParts) (Fingerprint, error) {
 	enc := appendFields((*bp)[:0], "request/json", method, p.Target)
 	at := len(enc)
 	enc = append(enc, make([]byte, 8)...)
-	enc, err := canonjson.AppendCanonical(enc, p.Body, lim)
+	enc, err := canonjson.AppendExact(enc, p.Body, lim)
 	if err != nil {
 		putEncoding(bp, enc)
 		return Fingerprint{}, err

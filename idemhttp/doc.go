@@ -58,10 +58,10 @@
 // for their handlers, as idem proxy does up to its --shutdown-timeout.
 //
 // Requests with the same key are compared by method, target and body, a
-// JSON body by its RFC 8785 canonical form: member order and whitespace do
-// not count, and numbers compare as IEEE-754 doubles, so two integers
-// beyond 2^53 that differ only in their last digits count as the same
-// request (send such IDs as strings).
+// JSON body by its canonical form (idem.FingerprintJSON's: RFC 8785's,
+// numbers by their exact value): member order, whitespace and the
+// spelling of a number (100, 1e2, 100.0) do not count; two integers beyond
+// 2^53 that differ only in their last digits are different requests.
 //
 // The body of a protected request with a key is read whole (up to
 // Config.MaxBody) before the handler runs, to fingerprint it; the handler

@@ -304,6 +304,19 @@ func TestH7JSONCanonicalComparison(t *testing.T) {
 	wantRuns(t, b, 1)
 }
 
+// Numbers count by their exact value: another integer beyond 2^53, which
+// RFC 8785 would write as the same double, is another request (422), while
+// another spelling of the same value is a retry.
+func TestH7NumbersByExactValue(t *testing.T) {
+	b := setup(t, idemhttp.Config{})
+	b.do(t, "POST", "/x", `{"account":9007199254740993,"amount":100}`, key("k7n"))
+	wantProblem(t, b.do(t, "POST", "/x", `{"account":9007199254740992,"amount":100}`, key("k7n")), 422, idemhttp.ProblemKeyReused)
+	if w := b.do(t, "POST", "/x", `{"amount":1e2,"account":9007199254740993.0}`, key("k7n")); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("same values spelled differently: %d, want a replay", w.Code)
+	}
+	wantRuns(t, b, 1)
+}
+
 func TestH8MismatchLeavesRecord(t *testing.T) {
 	b := setup(t, idemhttp.Config{})
 	b.up.body = `{"secret":"original-response"}`

@@ -46,7 +46,27 @@ func Canonicalize(src []byte, lim Limits) ([]byte, error) {
 // original length and an [*Error]; the spare capacity of dst may have been
 // written to. src is not modified and dst must not overlap it.
 func AppendCanonical(dst, src []byte, lim Limits) ([]byte, error) {
+	return appendForm(dst, src, lim, false)
+}
+
+// AppendExact is AppendCanonical, except that a number whose RFC 8785 form
+// does not have its exact value (an integer beyond 2^53 such as
+// 9007199254740993, a value below the smallest double such as 1e-400,
+// digits past a double's precision) is written with its exact value, in
+// the same notation: 9007199254740993, 1e-400. Texts whose numbers all
+// keep their value get RFC 8785's form; texts that differ in the value of
+// a number get different forms (which is not RFC 8785's for them); texts
+// that spell the same values differently (1e2, 100.0) get the same. It is
+// the form requests are fingerprinted by, so that two requests differing
+// only in such a number are not taken for one.
+func AppendExact(dst, src []byte, lim Limits) ([]byte, error) {
+	return appendForm(dst, src, lim, true)
+}
+
+// appendForm is AppendCanonical, or AppendExact when exact.
+func appendForm(dst, src []byte, lim Limits, exact bool) ([]byte, error) {
 	p := parserPool.Get().(*parser)
+	p.exact = exact
 	out, err := p.canonicalize(dst, src, lim.withDefaults())
 	p.release()
 	parserPool.Put(p)

@@ -1,7 +1,9 @@
 package canonjson
 
 import (
+	"bytes"
 	"math"
+	"math/big"
 	"strconv"
 )
 
@@ -72,7 +74,11 @@ func (p *parser) number(start int) (int, error) {
 		return i, &Error{Offset: start, Err: ErrNumberRange, detail: quoteInput(src[start:i])}
 	}
 	p.flush(start, i)
-	p.dst = appendNumber(p.dst, f)
+	if p.exact {
+		p.dst = appendExactNumber(p.dst, src[start:i], f)
+	} else {
+		p.dst = appendNumber(p.dst, f)
+	}
 	return i, nil
 }
 
@@ -101,17 +107,8 @@ func digitsEnd(src []byte, i int) int {
 
 // appendNumber appends the finite value f as ECMAScript's
 // Number.prototype.toString writes it (ECMA-262, Number::toString), which is
-// what RFC 8785 section 3.2.2.3 requires.
-//
-// With the shortest digit string s of k digits and the exponent n such that
-// f = 0.s × 10^n:
-//
-//	k ≤ n ≤ 21     s followed by n−k zeros          (123, 1e20 → 100000000000000000000)
-//	0 < n ≤ 21     s with a point after n digits    (4.5)
-//	−6 < n ≤ 0     "0." then −n zeros then s        (0.000001)
-//	otherwise      d[.ddd]e±(n−1)                   (1e+21, 1.5e-7)
-//
-// Zero, including −0, is written as 0.
+// what RFC 8785 section 3.2.2.3 requires: its shortest digits in the
+// notation of appendDecimal. Zero, including −0, is written as 0.
 func appendNumber(dst []byte, f float64) []byte {
 	if f == 0 {
 		return append(dst, '0')
@@ -120,12 +117,19 @@ func appendNumber(dst []byte, f float64) []byte {
 		dst = append(dst, '-')
 		f = -f
 	}
-	// strconv's shortest representation has the same digits ECMAScript
-	// asks for: the fewest that round-trip, and among those the closest.
 	var buf [32]byte
-	sci := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // d[.ddd]e±xx
-	var digs [24]byte
-	digits := digs[:0]
+	digits, n := shortest(buf[:0], f)
+	return appendDecimal(dst, digits, n)
+}
+
+// shortest returns, appended to buf, the digits of the positive finite f
+// that ECMAScript writes, and the exponent n such that f's shortest
+// decimal is 0.digits × 10^n. strconv's shortest representation has the
+// same digits ECMAScript asks for: the fewest that round-trip, and among
+// those the closest; they never end in 0.
+func shortest(buf []byte, f float64) (digits []byte, n int) {
+	sci := strconv.AppendFloat(buf, f, 'e', -1, 64) // d[.ddd]e±xx
+	digits = sci[:0]                                // in place: each digit moves left, if at all
 	i := 0
 	for ; sci[i] != 'e'; i++ {
 		if sci[i] != '.' {
@@ -140,8 +144,21 @@ func appendNumber(dst []byte, f float64) []byte {
 	if neg {
 		exp = -exp
 	}
-	k, n := len(digits), exp+1
+	return digits, exp + 1
+}
 
+// appendDecimal appends the positive value 0.digits × 10^n, digits
+// without leading or trailing zeros, in ECMAScript's notation of numbers
+// (ECMA-262, Number::toString): with k digits,
+//
+//	k ≤ n ≤ 21     digits followed by n−k zeros     (123, 1e20 → 100000000000000000000)
+//	0 < n ≤ 21     digits with a point after n      (4.5)
+//	−6 < n ≤ 0     "0." then −n zeros then digits   (0.000001)
+//	otherwise      d[.ddd]e±(n−1)                   (1e+21, 1.5e-7)
+//
+// Different values are written differently.
+func appendDecimal(dst, digits []byte, n int) []byte {
+	k := len(digits)
 	switch {
 	case k <= n && n <= 21:
 		dst = append(dst, digits...)
@@ -159,12 +176,7 @@ func appendNumber(dst []byte, f float64) []byte {
 		}
 		dst = append(dst, digits...)
 	default:
-		dst = append(dst, digits[0])
-		if k > 1 {
-			dst = append(dst, '.')
-			dst = append(dst, digits[1:]...)
-		}
-		dst = append(dst, 'e')
+		dst = append(appendMantissa(dst, digits), 'e')
 		if n-1 < 0 {
 			dst = append(dst, '-')
 			dst = strconv.AppendInt(dst, int64(1-n), 10)
@@ -174,4 +186,131 @@ func appendNumber(dst []byte, f float64) []byte {
 		}
 	}
 	return dst
+}
+
+// appendMantissa appends d[.ddd], the digits of an exponent notation.
+func appendMantissa(dst, digits []byte) []byte {
+	dst = append(dst, digits[0])
+	if len(digits) > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, digits[1:]...)
+	}
+	return dst
+}
+
+// appendExactNumber appends the number whose RFC 8259 literal is lit and
+// whose nearest double is f, for AppendExact: as appendNumber does when
+// that form has the literal's value, and otherwise the literal's exact
+// value in the same notation (appendDecimal's), which no double's form
+// has: 9007199254740993, 1e-400, 1.00000000000000000001.
+func appendExactNumber(dst, lit []byte, f float64) []byte {
+	var buf [64]byte
+	d := exactDecimal(buf[:0], lit)
+	if len(d.digits) == 0 { // 0, -0, 0.0e5: zero, as RFC 8785 writes it
+		return append(dst, '0')
+	}
+	n, small := d.exponent()
+	if small && f != 0 {
+		var sbuf [32]byte
+		digits, sn := shortest(sbuf[:0], math.Abs(f))
+		if sn == n && bytes.Equal(digits, d.digits) {
+			return appendNumber(dst, f)
+		}
+	}
+	if d.neg {
+		dst = append(dst, '-')
+	}
+	if small {
+		return appendDecimal(dst, d.digits, n)
+	}
+	// An exponent beyond int64: only a value that underflows gets here (one
+	// that overflows was refused), written as appendDecimal's last case.
+	e := new(big.Int)
+	e.SetString(string(d.exp), 10)
+	if d.expNeg {
+		e.Neg(e)
+	}
+	e.Add(e, big.NewInt(int64(d.shift-1))) // n−1
+	dst = append(appendMantissa(dst, d.digits), 'e')
+	if e.Sign() >= 0 {
+		dst = append(dst, '+')
+	}
+	return e.Append(dst, 10)
+}
+
+// decimal is the exact value of a number literal, (−1)^neg × 0.digits ×
+// 10^n, n = ±exp + shift (see exponent); digits has no leading or
+// trailing zeros, and is empty for zero.
+type decimal struct {
+	neg    bool
+	digits []byte
+	// exp is the literal's exponent (digits without leading zeros, or
+	// none), expNeg its sign.
+	exp    []byte
+	expNeg bool
+	shift  int
+}
+
+// exactDecimal returns the exact value of the number literal lit (valid
+// RFC 8259 grammar), its digits appended to buf.
+func exactDecimal(buf, lit []byte) decimal {
+	var d decimal
+	i := 0
+	if lit[0] == '-' {
+		d.neg = true
+		i++
+	}
+	j := digitsEnd(lit, i)
+	all := append(buf, lit[i:j]...)
+	frac := 0
+	if j < len(lit) && lit[j] == '.' {
+		k := digitsEnd(lit, j+1)
+		all = append(all, lit[j+1:k]...)
+		frac = k - j - 1
+		j = k
+	}
+	if j < len(lit) { // e or E
+		j++
+		if lit[j] == '+' || lit[j] == '-' {
+			d.expNeg = lit[j] == '-'
+			j++
+		}
+		for j < len(lit)-1 && lit[j] == '0' {
+			j++
+		}
+		d.exp = lit[j:]
+	}
+	lead := 0
+	for lead < len(all) && all[lead] == '0' {
+		lead++
+	}
+	all = all[lead:]
+	if len(all) == 0 {
+		return d
+	}
+	trail := 0
+	for all[len(all)-1-trail] == '0' {
+		trail++
+	}
+	d.digits = all[:len(all)-trail]
+	// lit = all × 10^(±exp − frac) = digits × 10^(±exp − frac + trail)
+	// = 0.digits × 10^(±exp − frac + trail + len(digits)).
+	d.shift = trail + len(d.digits) - frac
+	return d
+}
+
+// exponent returns d's n, and whether it is small enough to be computed
+// (the literal's exponent has at most 15 digits; n then fits easily).
+func (d decimal) exponent() (int, bool) {
+	if len(d.exp) > 15 {
+		return 0, false
+	}
+	e := 0
+	for _, c := range d.exp {
+		e = e*10 + int(c-'0')
+	}
+	if d.expNeg {
+		e = -e
+	}
+	return e + d.shift, true
 }

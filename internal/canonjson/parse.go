@@ -24,6 +24,9 @@ type parser struct {
 	dst []byte // output, not counting the pending input
 	run int    // start of the pending input, copied verbatim so far
 	lim Limits // limits with defaults applied
+	// exact says numbers RFC 8785 would round are written exactly (see
+	// AppendExact).
+	exact bool
 
 	stack   []frame  // open arrays and objects, innermost last
 	members []member // members of all open objects, innermost object last
