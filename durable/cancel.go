@@ -151,15 +151,19 @@ func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[s
 // the locks it took and looks the key up again.
 func (c *Client) Cancel(ctx context.Context, target Target, reason string) error {
 	var ended []int64
+	var wake []string
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		ended, err = cancel(ctx, tx, target, reason)
+		ended, wake, err = cancel(ctx, tx, target, reason)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	c.ended(ended...) // committed: wake the Waits on them
+	for _, queue := range wake {
+		c.pokeLocal(queue) // the parent it released
+	}
 	return nil
 }
 
@@ -177,19 +181,20 @@ func (c *Client) Cancel(ctx context.Context, target Target, reason string) error
 // Client.Wait learns of the end by polling only: CancelTx cannot tell when
 // tx commits.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, target Target, reason string) error {
-	_, err := cancel(ctx, tx, target, reason)
+	_, _, err := cancel(ctx, tx, target, reason)
 	return err
 }
 
-// cancel is Cancel in tx; it returns the ids of the instances it ended:
-// the target and the descendants cancelled with it.
-func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) ([]int64, error) {
+// cancel is Cancel in tx; it returns the ids of the instances it ended
+// (the target and the descendants cancelled with it) and the queue of the
+// parent it released, if it did.
+func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) (ended []int64, wake []string, err error) {
 	if err := errors.Join(checkText("cancel reason", reason), target.check()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id, err := lockTarget(ctx, tx, target)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var why *string
 	if reason != "" {
@@ -202,22 +207,26 @@ func cancel(ctx context.Context, tx pgx.Tx, target Target, reason string) ([]int
 	b.Queue(releaseParentSQL, id)              // a child releases its parent
 	b.Queue(cancelChildrenSQL, id, why, false) // a parent's live descendants end with it
 	br := tx.SendBatch(ctx, b)
-	ended, err := func() ([]int64, error) {
-		for range b.Len() - 1 {
+	err = func() error {
+		for range 3 { // lockDescendantsSQL, cancelSQL, dropInboxSQL
 			if _, err := br.Exec(); err != nil {
-				return nil, err
+				return err
 			}
 		}
+		if wake, err = releasedParentQueues(br); err != nil {
+			return err
+		}
 		gone, err := cancelledDescendants(br)
-		return append([]int64{id}, gone...), err
+		ended = append([]int64{id}, gone...)
+		return err
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("durable: Cancel: %w", err)
+		return nil, nil, fmt.Errorf("durable: Cancel: %w", err)
 	}
-	return ended, nil
+	return ended, wake, nil
 }
 
 // parentToLockSQL returns the parent of instance $1 that its end counts

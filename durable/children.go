@@ -90,7 +90,9 @@ FOR NO KEY UPDATE`
 // transaction, decrements its parent's pending count if the child has not
 // yet been counted, and makes the parent runnable when the count reaches
 // zero. It runs with a fresh snapshot, under the child's row lock, so a
-// child is counted exactly once.
+// child is counted exactly once. It returns the queue of the parent it
+// made runnable, if it did (see releasedParentQueues), with a wake-up
+// hint for the other engines.
 const releaseParentSQL = `
 WITH child AS (
     UPDATE durable_instance SET releases_parent = false
@@ -108,7 +110,23 @@ WITH child AS (
     WHERE p.id = child.parent_id
     RETURNING p.queue, p.status
 )
-SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || queue) FROM parent WHERE status = 'runnable'`
+SELECT queue, pg_notify('` + wakeupChannel + `', current_schema() || ':' || queue) FROM parent WHERE status = 'runnable'`
+
+// releasedParentQueues reads the result of releaseParentSQL, the next in
+// br: the queue of the parent it made runnable, if any, for the engine of
+// this process to poke its picker at once (with Config.PollOnly, the hint
+// reaches no engine).
+func releasedParentQueues(br pgx.BatchResults) ([]string, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var queue string
+		err := r.Scan(&queue, nil)
+		return queue, err
+	})
+}
 
 // lockParentByIDSQL takes, for Cancel, the lock of the parent of instance
 // $1, before the instance's.
@@ -215,9 +233,11 @@ func commitChildren(ctx context.Context, db dbtx, f []any, c *claimed, r ranStep
 			return err
 		}
 		ids := make([]int64, 0, len(out))
-		for _, o := range out {
+		for i, o := range out {
 			if !o.Duplicate {
 				ids = append(ids, o.ID)
+				p := r.outcome.children[i]
+				res.wake = append(res.wake, queueOf(p.Args, p.Opts))
 			}
 		}
 		if err := tx.QueryRow(ctx, linkChildrenSQL, c.id, ids).Scan(&res.runnable); err != nil {

@@ -105,6 +105,12 @@ type commitResult struct {
 	// descendants a Cancel outcome cancelled with it. Their Waits are
 	// woken once the commit has returned (Client.ended).
 	ended []int64
+	// wake holds the queues of the other rows the commit made runnable:
+	// the children a Children outcome inserted, the parent an end
+	// released. The engine pokes its pickers of them once the commit has
+	// returned: the wake-up hints the commit sent reach no engine with
+	// Config.PollOnly.
+	wake []string
 }
 
 // commit commits r, the outcome of the step c ran, under c's fence. Each
@@ -206,19 +212,21 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		if res.committed {
 			res.ended = []int64{c.id}
 		}
-		for range b.Len() - 3 {
-			if _, err := br.Exec(); err != nil {
-				return res, err
-			}
+		if _, err := br.Exec(); err != nil { // dropInboxSQL
+			return res, err
+		}
+		if res.wake, err = releasedParentQueues(br); err != nil {
+			return res, err
 		}
 		if o.kind == KindCancel {
+			if _, err := br.Exec(); err != nil { // lockDescendantsSQL
+				return res, err
+			}
 			gone, err := cancelledDescendants(br)
 			if err != nil {
 				return res, err
 			}
 			res.ended = append(res.ended, gone...)
-		} else if _, err := br.Exec(); err != nil {
-			return res, err
 		}
 		if err := br.Close(); err != nil {
 			return commitResult{}, err

@@ -254,6 +254,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	ccancel()
 	if err == nil {
 		e.c.ended(res.ended...) // committed: wake the Waits on what it ended
+		for _, queue := range res.wake {
+			e.poke(queue)
+		}
 	}
 	e.untrack(c) // the row has moved on, or its lease is left to expire
 

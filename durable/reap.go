@@ -109,6 +109,7 @@ func (e *engine) failReaped() {
 // order, parent first, and reports whether it did: not if either lock is
 // held by another transaction, or the row changed meanwhile.
 func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err error) {
+	var wake []string
 	err = pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error {
 		var parent int64
 		if err := tx.QueryRow(ctx, lockReapedParentSQL, id).Scan(&parent); err != nil {
@@ -130,6 +131,12 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 		br := tx.SendBatch(ctx, b)
 		tag, err := br.Exec()
 		failed = err == nil && tag.RowsAffected() == 1
+		if err == nil {
+			_, err = br.Exec() // dropInboxSQL
+		}
+		if err == nil {
+			wake, err = releasedParentQueues(br)
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -138,6 +145,9 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 	failed = failed && err == nil
 	if failed {
 		e.c.ended(id) // committed: wake the Waits on it
+		for _, queue := range wake {
+			e.poke(queue) // the parent it released
+		}
 	}
 	return failed, err
 }
