@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -15,8 +16,10 @@ import (
 // (a request's URL pasted as the API's). So is a URL with a fragment,
 // which is never sent, and one with user info (user:password@): a
 // forwarded request carries its client's Authorization, not those
-// credentials. The messages leave out the query and the fragment, as they
-// may hold a token, and the password.
+// credentials. So is a port outside 1 to 65535, which the URL parser
+// takes and every forwarded request would fail to dial. The messages
+// leave out the query and the fragment, as they may hold a token, and the
+// password.
 func parseUpstream(s string) (*url.URL, error) {
 	up, err := url.Parse(s)
 	if err == nil && up.Host != "" && (up.Scheme == "http" || up.Scheme == "https") {
@@ -32,6 +35,11 @@ func parseUpstream(s string) (*url.URL, error) {
 		}
 		if up.User != nil {
 			return nil, usagef("--upstream %s has user info, which the proxy would not send: a forwarded request carries its client's Authorization header", up.Redacted())
+		}
+		if p := up.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return nil, usagef("--upstream %s has port %s, which no connection can be made to: give a port from 1 to 65535, or none for the scheme's (80, 443)", up.Redacted(), p)
+			}
 		}
 		return up, nil
 	}

@@ -123,3 +123,22 @@ func TestUpstreamWithFragmentIsRefused(t *testing.T) {
 		t.Errorf("parseUpstream with a bare '#' = %v; want it taken", err)
 	}
 }
+
+// TestUpstreamWithPortOutOfRangeIsRefused: an --upstream whose port no
+// connection can be made to (0, or past 65535), which the URL parser
+// takes and every request would then meet as a 502, is refused at
+// start-up with a usage error naming the port; ports 1 to 65535, and none
+// (the scheme's), are taken.
+func TestUpstreamWithPortOutOfRangeIsRefused(t *testing.T) {
+	for _, s := range []string{"http://127.0.0.1:99999", "http://127.0.0.1:0/api", "https://api.example:65536", "http://[::1]:00000"} {
+		_, err := parseUpstream(s)
+		if err == nil || !isUsage(err) || !strings.Contains(err.Error(), "port") {
+			t.Errorf("parseUpstream(%q) = %v; want a usage error about the port", s, err)
+		}
+	}
+	for _, s := range []string{"http://127.0.0.1:1", "http://127.0.0.1:65535/api", "https://api.example", "http://[::1]:8080"} {
+		if _, err := parseUpstream(s); err != nil {
+			t.Errorf("parseUpstream(%q) = %v; want it taken", s, err)
+		}
+	}
+}
