@@ -135,13 +135,13 @@ type Config struct {
 // QueueConfig configures one queue of an engine.
 type QueueConfig struct {
 	// Concurrency is how many steps of the queue this engine runs at once.
-	// Required: at least 1.
+	// Required: at least 1, and with Prefetch at most math.MaxInt32.
 	Concurrency int
 
 	// Prefetch is how many rows beyond Concurrency the picker may claim
 	// ahead, so that a worker that frees up finds a row at once. Claimed
 	// rows that have not started are handed back when the engine stops.
-	// Defaults to 0.
+	// Concurrency + Prefetch must be at most math.MaxInt32. Defaults to 0.
 	Prefetch int
 }
 
@@ -228,11 +228,14 @@ func (c *Config) validate() (map[fsmKey]Definition, error) {
 		if err := checkQueueName(name); err != nil {
 			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q]", name), "is not a valid queue: the name %v", err)
 		}
-		if q.Concurrency < 1 {
-			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Concurrency", name), "must be at least 1, got %d", q.Concurrency)
+		if q.Concurrency < 1 || q.Concurrency > math.MaxInt32 {
+			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Concurrency", name), "must be 1 to %d, got %d", math.MaxInt32, q.Concurrency)
 		}
-		if q.Prefetch < 0 {
-			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "must not be negative, got %d", q.Prefetch)
+		// A claim takes up to Concurrency + Prefetch rows, a count its
+		// statements take as a 32-bit integer.
+		if q.Prefetch < 0 || q.Prefetch > math.MaxInt32-q.Concurrency {
+			return nil, configErrorf(fmt.Sprintf("Config.Queues[%q].Prefetch", name), "must be 0 to %d (with Concurrency, at most %d), got %d",
+				math.MaxInt32-q.Concurrency, math.MaxInt32, q.Prefetch)
 		}
 	}
 	c.ConcurrencyLimits = maps.Clone(c.ConcurrencyLimits) // the caller's map stays the caller's
