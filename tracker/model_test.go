@@ -185,3 +185,114 @@ func TestTrackerMatchesModel(t *testing.T) {
 		})
 	})
 }
+
+// TestTrackerMatchesModelAcrossRestarts runs random sequences of the
+// owned calls, Completed, clock advances, Stop and Start against the
+// model: while stopped, every call fails open (Acquire a zero Token and
+// true, ReserveOwned true, the other Owned calls false, Completed false,
+// nothing held), Stop forgets every key, and a Token granted before a
+// Stop owns nothing afterwards that a newer reservation holds, though it
+// may take a free key again. A Token of another Tracker owns nothing here.
+func TestTrackerMatchesModelAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	other := New(Config{})
+	other.Start()
+	defer other.Stop()
+	foreign, _ := other.Acquire("a", "1")
+	rapid.Check(t, func(rt *rapid.T) {
+		const ttlNanos = int64(100)
+		var now int64
+		base := time.Unix(1_700_000_000, 0)
+		tr := New(Config{
+			TTL:           time.Duration(ttlNanos),
+			SweepInterval: 1000 * time.Hour,
+			Shards:        rapid.SampledFrom([]int{1, 2}).Draw(rt, "shards"),
+			Now:           func() time.Time { return base.Add(time.Duration(now)) },
+		})
+		tr.Start()
+		defer tr.Stop()
+		running := true
+		m := &model{ttl: ttlNanos, keys: map[scopedKey]entry{}}
+		tokens := []Token{{}, foreign}
+
+		genKey := rapid.Custom(func(t *rapid.T) scopedKey {
+			return scopedKey{
+				scope: rapid.SampledFrom([]string{"a", ""}).Draw(t, "scope"),
+				key:   rapid.SampledFrom([]string{"1", "2", ""}).Draw(t, "key"),
+			}
+		})
+		// owned is what an Owned call answers: fail is its answer on a
+		// stopped Tracker or for the foreign Token, and model the model's.
+		owned := func(tok Token, fail bool, model func() bool) bool {
+			if !running || tok == foreign {
+				return fail
+			}
+			return model()
+		}
+		check := func(rt *rapid.T, op string, k scopedKey, tok Token, got, want bool) {
+			if got != want {
+				rt.Fatalf("%s(%q, %q, %v) at %d, running %v = %v, model says %v", op, k.scope, k.key, tok, now, running, got, want)
+			}
+		}
+
+		rt.Repeat(map[string]func(*rapid.T){
+			"Acquire": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok, ok := tr.Acquire(k.scope, k.key)
+				want := !running || m.acquire(k, tok)
+				check(rt, "Acquire", k, tok, ok, want)
+				if tok.IsZero() == (running && ok) {
+					rt.Fatalf("Acquire = %v, %v while running is %v", tok, ok, running)
+				}
+				if !tok.IsZero() {
+					tokens = append(tokens, tok)
+				}
+			},
+			"ReserveOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				if tok.IsZero() {
+					return // behaves as Reserve, whose token the model cannot know
+				}
+				got := tr.ReserveOwned(k.scope, k.key, tok)
+				want := !running || tok != foreign && m.reserveOwned(k, tok)
+				check(rt, "ReserveOwned", k, tok, got, want)
+			},
+			"CompleteOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				check(rt, "CompleteOwned", k, tok, tr.CompleteOwned(k.scope, k.key, tok),
+					owned(tok, false, func() bool { return m.completeOwned(k, tok) }))
+			},
+			"ReleaseOwned": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				tok := rapid.SampledFrom(tokens).Draw(rt, "tok")
+				check(rt, "ReleaseOwned", k, tok, tr.ReleaseOwned(k.scope, k.key, tok),
+					owned(tok, false, func() bool { return m.releaseOwned(k, tok) }))
+			},
+			"Completed": func(rt *rapid.T) {
+				k := genKey.Draw(rt, "k")
+				e := m.keys[k]
+				check(rt, "Completed", k, Token{}, tr.Completed(k.scope, k.key), running && !m.free(k) && e.owner == 0)
+			},
+			"Stop": func(rt *rapid.T) {
+				tr.Stop()
+				running = false
+				clear(m.keys)
+			},
+			"Start": func(rt *rapid.T) {
+				tr.Start()
+				running = true
+			},
+			"Advance": func(rt *rapid.T) {
+				now += rapid.Int64Range(1, 2*ttlNanos).Draw(rt, "nanos")
+				m.now = now
+			},
+			"": func(rt *rapid.T) {
+				if got, want := tr.Len(), len(m.keys); got != want {
+					rt.Fatalf("Len = %d, model holds %d", got, want)
+				}
+			},
+		})
+	})
+}
