@@ -250,8 +250,12 @@ func (c *Client) SignalTx(ctx context.Context, tx pgx.Tx, target Target, name st
 }
 
 // signal stores the signal, whose payload may take up to limit bytes of
-// JSON, in tx and returns the queue of the instance it woke, if it woke
-// one.
+// JSON, in tx and returns the queue of the instance, if it woke it or
+// found it runnable: the pickers of that queue are to be woken once tx
+// commits (a wake-up hint is sent then; the caller pokes its own engine).
+// A runnable instance is due already, but a picker that claimed while tx
+// held its row lock skipped it (SKIP LOCKED), and nothing else would wake
+// that picker before its next poll.
 func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload any, dedupKey string, limit int) (string, error) {
 	if name == "" {
 		return "", errors.New("durable: Signal with an empty name")
@@ -286,13 +290,20 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 		}
 	}
 
+	runnable := t.status == StatusRunnable
 	if dedupKey != "" {
 		tag, err := tx.Exec(ctx, dedupSQL, t.id, dedupKey)
 		if err != nil {
 			return "", fmt.Errorf("durable: Signal: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			return "", nil // delivered before
+		if tag.RowsAffected() == 0 { // delivered before
+			if !runnable {
+				return "", nil
+			}
+			if _, err := tx.Exec(ctx, notifySQL, t.queue); err != nil {
+				return "", fmt.Errorf("durable: Signal: %w", err)
+			}
+			return t.queue, nil
 		}
 	}
 	var dk *string
@@ -304,12 +315,14 @@ func signal(ctx context.Context, tx pgx.Tx, target Target, name string, payload 
 	b.Queue(storeSignalSQL, t.id, name, body, dk)
 	if wake {
 		b.Queue(wakeOnSignalSQL, t.id, name)
+	}
+	if wake || runnable {
 		b.Queue(notifySQL, t.queue)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("durable: Signal: %w", err)
 	}
-	if wake {
+	if wake || runnable {
 		return t.queue, nil
 	}
 	return "", nil
