@@ -1,7 +1,6 @@
 package canonjson
 
 import (
-	"bytes"
 	"math"
 	"math/big"
 	"strconv"
@@ -75,7 +74,7 @@ func (p *parser) number(start int) (int, error) {
 	}
 	p.flush(start, i)
 	if p.exact {
-		p.dst = appendExactNumber(p.dst, src[start:i], f)
+		p.dst = appendExactNumber(p.dst, src[start:i])
 	} else {
 		p.dst = appendNumber(p.dst, f)
 	}
@@ -198,33 +197,27 @@ func appendMantissa(dst, digits []byte) []byte {
 	return dst
 }
 
-// appendExactNumber appends the number whose RFC 8259 literal is lit and
-// whose nearest double is f, for AppendExact: as appendNumber does when
-// that form has the literal's value, and otherwise the literal's exact
-// value in the same notation (appendDecimal's), which no double's form
-// has: 9007199254740993, 1e-400, 1.00000000000000000001.
-func appendExactNumber(dst, lit []byte, f float64) []byte {
+// appendExactNumber appends the number whose RFC 8259 literal is lit, for
+// AppendExact: its exact value, in appendDecimal's notation. For a literal
+// whose value is its nearest double's shortest decimal, that is what
+// appendNumber writes (the same digits, the same notation); for one whose
+// value is not (9007199254740993, 1e-400, 1.00000000000000000001), it is a
+// text no double's form is.
+func appendExactNumber(dst, lit []byte) []byte {
 	var buf [64]byte
 	d := exactDecimal(buf[:0], lit)
 	if len(d.digits) == 0 { // 0, -0, 0.0e5: zero, as RFC 8785 writes it
 		return append(dst, '0')
 	}
-	n, small := d.exponent()
-	if small && f != 0 {
-		var sbuf [32]byte
-		digits, sn := shortest(sbuf[:0], math.Abs(f))
-		if sn == n && bytes.Equal(digits, d.digits) {
-			return appendNumber(dst, f)
-		}
-	}
 	if d.neg {
 		dst = append(dst, '-')
 	}
-	if small {
+	if n, small := d.exponent(); small {
 		return appendDecimal(dst, d.digits, n)
 	}
-	// An exponent beyond int64: only a value that underflows gets here (one
-	// that overflows was refused), written as appendDecimal's last case.
+	// An exponent of more than 15 digits: only a value that underflows gets
+	// here (one that overflows was refused), written as appendDecimal's
+	// last case.
 	e := new(big.Int)
 	e.SetString(string(d.exp), 10)
 	if d.expNeg {
