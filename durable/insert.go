@@ -259,7 +259,10 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64
 // InsertTx is Insert in the caller's transaction, which it never commits or
 // rolls back: the instance exists, and may run, only once tx commits. The
 // transaction should be READ COMMITTED, so that a duplicate can report
-// the occupant's id.
+// the occupant's id: under REPEATABLE READ or SERIALIZABLE, a key taken by
+// an instance committed after tx's snapshot is PostgreSQL's serialization
+// failure (SQLSTATE 40001, tx aborted; retry the whole transaction), not a
+// *DuplicateError.
 func (c *Client) InsertTx(ctx context.Context, tx pgx.Tx, args Args, opts *InsertOpts) (int64, error) {
 	return insertOne(ctx, tx, args, opts, c.cfg.MaxPayload)
 }
