@@ -12,9 +12,18 @@ import (
 // ProtectUnlessIdempotent protects every method except those whose
 // descriptor, found in protoregistry.GlobalFiles, declares
 // "option idempotency_level" NO_SIDE_EFFECTS or IDEMPOTENT: the gRPC
-// counterparts of GET and PUT, which idemhttp passes through. Methods
-// without a registered descriptor are protected.
+// counterparts of GET and PUT, which idemhttp passes through; and those
+// of gRPC's own health-checking (grpc.health.v1.Health) and channelz
+// (grpc.channelz.v1.Channelz) services, which only read though their
+// descriptors do not say so, and whose callers (load balancers' and
+// orchestrators' probes, debugging tools) send no key: with
+// Config.RequireKey they would fail with InvalidArgument, and a server
+// would never be seen healthy. Methods without a registered descriptor
+// are protected.
 func ProtectUnlessIdempotent(fullMethod string) bool {
+	if service, _, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/"); ok && readOnlyServices[service] {
+		return false
+	}
 	md := methodDescriptor(fullMethod)
 	if md == nil {
 		return true
@@ -29,6 +38,10 @@ func ProtectUnlessIdempotent(fullMethod string) bool {
 	}
 	return true
 }
+
+// readOnlyServices are the services of gRPC itself whose methods only
+// read, though their descriptors declare no idempotency level.
+var readOnlyServices = map[string]bool{"grpc.health.v1.Health": true, "grpc.channelz.v1.Channelz": true}
 
 // methodDescriptor finds the descriptor of the method fullMethod
 // ("/package.Service/Method") in protoregistry.GlobalFiles, or nil.
