@@ -1255,3 +1255,24 @@ func TestUnreadVariablesAreWarnedAbout(t *testing.T) {
 		t.Errorf("idem proxy with IDEM_UPSTRAEM: exit %d, stderr %q; want 2, a warning naming IDEM_UPSTRAEM and --upstream is required", r.code, r.stderr)
 	}
 }
+
+// TestStoreDSNMistakesSayWhatWasMeant: a --store left empty (IDEM_STORE=
+// in a deployment's environment) is named as such, with the variable, and
+// a --store that is a database file's path without "sqlite:" is refused
+// with the DSN that was likely meant; both are usage mistakes (exit 2),
+// for each command that opens a store.
+func TestStoreDSNMistakesSayWhatWasMeant(t *testing.T) {
+	proxy := []string{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}
+	for _, args := range [][]string{proxy, {"migrate"}, {"purge"}, {"inspect", "--key", "k"}} {
+		r := runIdem(t, t.TempDir(), []string{"IDEM_STORE="}, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--store is empty (on the command line or in IDEM_STORE)") {
+			t.Errorf("IDEM_STORE= idem %s: exit %d, stderr %q; want 2, saying --store is empty", args[0], r.code, r.stderr)
+		}
+		for _, path := range []string{"idem.db", "/var/lib/idem/idem.db", "./data/store.sqlite3"} {
+			r := runIdem(t, t.TempDir(), nil, append(args, "--store", path)...)
+			if want := "did you mean --store sqlite:" + path + "?"; r.code != 2 || !strings.Contains(r.stderr, want) {
+				t.Errorf("idem %s --store %s: exit %d, stderr %q; want 2 and %q", args[0], path, r.code, r.stderr, want)
+			}
+		}
+	}
+}

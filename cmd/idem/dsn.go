@@ -83,9 +83,29 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		return openPostgres(ctx, dsn, o)
 	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"), strings.HasPrefix(dsn, "rediss-cluster://"):
 		return openRedis(ctx, dsn, o)
+	case dsn == "":
+		return nil, usagef("--store is empty (on the command line or in IDEM_STORE): want memory, sqlite:PATH, postgres://…, redis://…, rediss://…, redis-cluster://… or rediss-cluster://… (neither set: %s)", DefaultDSN)
+	case looksLikeFilePath(dsn):
+		return nil, usagef("unknown store DSN %q: did you mean --store %s? (a SQLite database is sqlite:PATH)", dsn, shellWord("sqlite:"+dsn))
 	default:
 		return nil, usagef("unknown store DSN %q: want memory, sqlite:PATH, postgres://…, redis://…, rediss://…, redis-cluster://… or rediss-cluster://…", redact(dsn))
 	}
+}
+
+// looksLikeFilePath reports whether dsn, which names no store, reads as
+// the path of a database file given without "sqlite:": it has no ':' (as
+// a URL or another scheme's DSN has), no spaces or '=' (as a libpq
+// key=value string has), and has a directory in it or ends in a SQLite
+// file's usual extension.
+func looksLikeFilePath(dsn string) bool {
+	if strings.ContainsAny(dsn, ": =") {
+		return false
+	}
+	switch filepath.Ext(dsn) {
+	case ".db", ".db3", ".sqlite", ".sqlite3":
+		return true
+	}
+	return strings.Contains(dsn, "/")
 }
 
 // redact returns a DSN as messages may show it: without the password of
@@ -201,6 +221,9 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		// named for the whole string.
 		return nil, usagef("sqlite DSN %q: want sqlite:PATH (sqlite:idem.db, sqlite:/var/lib/idem.db), not a SQLite URI or parameters: idem sets the connection's (WAL, busy_timeout, synchronous) itself", "sqlite:"+path)
 	}
+	if err := unexpandedTilde(path); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -239,6 +262,31 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 		}
 	}
 	return &openedStore{Store: s, kind: "sqlite", name: "sqlite:" + abs, table: tableName(o.table, sqlitestore.DefaultTable), migrate: s.Migrate, ping: db.PingContext, close: func() { _ = db.Close() }}, nil
+}
+
+// unexpandedTilde is the usage error of a sqlite:PATH whose first element
+// is "~" or "~user", which a shell expands only at the start of a word,
+// not after "sqlite:", and no directory of that name is there: the
+// database would go in a directory named "~" under the working directory,
+// which is not what was meant (nor is creating one, which a later rm -r ~
+// would turn into removing the home directory). A directory named so that
+// exists is taken, as the path is written. It is nil otherwise.
+func unexpandedTilde(path string) error {
+	first, rest, _ := strings.Cut(path, "/")
+	if !strings.HasPrefix(first, "~") {
+		return nil
+	}
+	if _, err := os.Stat(first); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if first != "~" {
+		return usagef("sqlite DSN %q: %s is not expanded here (a shell expands it only at the start of a word, not after sqlite:): write the home directory of %s out", "sqlite:"+path, first, first[1:])
+	}
+	here := ""
+	if home, err := os.UserHomeDir(); err == nil {
+		here = fmt.Sprintf(" (here %s)", shellWord("sqlite:"+filepath.Join(home, rest)))
+	}
+	return usagef("sqlite DSN %q: ~ is not expanded here (a shell expands it only at the start of a word, not after sqlite:): write the home directory out, as in sqlite:$HOME/%s%s", "sqlite:"+path, rest, here)
 }
 
 // tableName is table, or def when table is empty.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -533,5 +534,35 @@ func TestSQLiteDSNPaths(t *testing.T) {
 	r := runIdem(t, t.TempDir(), nil, "inspect", "--key", "k", "--store", "sqlite:"+filepath.Join(dir, rel))
 	if r.code != 0 || !strings.Contains(r.stdout, `"committed"`) {
 		t.Errorf("idem inspect of sqlite:%s (the proxy's sqlite:%s): exit %d, %s%s", filepath.Join(dir, rel), rel, r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestSQLiteTildeIsNotExpanded: sqlite:~/PATH, where no shell expands the
+// '~' (it does so only at the start of a word), is refused as a usage
+// mistake that says so and shows the path with the home directory written
+// out, for each command that opens a store, rather than advising to create
+// a directory named "~" in the working directory (a later rm -r ~ would
+// remove the home directory). A directory that is named "~" and exists is
+// taken, as the path is written.
+func TestSQLiteTildeIsNotExpanded(t *testing.T) {
+	dir := t.TempDir()
+	proxy := []string{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}
+	for _, args := range [][]string{proxy, {"migrate"}, {"purge"}, {"inspect", "--key", "k"}} {
+		r := runIdem(t, dir, nil, append(args, "--store", "sqlite:~/idem.db")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "not expanded") || !strings.Contains(r.stderr, "sqlite:$HOME/idem.db") || strings.Contains(r.stderr, "mkdir") {
+			t.Errorf("idem %s --store sqlite:~/idem.db: exit %d, stderr %q; want 2 and the '~' explained, with sqlite:$HOME/idem.db", args[0], r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "~")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused sqlite:~/idem.db left %s behind (%v)", filepath.Join(dir, "~"), err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "~"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := runIdem(t, dir, nil, "migrate", "--store", "sqlite:~/idem.db"); r.code != 0 {
+		t.Errorf("idem migrate --store sqlite:~/idem.db with a directory named ~ there: exit %d, stderr %q; want it taken", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "~", "idem.db")); err != nil {
+		t.Errorf("no database in the directory named ~: %v", err)
 	}
 }
