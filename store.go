@@ -100,7 +100,10 @@ type Store interface {
 
 	// PurgeExpired deletes the records of namespace ns whose expires_at is at
 	// or before asOf and returns how many it deleted. Other namespaces are
-	// never touched.
+	// never touched. asOf is meant to be the present (time.Now(), or the
+	// store's clock): a later one deletes records still live, in-progress
+	// ones included, whose owners then lose their keys to a retry that runs
+	// the work again.
 	PurgeExpired(ctx context.Context, ns Namespace, asOf time.Time) (int, error)
 
 	// Get returns the live record of key, for operators and tests. A missing
