@@ -328,10 +328,7 @@ func (h *heldResponse) pass() error {
 func (h *heldResponse) setHead() {
 	client := h.client.Header()
 	clear(client)
-	sent := h.sent
-	if sent == nil { // no status written
-		sent = h.header
-	}
+	sent := h.sentHeader()
 	declared := declaredTrailers(nil, sent)
 	for k, v := range sent {
 		if (k != "Trailer" || h.passed) && !slices.Contains(declared, k) && !strings.HasPrefix(k, http.TrailerPrefix) {
@@ -340,17 +337,22 @@ func (h *heldResponse) setHead() {
 	}
 }
 
+// sentHeader is the header as it was when the status was written, or as
+// it is when none was.
+func (h *heldResponse) sentHeader() http.Header {
+	if h.sent == nil {
+		return h.header
+	}
+	return h.sent
+}
+
 // setTrailers sets in the client's header, as net/http sends them after
 // the body, the trailers the handler declared (when it wrote its status)
 // and set, and those it set with http.TrailerPrefix. It reports whether
 // there are any.
 func (h *heldResponse) setTrailers() bool {
 	client := h.client.Header()
-	sent := h.sent
-	if sent == nil {
-		sent = h.header
-	}
-	declared := declaredTrailers(nil, sent)
+	declared := declaredTrailers(nil, h.sentHeader())
 	any := false
 	for k, v := range h.header {
 		switch {
