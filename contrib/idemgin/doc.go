@@ -26,9 +26,16 @@
 // (idemhttp.Config.BeginTx) a flushed response is still held and recorded
 // whole, so it never receives, and c.Stream runs to its end. A request
 // the middleware answers itself is aborted (c.Abort), so the handlers after
-// the middleware do not run; those before it see the status it sent. A
-// request that matches no route passes through untouched, so that gin
-// answers it 404 or 405 as usual.
+// the middleware do not run; those before it see the status it sent.
+//
+// A request that matches no route runs the engine's NoRoute (or NoMethod)
+// handlers protected like a route, so that a catch-all such as a reverse
+// proxy forwarding what the engine does not route itself is covered, and
+// Config.RequireKey applies to it. A 404 or 405 answered to such a
+// request, gin's own or a NoRoute handler's, is the router's answer: it is
+// delivered, not recorded, and the key is released, so that a retry runs
+// the route once it exists. With Config.RequireKey, a request to an
+// unknown route without a key is answered 400.
 //
 // Order: register the middleware after those that must see every request
 // (logging, recovery, authentication, which KeyScope may rely on) and

@@ -45,14 +45,10 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 		return nil, err
 	}
 	return func(c *gin.Context) {
-		if c.FullPath() == "" {
-			// No route matched: gin answers 404 or 405 after the chain,
-			// through its own writer. There is nothing to protect, and
-			// nothing to record, since that answer comes after the
-			// middleware returns.
-			c.Next()
-			return
-		}
+		// No route matched: the chain is the engine's NoRoute (or
+		// NoMethod) handlers, if any, after which gin answers 404 (405)
+		// itself unless they wrote a response.
+		unrouted := c.FullPath() == ""
 		outerW, outerR := c.Writer, c.Request
 		ran := false
 		outerErrs := len(c.Errors) // attached before the chain: not its own
@@ -82,10 +78,33 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 				// that middleware may still change it, as in plain gin.
 				idemhttp.Unrecorded(w)
 			}
+			if unrouted && (gw.Status() == http.StatusNotFound || gw.Status() == http.StatusMethodNotAllowed) {
+				// The router's answer, gin's own (written after the
+				// middleware returns, from the status gin set before the
+				// chain) or a NoRoute handler's: not recorded, so that a
+				// retry runs the route once it exists.
+				idemhttp.Unrecorded(w)
+				if gw.held && !gw.Written() && gw.Status() == outerW.Status() {
+					// gin's own answer, which comes too late for a held
+					// response: the middleware sends it empty, after
+					// which gin writes nothing. Written here as gin
+					// would write it.
+					gw.Header()["Content-Type"] = []string{"text/plain"}
+					_, _ = gw.WriteString(routerAnswer[gw.Status()])
+				}
+			}
 			gw.finish()
 		})).ServeHTTP(outerW, outerR)
 		if !ran {
 			c.Abort()
 		}
 	}, nil
+}
+
+// routerAnswer are the bodies of gin's own answers to a request no route
+// matches (404) or that only routes of other methods match (405), which it
+// writes after the chain when the chain wrote nothing.
+var routerAnswer = map[int]string{
+	http.StatusNotFound:         "404 page not found",
+	http.StatusMethodNotAllowed: "405 method not allowed",
 }
