@@ -108,7 +108,12 @@ type Config struct {
 	// bytes of its wire form (for an error, its google.rpc.Status with the
 	// message and details); larger ones are delivered but not recorded
 	// (the key is released, and a retry runs the handler again). Defaults
-	// to DefaultMaxCapture (1 MiB).
+	// to DefaultMaxCapture (1 MiB). A record holds the message or status
+	// in base64, with its type and the metadata recorded: above about
+	// 3 MiB (gRPC's default limit on a message is 4 MiB), raise the
+	// store's MaxPayload (idem.DefaultMaxPayload, 4 MiB) to 4/3 of
+	// MaxCapture and room for the metadata, or the Commit of an outcome
+	// that large fails, and it is delivered but not recorded after all.
 	MaxCapture int
 	// Retention is how long records are kept. Defaults to the store's.
 	Retention time.Duration
