@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/syncbuf"
 )
 
 // TestErrorReporter checks that the first error is logged at once, that
@@ -78,5 +79,45 @@ func TestMetricsSeparateInternalErrors(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestErrorReporterReportsWhatItLeftOut checks that errors only counted
+// within the interval are reported once it ends, with the last of them,
+// also when no error follows to carry the count (a burst, then the store
+// back), and that flush, as the proxy calls it on its way out, reports
+// those not yet reported at once; with nothing left out, flush logs
+// nothing.
+func TestErrorReporterReportsWhatItLeftOut(t *testing.T) {
+	var out syncbuf.Buffer
+	r := newErrorReporter(log.New(&out, "", 0))
+	r.every = 50 * time.Millisecond
+	ev := func(path string) idemhttp.Event {
+		return idemhttp.Event{Request: httptest.NewRequest("POST", path, nil), Outcome: idemhttp.OutcomeStoreError, Err: errors.New("store down")}
+	}
+	r.report(ev("/a"))
+	r.report(ev("/b"))
+	r.report(ev("/c"))
+	want := "POST /a: store_error: store down\n2 more errors since the last report, the last: POST /c: store_error: store down\n"
+	deadline := time.Now().Add(10 * time.Second)
+	for out.String() != want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := out.String(); got != want {
+		t.Fatalf("after a burst: logged %q, want %q", got, want)
+	}
+	r.flush()
+	if got := out.String(); got != want {
+		t.Errorf("flush with nothing left out logged %q", strings.TrimPrefix(got, want))
+	}
+
+	var exit bytes.Buffer
+	r = newErrorReporter(log.New(&exit, "", 0))
+	r.report(ev("/a"))
+	r.report(ev("/b"))
+	r.flush()
+	r.flush()
+	if want := "POST /a: store_error: store down\n1 more error since the last report, the last: POST /b: store_error: store down\n"; exit.String() != want {
+		t.Errorf("flush: logged %q, want %q", exit.String(), want)
 	}
 }

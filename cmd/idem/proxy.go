@@ -242,6 +242,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	stopPurge()
 	<-purgeDone
+	errs.flush() // the errors of the requests' last seconds, left out, not lost
 	if adminSrv != nil {
 		_ = adminSrv.Close()
 	}
