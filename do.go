@@ -278,10 +278,11 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // transaction protects the reservation, and a transaction must not be used
 // from two goroutines at once.
 //
-// A nil ctx, or a nil s or nil pointer of a store type (see IsNilStore),
-// cannot keep any lease: KeepAlive then calls lost (when not nil) before
-// it returns, and returns a stop that does nothing. A nil lost is allowed: the loss is
-// then not reported.
+// A nil ctx, a nil s or nil pointer of a store type (see IsNilStore), the
+// zero key or a lease without a token (not a Fresh outcome's) cannot keep
+// any lease: KeepAlive then calls lost (when not nil) before it returns,
+// sends no heartbeat, and returns a stop that does nothing. A nil lost is
+// allowed: the loss is then not reported.
 //
 // Panics: the heartbeats run on a goroutine of their own, where a panic
 // would crash the process, so a panic there is recovered. A Heartbeat of s
@@ -291,7 +292,7 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 // *PanicError carrying the panic's value and stack; a later stop does not.
 // Do and Owner.Run report a Heartbeat's panic as an error instead.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
-	if ctx == nil || IsNilStore(s) {
+	if ctx == nil || IsNilStore(s) || key.IsZero() || lease.Token == "" {
 		if lost != nil {
 			lost()
 		}
