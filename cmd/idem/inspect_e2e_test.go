@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	_ "modernc.org/sqlite"
@@ -54,7 +55,9 @@ func TestInspectDecodesRecordedResponses(t *testing.T) {
 		"not-json": {200, http.Header{"Content-Type": {"application/json"}}, "not json"},
 		"text":     {200, http.Header{"Content-Type": {"text/plain"}, "Content-Disposition": {"attachment; filename=\"caf\xe9.txt\""}}, "héllo <world>"},
 		"binary":   {200, http.Header{"Content-Type": {"application/octet-stream"}}, "\x00\xff"},
-		"empty":    {204, http.Header{}, ""},
+		// JSON that parses, with bytes in a string that are not UTF-8.
+		"json-not-utf8": {200, http.Header{"Content-Type": {"application/json"}}, "{\"a\":\"\xff\"}"},
+		"empty":         {204, http.Header{}, ""},
 	}
 	h := idemhttp.Middleware(idemhttp.Config{Store: st})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := answers[strings.TrimPrefix(r.URL.Path, "/")]
@@ -100,6 +103,9 @@ func TestInspectDecodesRecordedResponses(t *testing.T) {
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
 			t.Fatalf("idem inspect %q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
+		if !utf8.ValidString(r.stdout) { // JSON is UTF-8 (RFC 8259): a strict parser refuses other bytes
+			t.Errorf("idem inspect %q: stdout %q is not UTF-8", args, r.stdout)
+		}
 		return s, r.stdout
 	}
 	for _, tc := range []struct {
@@ -111,6 +117,7 @@ func TestInspectDecodesRecordedResponses(t *testing.T) {
 		{"not-json", "text", `"not json"`, answers["not-json"].header},
 		{"text", "text", `"héllo <world>"`, http.Header{"Content-Type": {"text/plain"}, "Content-Disposition": {"attachment; filename=\"caf\uFFFD.txt\""}}},
 		{"binary", "base64", `"AP8="`, answers["binary"].header},
+		{"json-not-utf8", "base64", `"eyJhIjoi/yJ9"`, answers["json-not-utf8"].header},
 		{"empty", "text", `""`, http.Header{}},
 	} {
 		t.Run(tc.key, func(t *testing.T) {

@@ -180,7 +180,7 @@ When the record is one of idem proxy or the idemhttp middleware, a
 
 body_format says how "body" holds the response's body:
   json    the body itself, when Content-Type is JSON (application/json or
-          a type ending in +json) and the body parses
+          a type ending in +json) and the body parses and is UTF-8
   text    a string, when the body is valid UTF-8
   base64  a string in base64, otherwise
 A header value that is not valid UTF-8 shows U+FFFD in place of the bytes
@@ -213,7 +213,9 @@ func decodeResponse(rec idem.Record) *inspectedResponse {
 	r := &inspectedResponse{Status: status, Header: header, Body: body, BodyFormat: "base64"}
 	mt, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
 	switch {
-	case (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body):
+	case (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body) && utf8.Valid(body):
+		// json.Valid takes strings that are not UTF-8, which would make
+		// the output no JSON (RFC 8259) for a strict parser.
 		r.Body, r.BodyFormat = json.RawMessage(body), "json"
 	case utf8.Valid(body):
 		r.Body, r.BodyFormat = string(body), "text"
