@@ -98,7 +98,8 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //     whatever fn returned, the key is released, and Do returns fn's result
 //     with an error wrapping that cause (joined to fn's error, if any). A
 //     panic in the other store calls happens on the caller's goroutine, and
-//     goes on as it is once the key is released.
+//     goes on as it is once the key is released; so does a store call that
+//     ends the goroutine (runtime.Goexit, as t.FailNow in a fake store).
 //
 // While fn runs, Do extends the lease every DoOpts.HeartbeatEvery, also
 // after ctx is cancelled (fn may still return a result to commit). When a
@@ -184,12 +185,14 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	// fn returns then is still committed, so the key must stay its own
 	// while it runs, or a retry would take it over and run fn again.
 	k := keepAlivePooled(context.WithoutCancel(ctx), t.store, key, lease, opts.HeartbeatEvery, cancelFunc(cancel))
-	returned := false
+	settled := false
 	defer func() {
-		// A panic, or fn that never returned (runtime.Goexit): the key is
-		// released.
+		// A panic, or fn or a settle call that never returned
+		// (runtime.Goexit): the key is released. After a settle call that
+		// recorded the outcome the release changes nothing (the store
+		// rejects it with ErrStaleToken).
 		p := recover()
-		if p == nil && returned {
+		if p == nil && settled {
 			return
 		}
 		k.stop()
@@ -201,20 +204,29 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 		}
 	}()
 	res, err = fn(runCtx)
-	returned = true
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
-		// fn most likely failed because runCtx was cancelled: say why, as
-		// a bare context.Canceled reads like the caller's own
-		// cancellation. What is recorded is fn's error as it is.
-		defer func() { err = fmt.Errorf("%w (%w)", err, ErrLeaseLost) }()
-	}
+	// fn most likely failed because runCtx was cancelled when the lease
+	// was lost: say why, as a bare context.Canceled reads like the
+	// caller's own cancellation. What is recorded is fn's error as it is.
+	lost := err != nil && ctx.Err() == nil && errors.Is(context.Cause(runCtx), ErrLeaseLost) && !errors.Is(err, ErrLeaseLost)
 	pe := k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
+	err = settleFresh(ctx, t, key, lease, res, err, pe, opts)
+	settled = true
+	if lost {
+		err = fmt.Errorf("%w (%w)", err, ErrLeaseLost)
+	}
+	return res, err
+}
+
+// settleFresh settles the reservation held by lease after fn returned res
+// and err, with pe the panic of a heartbeat, if any, and returns the error
+// Do returns (see Do).
+func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, lease Lease, res Res, err error, pe *PanicError, opts *DoOpts) error {
 	sctx, scancel := settleContext(ctx, opts)
 	defer scancel()
 	if pe != nil {
 		// The store panicked in a heartbeat: record nothing.
-		return res, errors.Join(err, withRelease(nothingRecorded(pe), t.FailTransient(sctx, key, lease)))
+		return errors.Join(err, withRelease(nothingRecorded(pe), t.FailTransient(sctx, key, lease)))
 	}
 	// release frees the key after a settle call that recorded nothing, so
 	// that a retry runs fn again instead of waiting out the lease. It is a
@@ -228,17 +240,17 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 	if err != nil {
 		if !IsPermanent(err) {
 			if serr := t.FailTransient(sctx, key, lease); serr != nil {
-				return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
+				return errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
 			}
-			return res, err
+			return err
 		}
 		if serr := t.FailPermanent(sctx, key, lease, err); serr != nil {
 			if !errors.Is(serr, ErrStaleToken) {
 				release() // not recorded, and the key not another owner's
 			}
-			return res, errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
+			return errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
 		}
-		return res, err
+		return err
 	}
 	if cerr := t.Commit(sctx, key, lease, res); cerr != nil {
 		if !errors.Is(cerr, ErrStaleToken) {
@@ -247,9 +259,9 @@ func runFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key, le
 			// not another owner's.
 			release()
 		}
-		return res, fmt.Errorf("idem: result not recorded: %w", cerr)
+		return fmt.Errorf("idem: result not recorded: %w", cerr)
 	}
-	return res, nil
+	return nil
 }
 
 // KeepAlive extends lease in the background every interval (a third of

@@ -64,7 +64,8 @@ type Owner struct {
 //     stack, and once work returns nothing is recorded, whatever it
 //     returned: the key is released and Err wraps that cause. A panic in
 //     Commit or FailTransient happens on Run's goroutine and goes on as it
-//     is (after a Commit's, the key is released).
+//     is (after a Commit's, the key is released); so does a Commit that
+//     ends the goroutine (runtime.Goexit, as t.FailNow in a fake store).
 //
 // The heartbeats and the settle calls run with ctx's values but not its
 // cancellation: work may go on after ctx is cancelled (work's context is
@@ -105,12 +106,14 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 		kctx = context.WithoutCancel(ctx)
 	}
 	k := keepAlivePooled(kctx, o.Store, o.Key, o.Lease, 0, runCtx)
-	returned := false
+	settled := false
 	defer func() {
-		// A panic, or work that never returned (runtime.Goexit): the key
-		// is released.
+		// A panic, or work or a settle call that never returned
+		// (runtime.Goexit): the key is released. After a Commit that
+		// recorded the result the release changes nothing (the store
+		// rejects it with ErrStaleToken).
 		p := recover()
-		if p == nil && returned {
+		if p == nil && settled {
 			return
 		}
 		k.stop()
@@ -120,9 +123,15 @@ func (o *Owner) Run(ctx context.Context, work func(ctx context.Context) (result 
 		}
 	}()
 	result, record := work(runCtx)
-	returned = true
 	pe := k.stop()
 	k = nil // a pooled keeper may serve another run now: a panic below must not stop it
+	o.settle(ctx, result, record, pe)
+	settled = true
+}
+
+// settle settles the reservation after work returned result and record,
+// with pe the panic of a heartbeat, if any (see Run).
+func (o *Owner) settle(ctx context.Context, result []byte, record bool, pe *PanicError) {
 	if pe != nil {
 		// The store panicked in a heartbeat: record nothing.
 		o.release(ctx)
