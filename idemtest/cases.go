@@ -50,6 +50,7 @@ func cases() []testCase {
 		{"Input/CallerBuffersNotRetained", testBuffersNotRetained},
 		{"Input/ReturnedErrorsAndRequestsAreTheCallers", testReturnedValuesAreTheCallers},
 		{"Do/RunsOnceAndReplays", testDo},
+		{"Do/TakenOverRunIsToldAndNotRecorded", testDoTakenOver},
 		{"Model/RandomSequencesMatchReference", testModel},
 	}
 }
