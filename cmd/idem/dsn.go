@@ -361,6 +361,8 @@ func pgConnectError(cfg *pgconn.Config, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled): // SIGINT or SIGTERM, not the server
 		return fmt.Errorf("interrupted while connecting to postgres at %s", at)
+	case !ok && errors.Is(err, context.DeadlineExceeded): // connected, or not, and no answer
+		return unreachable{fmt.Errorf("postgres at %s is unreachable: it did not answer within %s: %w", at, pgConnectTimeout, oneLine{err})}
 	case !ok:
 		return unreachable{fmt.Errorf("postgres at %s is unreachable: %w", at, oneLine{err})}
 	case pe.Code == "57P03": // cannot_connect_now: starting up, shutting down, in recovery
