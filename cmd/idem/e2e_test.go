@@ -463,6 +463,29 @@ func TestUpstreamDownGives502(t *testing.T) {
 	}
 }
 
+// TestUpstreamDownIsReportedOnce: with the upstream down, every request
+// gets its 502, but the log does not get a line each: one, the next ones
+// counted and reported at most every 10 s, and on exit, as store errors
+// are (a proxy answering thousands of requests a second would otherwise
+// write as many lines).
+func TestUpstreamDownIsReportedOnce(t *testing.T) {
+	up := newCounting(t)
+	url := up.srv.URL
+	up.srv.Close()
+	p := startProxy(t, "--upstream", url, "--store", sqliteDSN(t))
+	for i := range 5 {
+		if r := send(t, p.base, fmt.Sprintf("down-%d", i), `{}`); r.status != 502 {
+			t.Fatalf("upstream down: %+v, want 502", r)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.wait()
+	out := p.output.String()
+	if n := strings.Count(out, "connection refused"); n != 2 || !strings.Contains(out, "4 more errors since the last report, the last: ") {
+		t.Errorf("proxy output:\n%s\nwant one line for the upstream error, the next four counted and reported on exit", out)
+	}
+}
+
 // TestTTLExpiry: a response is replayed while its --ttl lasts and not
 // after it: the first request after the TTL runs the upstream again, and
 // is recorded in turn.

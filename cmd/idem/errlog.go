@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // interval ends, with the last of them, also when no error follows (a
 // burst, then the store back), and by flush, which the proxy calls on its
 // way out: a count is never lost. Each report is one line: the request's
-// path is logged escaped.
+// path is logged escaped. The proxy has one for the errors of requests and
+// one for those of its upstream (see Write).
 type errorReporter struct {
 	logger *log.Logger
 	every  time.Duration
@@ -40,7 +42,21 @@ func (r *errorReporter) report(e idemhttp.Event) {
 	}
 	// The path as the client escaped it: decoded, a %0A in it would
 	// start a line of the client's making in the log.
-	msg := fmt.Sprintf("%s %s: %s: %v", e.Request.Method, e.Request.URL.EscapedPath(), e.Outcome, e.Err)
+	r.line(fmt.Sprintf("%s %s: %s: %v", e.Request.Method, e.Request.URL.EscapedPath(), e.Outcome, e.Err))
+}
+
+// Write logs p, one line of a log.Logger writing into r (with no prefix or
+// flags: r's logger adds its own), as report logs an error: the proxy's
+// upstream errors, one per request while the upstream is down, go through
+// it.
+func (r *errorReporter) Write(p []byte) (int, error) {
+	r.line(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// line logs msg now, or counts it among those left out until the interval
+// ends.
+func (r *errorReporter) line(msg string) {
 	r.mu.Lock()
 	now := r.now()
 	if now.Before(r.next) {

@@ -125,7 +125,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	defer st.close()
 
-	m, errs := newMetrics(), newErrorReporter(logger)
+	m, errs, upErrs := newMetrics(), newErrorReporter(logger), newErrorReporter(logger)
 	profile := idemhttp.ProfileIETF
 	if f.stripe {
 		profile = idemhttp.ProfileStripe
@@ -135,7 +135,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Timeout:        f.timeout,
 		UpstreamHost:   f.upstreamHost,
 		TrustForwarded: f.trustForwarded,
-		ErrorLog:       logger,
+		ErrorLog:       log.New(upErrs, "", 0),
 		Middleware: idemhttp.Config{
 			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
@@ -243,6 +243,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	stopPurge()
 	<-purgeDone
 	errs.flush() // the errors of the requests' last seconds, left out, not lost
+	upErrs.flush()
 	if adminSrv != nil {
 		_ = adminSrv.Close()
 	}
