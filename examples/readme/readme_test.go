@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem"
@@ -225,5 +226,130 @@ func TestReadmeHandlerStoreLostAfterCharge(t *testing.T) {
 	}
 	if n := payments.made.Load(); n != 1 {
 		t.Fatalf("%d charges made, want 1", n)
+	}
+}
+
+type OrderRequest struct {
+	SKU string `json:"sku"`
+}
+
+type Order struct {
+	ID int64 `json:"id"`
+}
+
+var errOutOfStock = errors.New("out of stock")
+
+// insertOrder writes the order row in tx, and then fails permanently when
+// the order is for the SKU "gone": the row is written before the failure,
+// as the README's "whatever the function wrote before it failed" supposes.
+func insertOrder(ctx context.Context, tx pgx.Tx, req OrderRequest) (Order, error) {
+	var o Order
+	if err := tx.QueryRow(ctx, `INSERT INTO orders (sku) VALUES ($1) RETURNING id`, req.SKU).Scan(&o.ID); err != nil {
+		return Order{}, err
+	}
+	if req.SKU == "gone" {
+		return Order{}, idem.Permanent("out_of_stock", errOutOfStock)
+	}
+	return o, nil
+}
+
+func newOrdersStore(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
+	t.Helper()
+	pool := newPool(t, pgtest.URL(t))
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE orders (id bigserial PRIMARY KEY, sku text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return pool, newStore(t, pool)
+}
+
+func countOrders(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The README's "Outside HTTP" snippet, as written: the order and the record
+// commit together, a retry replays the order; an error, a permanent one
+// too, rolls both back, so a retry runs the function again.
+func TestReadmeDoInTransaction(t *testing.T) {
+	pool, store := newOrdersStore(t)
+	ctx := context.Background()
+	ns := idem.MustNamespace("orders")
+	place := func(key idem.Key, req OrderRequest) (Order, error) {
+		var order Order
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			order, err = idem.Do(ctx, store.WithTx(tx), key, req, func(ctx context.Context) (Order, error) {
+				return insertOrder(ctx, tx, req) // same transaction as the idempotency record
+			}, nil)
+			return err // an error rolls back the order and the record together
+		})
+		return order, err
+	}
+	key, _ := idem.NewKey(ns, "order-1")
+	first, err := place(key, OrderRequest{SKU: "book"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := place(key, OrderRequest{SKU: "book"})
+	if err != nil || again != first {
+		t.Fatalf("retry: %+v, %v; want %+v replayed", again, err, first)
+	}
+	if n := countOrders(t, pool); n != 1 {
+		t.Fatalf("%d order rows, want 1", n)
+	}
+
+	gone, _ := idem.NewKey(ns, "order-2")
+	for i := range 2 {
+		if _, err := place(gone, OrderRequest{SKU: "gone"}); !errors.Is(err, errOutOfStock) {
+			t.Fatalf("attempt %d: %v, want the function's own permanent failure (not recorded, so run again)", i+1, err)
+		}
+	}
+	if n := countOrders(t, pool); n != 1 {
+		t.Fatalf("%d order rows after the rolled-back failures, want 1", n)
+	}
+}
+
+// The README's recipe for recording a permanent failure in this form: keep
+// Do's error outside the closure and commit when it is permanent. The
+// failure is recorded with what the function wrote, and a retry gets it
+// back as a *idem.StoredError without running the function.
+func TestReadmeDoInTransactionRecordsPermanentFailure(t *testing.T) {
+	pool, store := newOrdersStore(t)
+	ctx := context.Background()
+	key, _ := idem.NewKey(idem.MustNamespace("orders"), "order-3")
+	runs := 0
+	place := func(req OrderRequest) error {
+		var runErr error
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, runErr = idem.Do(ctx, store.WithTx(tx), key, req, func(ctx context.Context) (Order, error) {
+				runs++
+				return insertOrder(ctx, tx, req)
+			}, nil)
+			if idem.IsPermanent(runErr) {
+				return nil
+			}
+			return runErr
+		})
+		if err != nil {
+			return err
+		}
+		return runErr
+	}
+	if err := place(OrderRequest{SKU: "gone"}); !errors.Is(err, errOutOfStock) {
+		t.Fatalf("first: %v, want the permanent failure", err)
+	}
+	var stored *idem.StoredError
+	if err := place(OrderRequest{SKU: "gone"}); !errors.As(err, &stored) || stored.Class != "out_of_stock" {
+		t.Fatalf("retry: %v, want the recorded failure as a *idem.StoredError of class out_of_stock", err)
+	}
+	if runs != 1 {
+		t.Fatalf("the function ran %d times, want 1", runs)
+	}
+	if n := countOrders(t, pool); n != 1 {
+		t.Fatalf("%d order rows, want 1 (what the function wrote before it failed commits with the failure)", n)
 	}
 }
