@@ -46,6 +46,12 @@
 // idemhttp puts the same semantics in front of HTTP handlers, and cmd/idem
 // in front of any HTTP API.
 //
+// A key a client chooses (an Idempotency-Key header, a message id of its
+// making) names an operation only for that client: scope it by who the
+// client is (Key.WithScope with the authenticated caller's id) before
+// Begin or Do, or two callers sending the same value share one record, and
+// one gets the other's result. idemhttp scopes keys itself (Config.KeyScope).
+//
 // Errors a caller branches on are sentinels (ErrInFlight, ErrMismatch,
 // ErrStaleToken, ErrUnavailable, ErrIncompatibleState…) with typed errors
 // carrying the details (*InFlightError, *MismatchError, *DecodeError,

@@ -31,7 +31,12 @@ func Example() {
 		log.Fatal(err)
 	}
 
+	// The client's key, scoped by who the client is: another caller's
+	// "order-42" is another operation.
 	key, err := idem.ParseKey(idem.MustNamespace("payments"), "order-42")
+	if err == nil {
+		key, err = key.WithScope("customer-7")
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
