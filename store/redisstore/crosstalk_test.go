@@ -1,12 +1,9 @@
 package redisstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +15,11 @@ import (
 	"github.com/idemgo/idem/store/redisstore"
 )
 
-// TestAutoPipelineAnswersEachCallerItsOwn: a thousand callers at once, on
-// keys of their own with payloads and results of their own, through an
-// auto-pipelined store, each get their own answers: a Begin that answered
-// Fresh has a lease that commits its key, and the replay is the caller's
-// own result. A pair of callers on one key elect one owner; a caller whose
-// payload is too large fails alone; and a caller whose deadline ended
-// first leaves its key free soon after (what it reserved is released).
+// TestAutoPipelineAnswersEachCallerItsOwn: a thousand callers at once
+// through an auto-pipelined store each get their own answers
+// (idemtest.Crowd); a caller whose payload is too large fails alone; and a
+// caller whose deadline ended first leaves its key free soon after (what
+// it reserved is released).
 func TestAutoPipelineAnswersEachCallerItsOwn(t *testing.T) {
 	opts, err := redis.ParseURL(redistest.URL(t))
 	if err != nil {
@@ -37,77 +32,14 @@ func TestAutoPipelineAnswersEachCallerItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := idemtest.RandomNamespace(t)
-	const callers = 1000
-	type answer struct {
-		key           idem.Key
-		req           idem.Request
-		begin, replay idem.Outcome
-		err           error
-	}
-	answers := make([]answer, callers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			<-start
-			a := &answers[i]
-			owner := i
-			if i%50 == 9 { // the same key and request as the caller before it
-				owner = i - 1
-			}
-			pad := strings.Repeat("x", owner%97)
-			if i%50 == 17 {
-				pad = strings.Repeat("x", 1<<12)
-			}
-			a.key = mustKey(t, ns, fmt.Sprintf("k%d", owner))
-			a.req = mustRequest(t, fmt.Sprintf(`{"i":%d,"pad":%q}`, owner, pad))
-			ctx := context.Background()
-			if i%10 == 3 { // may end while the call waits or runs
-				c, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(5000))*time.Microsecond)
-				defer cancel()
-				ctx = c
-			}
-			if a.begin, a.err = s.Begin(ctx, a.key, a.req, nil); a.err != nil || a.begin.Kind != idem.Fresh {
-				return
-			}
-			result := fmt.Appendf(nil, `{"result":%d}`, i)
-			if a.err = s.Commit(context.Background(), a.key, a.begin.Lease, result); a.err != nil {
-				return
-			}
-			a.replay, a.err = s.Begin(context.Background(), a.key, a.req, nil)
-		})
-	}
-	close(start)
-	wg.Wait()
-	var left []answer
-	for i, a := range answers {
-		var tooLarge *idem.PayloadTooLargeError
-		switch {
-		case i%50 == 17:
-			if !errors.As(a.err, &tooLarge) {
-				t.Errorf("caller %d (payload too large): %v %v, want *PayloadTooLargeError", i, a.begin.Kind, a.err)
-			}
-		case a.err != nil && i%10 == 3 && errors.Is(a.err, context.DeadlineExceeded):
-			left = append(left, a)
-		case a.err != nil:
-			t.Errorf("caller %d: %v", i, a.err)
-		case a.begin.Kind == idem.Fresh:
-			if want := fmt.Sprintf(`{"result":%d}`, i); a.replay.Kind != idem.PriorResult || string(a.replay.Result) != want {
-				t.Errorf("caller %d: replay = %v %s, want its own result %s", i, a.replay.Kind, a.replay.Result, want)
-			}
-		case i%50 != 8 && i%50 != 9:
-			t.Errorf("caller %d: Begin of its own key = %v, want Fresh", i, a.begin.Kind)
-		}
-	}
-	for i := 8; i < callers; i += 50 {
-		x, y := answers[i], answers[i+1]
-		if (x.begin.Kind == idem.Fresh) == (y.begin.Kind == idem.Fresh) && x.err == nil && y.err == nil {
-			t.Errorf("callers %d and %d of one key: %v and %v, want exactly one Fresh", i, i+1, x.begin.Kind, y.begin.Kind)
-		}
-	}
-	t.Logf("%d callers left before their answer", len(left))
-	for _, a := range left {
-		waitFresh(t, s, a.key, a.req, "a caller that left")
-	}
+	idemtest.Crowd(t, s, idemtest.CrowdOpts{
+		Refuse: func(i int) idem.Request {
+			return mustRequest(t, fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("x", 1<<12)))
+		},
+		Refused: func(err error) bool {
+			_, ok := errors.AsType[*idem.PayloadTooLargeError](err)
+			return ok
+		},
+		Leave: true,
+	})
 }
