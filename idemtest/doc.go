@@ -68,5 +68,7 @@
 // -rapid.failfile or -rapid.seed flag that replays it.
 //
 // Clock and RandomNamespace are exported for a backend's own tests beside
-// the suite.
+// the suite, and so is Crowd, for a backend that sends concurrent calls
+// together (a batch, a pipeline): a thousand callers at once must each get
+// their own answers.
 package idemtest
