@@ -56,6 +56,10 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
+	// sized says the handler declared a Content-Length as the header was
+	// written: net/http's HTTP/1 server then does not chunk the body, and
+	// sends none of the trailers (see finish).
+	sized bool
 	// trailers are the trailers declared as the header was written (see
 	// declaredTrailers), when recording; nil when none were (a pointer,
 	// to keep the exchange within its size class).
@@ -109,6 +113,7 @@ func (c *capture) take(status int) {
 		names := declaredTrailers(nil, c.w.Header())
 		c.trailers = &names
 	}
+	c.sized = declaredLength(c.w.Header()) >= 0
 	c.declare()
 }
 
@@ -258,12 +263,14 @@ func (c *capture) sent(panicked bool) int {
 
 // finish completes the capture after the handler returned: the header,
 // if the handler wrote none, and the trailers of a response recorded, as
-// sent over HTTP/2 when h2 (see appendTrailers).
+// sent over HTTP/2 when h2 (see appendTrailers); over HTTP/1, none for a
+// response of a declared Content-Length, which is not chunked and so
+// ends without them.
 func (c *capture) finish(h2 bool) {
 	if !c.wroteHeader {
 		c.take(http.StatusOK)
 	}
-	if c.recording && !c.abandoned {
+	if c.recording && !c.abandoned && (h2 || !c.sized) {
 		var declared []string
 		if c.trailers != nil {
 			declared = *c.trailers
