@@ -114,7 +114,21 @@ func (c *capture) take(status int) {
 		c.trailers = &names
 	}
 	c.sized = declaredLength(c.w.Header()) >= 0
+	if c.recording && c.cfg.replaySet["Content-Type"] && bodyAllowed(status) && unsniffed(c.w.Header()) {
+		// Recorded with no value, so that the replay, which has no
+		// Transfer-Encoding, is not sniffed either.
+		c.header = append(c.header, headerField{name: "Content-Type"})
+	}
 	c.declare()
+}
+
+// unsniffed reports whether net/http sends a response with header h
+// without a Content-Type though h has none to send: the handler set it to
+// nil, which tells net/http not to sniff one from the body, or set a
+// Transfer-Encoding, which keeps it from sniffing too.
+func unsniffed(h http.Header) bool {
+	v, set := h["Content-Type"]
+	return len(v) == 0 && (set || headerValue(h, "Transfer-Encoding") != "")
 }
 
 func (c *capture) Write(p []byte) (int, error) {
