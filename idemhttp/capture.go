@@ -60,6 +60,9 @@ type capture struct {
 	// written: net/http's HTTP/1 server then does not chunk the body, and
 	// sends none of the trailers (see finish).
 	sized bool
+	// untyped says why the response was sent without a Content-Type it
+	// has none of (see untyped), as the header was written.
+	untyped uint8
 	// trailers are the trailers declared as the header was written (see
 	// declaredTrailers), when recording; nil when none were (a pointer,
 	// to keep the exchange within its size class).
@@ -114,21 +117,31 @@ func (c *capture) take(status int) {
 		c.trailers = &names
 	}
 	c.sized = declaredLength(c.w.Header()) >= 0
-	if c.recording && c.cfg.replaySet["Content-Type"] && bodyAllowed(status) && unsniffed(c.w.Header()) {
-		// Recorded with no value, so that the replay, which has no
-		// Transfer-Encoding, is not sniffed either.
-		c.header = append(c.header, headerField{name: "Content-Type"})
-	}
+	c.untyped = untyped(c.w.Header())
 	c.declare()
 }
 
-// unsniffed reports whether net/http sends a response with header h
-// without a Content-Type though h has none to send: the handler set it to
-// nil, which tells net/http not to sniff one from the body, or set a
-// Transfer-Encoding, which keeps it from sniffing too.
-func unsniffed(h http.Header) bool {
+// Why a response has no Content-Type net/http could sniff (see untyped).
+const (
+	sniffable = iota
+	typeNil   // the handler set Content-Type to nil, which tells net/http not to sniff one
+	typeByTE  // the handler set a Transfer-Encoding, which keeps net/http's HTTP/1 server from sniffing
+)
+
+// untyped says why net/http sends a response of header h without a
+// Content-Type though h has none to send, or sniffable when it sniffs one
+// from the body.
+func untyped(h http.Header) uint8 {
 	v, set := h["Content-Type"]
-	return len(v) == 0 && (set || headerValue(h, "Transfer-Encoding") != "")
+	switch {
+	case len(v) > 0:
+		return sniffable
+	case set:
+		return typeNil
+	case headerValue(h, "Transfer-Encoding") != "":
+		return typeByTE
+	}
+	return sniffable
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -279,10 +292,17 @@ func (c *capture) sent(panicked bool) int {
 // if the handler wrote none, and the trailers of a response recorded, as
 // sent over HTTP/2 when h2 (see appendTrailers); over HTTP/1, none for a
 // response of a declared Content-Length, which is not chunked and so
-// ends without them.
+// ends without them. A response sent without a Content-Type that net/http
+// did not sniff (see untyped) is recorded with an empty one.
 func (c *capture) finish(h2 bool) {
 	if !c.wroteHeader {
 		c.take(http.StatusOK)
+	}
+	if c.recording && !c.abandoned && c.cfg.replaySet["Content-Type"] && bodyAllowed(c.status) &&
+		(c.untyped == typeNil || c.untyped == typeByTE && !h2) {
+		// Recorded with no value, so that the replay, which has no
+		// Transfer-Encoding, is not sniffed either.
+		c.header = append(c.header, headerField{name: "Content-Type"})
 	}
 	if c.recording && !c.abandoned && (h2 || !c.sized) {
 		var declared []string
