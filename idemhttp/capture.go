@@ -56,10 +56,11 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
-	// sized says the handler declared a Content-Length as the header was
-	// written: net/http's HTTP/1 server then does not chunk the body, and
-	// sends none of the trailers (see finish).
-	sized bool
+	// unchunked says the handler declared a Content-Length, or a
+	// Transfer-Encoding of identity, as the header was written: net/http's
+	// HTTP/1 server then does not chunk the body, and sends none of the
+	// trailers (see finish).
+	unchunked bool
 	// untyped says why the response was sent without a Content-Type it
 	// has none of (see untyped), as the header was written.
 	untyped uint8
@@ -116,7 +117,7 @@ func (c *capture) take(status int) {
 		names := declaredTrailers(nil, c.w.Header())
 		c.trailers = &names
 	}
-	c.sized = declaredLength(c.w.Header()) >= 0
+	c.unchunked = declaredLength(c.w.Header()) >= 0 || headerValue(c.w.Header(), "Transfer-Encoding") == "identity"
 	c.untyped = untyped(c.w.Header())
 	c.declare()
 }
@@ -291,8 +292,8 @@ func (c *capture) sent(panicked bool) int {
 // finish completes the capture after the handler returned: the header,
 // if the handler wrote none, and the trailers of a response recorded, as
 // sent over HTTP/2 when h2 (see appendTrailers); over HTTP/1, none for a
-// response of a declared Content-Length, which is not chunked and so
-// ends without them. A response sent without a Content-Type that net/http
+// response of a declared Content-Length or Transfer-Encoding identity,
+// which is not chunked and so ends without them. A response sent without a Content-Type that net/http
 // did not sniff (see untyped) is recorded with an empty one.
 func (c *capture) finish(h2 bool) {
 	if !c.wroteHeader {
@@ -304,7 +305,7 @@ func (c *capture) finish(h2 bool) {
 		// Transfer-Encoding, is not sniffed either.
 		c.header = append(c.header, headerField{name: "Content-Type"})
 	}
-	if c.recording && !c.abandoned && (h2 || !c.sized) {
+	if c.recording && !c.abandoned && (h2 || !c.unchunked) {
 		var declared []string
 		if c.trailers != nil {
 			declared = *c.trailers
