@@ -293,8 +293,9 @@ func (c *capture) sent(panicked bool) int {
 // if the handler wrote none, and the trailers of a response recorded, as
 // sent over HTTP/2 when h2 (see appendTrailers); over HTTP/1, none for a
 // response of a declared Content-Length or Transfer-Encoding identity,
-// which is not chunked and so ends without them. A response sent without a Content-Type that net/http
-// did not sniff (see untyped) is recorded with an empty one.
+// which is not chunked and so ends without them. A response sent without
+// a Content-Type that net/http did not sniff (see untyped) is recorded
+// with an empty one.
 func (c *capture) finish(h2 bool) {
 	if !c.wroteHeader {
 		c.take(http.StatusOK)

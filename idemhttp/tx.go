@@ -229,8 +229,9 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 
 // deliver writes the held response, status and all, to the client: its
 // header as it was when the status was written, the trailers as the
-// handler left them, after the body, and a Content-Length when the
-// handler set none (and there are no trailers). Of a response already
+// handler left them, after the body (but for an HTTP/1 response of a
+// declared length), and a Content-Length when the handler set none (and
+// there are no trailers). Of a response already
 // passed on (see heldResponse.Write), only the trailers are left to set.
 func (x *exchange) deliver(held *heldResponse, status int) {
 	x.ev.Status = status
@@ -240,7 +241,11 @@ func (x *exchange) deliver(held *heldResponse, status int) {
 	}
 	held.setHead()
 	h := held.client.Header()
-	if held.setTrailers() {
+	// Over HTTP/1, a response of a declared Content-Length (or
+	// Transfer-Encoding identity) is not chunked and ends without
+	// trailers, as net/http sends it and as it is recorded (see
+	// capture.finish).
+	if (x.req().ProtoMajor >= 2 || !x.cw.unchunked) && held.setTrailers() {
 		delete(h, "Content-Length")
 	} else if _, ok := h["Content-Length"]; !ok && bodyAllowed(status) && x.req().Method != http.MethodHead {
 		h["Content-Length"] = []string{strconv.Itoa(len(held.body))}

@@ -148,3 +148,38 @@ func TestTxPanicAfterFailurePassedOn(t *testing.T) {
 		t.Errorf("%d commits, %d rollbacks; want rolled back once", f.commits.Load(), f.rollbacks.Load())
 	}
 }
+
+// In transaction mode too, a response of a declared Content-Length is
+// delivered as net/http's HTTP/1.1 server sends it, unchunked and without
+// its trailers, and so is its replay: the first answer and the replay
+// agree.
+func TestTxUnchunkedResponseHasNoTrailers(t *testing.T) {
+	e := newFakeTxEnv(t)
+	srv := httptest.NewServer(e.handler(t, idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "hello")
+		w.Header().Set("X-Checksum", "abc")
+	})))
+	defer srv.Close()
+	for i, want := range []string{"", "true"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("b"))
+		req.Header.Set(idem.HeaderName, "k-unchunked")
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusCreated || string(body) != "hello" || res.Header.Get(idemhttp.ReplayedHeader) != want {
+			t.Fatalf("request %d: %d %q replayed=%q", i+1, res.StatusCode, body, res.Header.Get(idemhttp.ReplayedHeader))
+		}
+		if len(res.TransferEncoding) != 0 || res.ContentLength != 5 || res.Trailer.Get("X-Checksum") != "" {
+			t.Errorf("request %d: Transfer-Encoding %v, Content-Length %d, trailers %v; want 5 bytes unchunked, no trailers", i+1, res.TransferEncoding, res.ContentLength, res.Trailer)
+		}
+	}
+}
