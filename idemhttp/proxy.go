@@ -118,8 +118,9 @@ type ProxyConfig struct {
 // and a request of another method with "*" is answered 400
 // (ProblemTargetInvalid), reaching neither the store nor the upstream. So
 // is, when the upstream has a base path, a request whose path has a ".."
-// segment (/../admin, /%2e%2e/admin), which an upstream that resolves dot
-// segments would serve from outside the base path. Key and fingerprint
+// segment (/../admin, /%2e%2e/admin, /..;x/admin, /..%5Cadmin), which an
+// upstream that resolves dot segments would serve from outside the base
+// path. Key and fingerprint
 // are the client's request's, never the rewritten one's.
 //
 // A body the upstream frames (Content-Length, chunked) and cuts short is an
@@ -283,8 +284,9 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 
 // refusedTarget says why the proxy does not forward r's target, or is ""
 // when it does: "*" but for OPTIONS, and, when the upstream has a base
-// path (underBase), a path with a ".." segment, sent as such or
-// percent-encoded, which would lead the upstream outside the base path.
+// path (underBase), a path with a ".." segment (see hasDotDot), sent as
+// such or percent-encoded, which would lead the upstream outside the base
+// path.
 func refusedTarget(r *http.Request, underBase bool) string {
 	switch {
 	case r.URL.Path == "*" && r.Method != http.MethodOptions:
@@ -295,10 +297,13 @@ func refusedTarget(r *http.Request, underBase bool) string {
 	return ""
 }
 
-// hasDotDot reports whether the decoded path p has a ".." segment.
+// hasDotDot reports whether the decoded path p has a ".." segment, as
+// upstreams read segments: also one ended by a backslash, which some
+// servers take for a slash, or by path parameters (..;x), which servlet
+// containers strip before resolving dot segments.
 func hasDotDot(p string) bool {
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == ".." {
+	for seg := range strings.FieldsFuncSeq(p, func(c rune) bool { return c == '/' || c == '\\' }) {
+		if name, _, _ := strings.Cut(seg, ";"); name == ".." {
 			return true
 		}
 	}

@@ -10,8 +10,9 @@ import (
 )
 
 // Under an upstream with a base path, a request whose path has a ".."
-// segment, sent as such, percent-encoded or behind an encoded slash, is
-// refused (400, target-invalid) without reaching the store or the
+// segment, sent as such, percent-encoded, behind an encoded slash or
+// backslash, or with path parameters (..;x, which servlet containers read
+// as ..), is refused (400, target-invalid) without reaching the store or the
 // upstream, which, resolving dot segments, would serve it from outside the
 // base path; with a key or without, whatever the method. Dots that are
 // not a whole segment pass, and so does ".." when the upstream has no base
@@ -21,7 +22,8 @@ func TestProxyRefusesDotDotUnderBasePath(t *testing.T) {
 	up := targetEcho(t, &runs)
 	for _, base := range []string{"/api", "/api/"} {
 		p := serveProxy(t, up.URL+base, idemhttp.ProxyConfig{})
-		for i, target := range []string{"/../admin", "/x/../../admin", "/%2e%2e/admin", "/%2E%2E/admin", "/..%2Fadmin", "/x/..", "http://h.example/../admin"} {
+		for i, target := range []string{"/../admin", "/x/../../admin", "/%2e%2e/admin", "/%2E%2E/admin", "/..%2Fadmin", "/x/..", "http://h.example/../admin",
+			"/..;/admin", "/..;jsessionid=1/admin", "/%2e%2e;/admin", "/..%5Cadmin", "/x/..%5c..%5cadmin"} {
 			for _, head := range []string{"POST", "GET"} {
 				key := ""
 				if head == "POST" {
@@ -36,7 +38,7 @@ func TestProxyRefusesDotDotUnderBasePath(t *testing.T) {
 				}
 			}
 		}
-		for _, target := range []string{"/x/..y", "/.../x", "/x/.", "/a..b"} {
+		for _, target := range []string{"/x/..y", "/.../x", "/x/.", "/a..b", "/a..;b", "/x;..", "/a%5Cb"} {
 			res, body := rawRequest(t, p.URL, "GET "+target+" HTTP/1.1\r\nHost: client.example", "")
 			if res.StatusCode != 200 || body != strings.TrimSuffix(base, "/")+target {
 				t.Errorf("base %q, GET %s: %d %q, want it forwarded", base, target, res.StatusCode, body)
