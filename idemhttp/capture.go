@@ -24,7 +24,10 @@ import (
 // declared is not recorded either: net/http cuts the connection after it,
 // so the client got a broken response (a body cut short, say, when the
 // handler's own source failed mid-copy), and its retry must run again
-// rather than be answered the truncated body as if it were whole.
+// rather than be answered the truncated body as if it were whole. But
+// over HTTP/1 a body written whole and then written on is recorded as
+// declared: net/http refuses the writes past the declared length, and
+// the client got the declared body, whole.
 //
 // The copy of the body is kept in a pooled buffer, returned by close; like
 // any ResponseWriter, a capture must not be used after the handler returned.
@@ -56,6 +59,9 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
+	// h1 says the response goes over HTTP/1, whose server refuses a write
+	// past a declared Content-Length whole (see keep).
+	h1 bool
 	// unchunked says the handler declared a Content-Length, or a
 	// Transfer-Encoding of identity, as the header was written: net/http's
 	// HTTP/1 server then does not chunk the body, and sends none of the
@@ -64,15 +70,18 @@ type capture struct {
 	// untyped says why the response was sent without a Content-Type it
 	// has none of (see untyped), as the header was written.
 	untyped uint8
-	// trailers are the trailers declared as the header was written (see
-	// declaredTrailers), when recording; nil when none were (a pointer,
-	// to keep the exchange within its size class).
-	trailers *[]string
 	// hijacked says the handler took the connection over (Hijack).
 	hijacked bool
 	// upgrade says the handler passes on a protocol upgrade (101) that it
 	// writes on the connection it takes over: the proxy sets it.
 	upgrade bool
+	// (The flags above are kept together, to keep the exchange within
+	// its size class.)
+
+	// trailers are the trailers declared as the header was written (see
+	// declaredTrailers), when recording; nil when none were (a pointer,
+	// to keep the exchange within its size class).
+	trailers *[]string
 	// conn, when set, wraps the connection Hijack hands over: the proxy
 	// sets it with upgrade (see upstreamCall.upgraded).
 	conn func(net.Conn) net.Conn
@@ -182,6 +191,13 @@ func keep[T []byte | string](c *capture, p T) {
 		return
 	}
 	if len(c.body)+len(p) > c.max {
+		if c.exact && c.h1 && len(c.body) == c.max {
+			// Over HTTP/1, net/http refuses a write past the declared
+			// Content-Length whole, and every one after it: the client
+			// has the declared body, which is what is recorded. (Over
+			// HTTP/2 the excess is sent, and the client reports an error.)
+			return
+		}
 		c.abandon()
 		return
 	}

@@ -40,9 +40,12 @@
 // http.TrailerPrefix; never Set-Cookie, authentication or hop-by-hop
 // ones). Not recorded, so a retry runs again: statuses the profile does
 // not store (IETF: all 5xx, 408, 409, 425, 429), responses larger than MaxCapture, streaming responses
-// (the handler called Flush or Hijack), responses whose body is shorter or
-// longer than the Content-Length the handler set (the client got them cut
-// off), and handler panics (the key is released and the panic goes on).
+// (the handler called Flush or Hijack), responses whose body is shorter
+// than the Content-Length the handler set, or longer over HTTP/2 (the
+// client got them cut off, or with an error; over HTTP/1, net/http refuses
+// writes past the declared length, and a body written whole and then on
+// is recorded as declared, as the client got it), and handler panics (the
+// key is released and the panic goes on).
 // A replay sends the recorded status, headers and body back with
 // Idempotent-Replayed: true and the body's Content-Length (for HEAD, the
 // one the handler declared), or, for a response with trailers, chunked

@@ -420,7 +420,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	x.lendBody()
 	cw := &x.cw
 	cw.init(x.m.cfg.MaxCapture, &x.m.cfg)
-	cw.recording, cw.head = true, x.req().Method == http.MethodHead
+	cw.recording, cw.head, cw.h1 = true, x.req().Method == http.MethodHead, x.req().ProtoMajor < 2
 	cw.outside()
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome = OutcomeReleased
