@@ -59,8 +59,10 @@ type capture struct {
 	// head says the request is a HEAD, whose response has no body
 	// whatever its Content-Length says.
 	head bool
-	// h1 says the response goes over HTTP/1, whose server refuses a write
-	// past a declared Content-Length whole (see keep).
+	// h1 says the writer below is net/http's HTTP/1 server, which refuses
+	// a write past a declared Content-Length whole (see keep): in lease
+	// mode over HTTP/1; not in transaction mode, whose held response keeps
+	// every write.
 	h1 bool
 	// unchunked says the handler declared a Content-Length, or a
 	// Transfer-Encoding of identity, as the header was written: net/http's
@@ -116,19 +118,26 @@ func (c *capture) WriteHeader(code int) {
 	c.w.WriteHeader(code)
 }
 
-// take takes in the response's header as it is sent with status: the
-// recordable fields the handler set (see own), and the Content-Length it
-// declared (see declare).
+// take takes in the response's header as it is sent with status, when
+// recording: the recordable fields the handler set (see own), the
+// trailers it declared, its framing (see unchunked), why it has no
+// Content-Type (see untyped), and the Content-Length it declared (see
+// declare).
 func (c *capture) take(status int) {
 	c.status = status
-	c.header = c.own(c.replayable(c.hdr[:0], c.w.Header()))
-	if c.recording && len(c.w.Header()["Trailer"]) > 0 {
-		names := declaredTrailers(nil, c.w.Header())
+	if !c.recording {
+		return
+	}
+	h := c.w.Header()
+	c.header = c.own(c.replayable(c.hdr[:0], h))
+	if len(h["Trailer"]) > 0 {
+		names := declaredTrailers(nil, h)
 		c.trailers = &names
 	}
-	c.unchunked = declaredLength(c.w.Header()) >= 0 || headerValue(c.w.Header(), "Transfer-Encoding") == "identity"
-	c.untyped = untyped(c.w.Header())
-	c.declare()
+	n, te := declaredLength(h), headerValue(h, "Transfer-Encoding")
+	c.unchunked = n >= 0 || te == "identity"
+	c.untyped = untyped(h, te)
+	c.declare(n)
 }
 
 // Why a response has no Content-Type net/http could sniff (see untyped).
@@ -138,17 +147,17 @@ const (
 	typeByTE  // the handler set a Transfer-Encoding, which keeps net/http's HTTP/1 server from sniffing
 )
 
-// untyped says why net/http sends a response of header h without a
-// Content-Type though h has none to send, or sniffable when it sniffs one
-// from the body.
-func untyped(h http.Header) uint8 {
+// untyped says why net/http sends a response of header h, whose
+// Transfer-Encoding is te, without a Content-Type though h has none to
+// send, or sniffable when it sniffs one from the body.
+func untyped(h http.Header, te string) uint8 {
 	v, set := h["Content-Type"]
 	switch {
 	case len(v) > 0:
 		return sniffable
 	case set:
 		return typeNil
-	case headerValue(h, "Transfer-Encoding") != "":
+	case te != "":
 		return typeByTE
 	}
 	return sniffable
@@ -332,16 +341,16 @@ func (c *capture) finish(h2 bool) {
 }
 
 // declare takes in, as the header of a recorded response is sent, the
-// Content-Length the handler declared, which net/http holds the body to
+// Content-Length the handler declared (n, or -1: see declaredLength),
+// which net/http holds the body to
 // (except for HEAD and for statuses without a body): the body kept may then
 // be no longer than that, and must be that long to be recorded. A declared
 // length over max cannot be recorded at all. For HEAD, it is the length of
 // the body not sent, recorded with the header for the replay.
-func (c *capture) declare() {
-	if !c.recording || !bodyAllowed(c.status) {
+func (c *capture) declare(n int64) {
+	if !bodyAllowed(c.status) {
 		return
 	}
-	n := declaredLength(c.w.Header())
 	if c.head {
 		if n >= 0 {
 			c.header = append(c.header, headerField{name: "Content-Length", values: c.w.Header()["Content-Length"][:1]})
