@@ -30,9 +30,9 @@ import (
 // back and the middleware answers its own 500 problem, which an error
 // renderer outside cannot replace: write the error response in the chain.
 //
-// Requests that match no route pass through untouched, so that gin answers
-// them 404 (or 405 with HandleMethodNotAllowed) as it would without the
-// middleware.
+// Requests that match no route run the engine's NoRoute (or NoMethod)
+// handlers protected like a route; the 404 or 405 they, or gin itself,
+// answer is delivered but not recorded (see the package documentation).
 //
 // Register it before any middleware that reads the request body, and after
 // those that must see every request (logging, recovery, authentication).
