@@ -244,6 +244,17 @@ func (c *Client) pokeLocal(queue string) {
 	}
 }
 
+// committed wakes, once a transaction of the engine's has committed, the
+// Waits on the instances it ended and this engine's pickers of the queues
+// in which it made other rows runnable (the commit's wake-up hints reach
+// no engine with Config.PollOnly).
+func (e *engine) committed(ended []int64, queues []string) {
+	e.c.ended(ended...)
+	for _, queue := range queues {
+		e.poke(queue)
+	}
+}
+
 // poke wakes the picker of queue, if this engine serves it.
 func (e *engine) poke(queue string) {
 	if q, ok := e.queues[queue]; ok {

@@ -253,10 +253,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	res, err := commit(cctx, e.c.pool, e.owner, c, r)
 	ccancel()
 	if err == nil {
-		e.c.ended(res.ended...) // committed: wake the Waits on what it ended
-		for _, queue := range res.wake {
-			e.poke(queue)
-		}
+		e.committed(res.ended, res.wake)
 	}
 	e.untrack(c) // the row has moved on, or its lease is left to expire
 

@@ -144,10 +144,7 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 	})
 	failed = failed && err == nil
 	if failed {
-		e.c.ended(id) // committed: wake the Waits on it
-		for _, queue := range wake {
-			e.poke(queue) // the parent it released
-		}
+		e.committed([]int64{id}, wake) // wake, the parent it released
 	}
 	return failed, err
 }
