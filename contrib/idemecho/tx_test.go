@@ -111,9 +111,7 @@ func TestTxFailureRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
-			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
-		}
+		tx.WantEnded(t, fmt.Sprintf("request %d", i), 0, 1)
 		want := `{"error":"upstream down","run":` + string(rune('1'+i)) + "}\n"
 		if w.Code != http.StatusBadGateway || w.Body.String() != want || replayed(w.ResponseRecorder) {
 			t.Errorf("request %d: client got %d %q replayed=%v, want 502 %s", i, w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)
@@ -161,9 +159,7 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	if rtx == nil {
 		t.Fatal("the retry began no transaction")
 	}
-	if commits, rollbacks, _ := rtx.Calls(); commits != 1 || rollbacks != 0 {
-		t.Errorf("the retry's Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
-	}
+	rtx.WantEnded(t, "the retry", 1, 0)
 	if runs != 2 {
 		t.Errorf("the handler ran %d times, want 2 (the failed commit had no effect)", runs)
 	}
@@ -250,9 +246,7 @@ func TestTxReturnedErrorRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
-			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
-		}
+		tx.WantEnded(t, fmt.Sprintf("request %d", i), 0, 1)
 		const want = "{\"message\":\"down\"}\n"
 		if w.Code != http.StatusBadGateway || w.Body.String() != want || replayed(w.ResponseRecorder) {
 			t.Errorf("request %d: client got %d %q replayed=%v, want echo's 502 %q", i, w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)

@@ -1,6 +1,7 @@
 package idemgin_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -107,9 +108,7 @@ func TestTxNoRouteHandlerAndRouterAnswers(t *testing.T) {
 				if w.Code != tc.status || w.Body.String() != tc.body || w.Header().Get("Content-Type") != "text/plain" || replayed(w.ResponseRecorder) {
 					t.Errorf("POST %s %d: %d %q %v; want %d %q, text/plain, not replayed", tc.path, i, w.Code, w.Body, w.Header(), tc.status, tc.body)
 				}
-				if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
-					t.Errorf("POST %s %d: %d commits and %d rollbacks, want 0 and 1", tc.path, i, commits, rollbacks)
-				}
+				tx.WantEnded(t, fmt.Sprintf("POST %s %d", tc.path, i), 0, 1)
 			}
 		}
 	})

@@ -115,9 +115,7 @@ func TestTxFailureRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
-			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
-		}
+		tx.WantEnded(t, fmt.Sprintf("request %d", i), 0, 1)
 		want := `{"error":"upstream down","run":` + string(rune('1'+i)) + `}`
 		if w.Code != http.StatusBadGateway || w.Body.String() != want || replayed(w.ResponseRecorder) {
 			t.Errorf("request %d: client got %d %q replayed=%v, want 502 %s", i, w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)
@@ -165,9 +163,7 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	if rtx == nil {
 		t.Fatal("the retry began no transaction")
 	}
-	if commits, rollbacks, _ := rtx.Calls(); commits != 1 || rollbacks != 0 {
-		t.Errorf("the retry's Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
-	}
+	rtx.WantEnded(t, "the retry", 1, 0)
 	if runs != 2 {
 		t.Errorf("the handler ran %d times, want 2 (the failed commit had no effect)", runs)
 	}
@@ -246,9 +242,7 @@ func TestTxAbortWithStatusJSONRollsBack(t *testing.T) {
 		if tx == nil {
 			t.Fatalf("request %d: BeginTx was not called", i)
 		}
-		if commits, rollbacks, _ := tx.Calls(); commits != 0 || rollbacks != 1 {
-			t.Errorf("request %d: Commit called %d times, Rollback %d, want 0 and 1", i, commits, rollbacks)
-		}
+		tx.WantEnded(t, fmt.Sprintf("request %d", i), 0, 1)
 		want := fmt.Sprintf(`{"error":"down","run":%d}`, i+1)
 		if w.Code != http.StatusBadGateway || w.Body.String() != want || replayed(w.ResponseRecorder) {
 			t.Errorf("request %d: client got %d %q replayed=%v, want 502 %s", i, w.Code, w.Body.String(), replayed(w.ResponseRecorder), want)
@@ -293,9 +287,7 @@ func TestTxStreamRunsToItsEndWhenTheClientLeaves(t *testing.T) {
 	if stopped {
 		t.Error("c.Stream stopped early: CloseNotify reported the client leaving while the response was held")
 	}
-	if commits, rollbacks, _ := tx.Calls(); commits != 1 || rollbacks != 0 {
-		t.Errorf("Commit called %d times, Rollback %d, want 1 and 0", commits, rollbacks)
-	}
+	tx.WantEnded(t, "the transaction", 1, 0)
 	retry, _ := e.serve(t, "/events", "k1")
 	if retry.Code != http.StatusOK || retry.Body.String() != want || !replayed(retry.ResponseRecorder) {
 		t.Errorf("retry got %d %q replayed=%v, want the whole stream replayed, %q", retry.Code, retry.Body.String(), replayed(retry.ResponseRecorder), want)

@@ -42,6 +42,15 @@ func (tx *Tx) Calls() (commits, rollbacks int, early []string) {
 	return tx.commits, tx.rollbacks, tx.early
 }
 
+// WantEnded fails tb, naming the transaction as what, unless Commit was
+// called commits times and Rollback rollbacks times.
+func (tx *Tx) WantEnded(tb testing.TB, what string, commits, rollbacks int) {
+	tb.Helper()
+	if c, r, _ := tx.Calls(); c != commits || r != rollbacks {
+		tb.Errorf("%s: Commit called %d times, Rollback %d, want %d and %d", what, c, r, commits, rollbacks)
+	}
+}
+
 // boundStore is a memstore bound to a Tx: the record its Commit writes
 // reaches the memstore only when the transaction commits, and the key its
 // Begin leased is released when the transaction rolls back or fails to
