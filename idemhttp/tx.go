@@ -231,8 +231,8 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 // header as it was when the status was written, the trailers as the
 // handler left them, after the body (but for an HTTP/1 response of a
 // declared length), and a Content-Length when the handler set none (and
-// there are no trailers). Of a response already
-// passed on (see heldResponse.Write), only the trailers are left to set.
+// there are no trailers). Of a response already passed on (see
+// heldResponse.Write), only the trailers are left to set.
 func (x *exchange) deliver(held *heldResponse, status int) {
 	x.ev.Status = status
 	if held.passed {
