@@ -24,7 +24,7 @@ import (
 //     errors.As still reaches the go-redis error.
 //
 // redis.Nil never reaches callError: the store's scripts always reply with
-// a value, and Get reads with HMGET, which answers nil fields instead.
+// a value, and Get takes GET's nil as idem.ErrNotFound first.
 func callError(ctx context.Context, op string, err error) error {
 	if ce := ctxErr(ctx); ce != nil {
 		if errors.Is(err, ce) {
@@ -58,8 +58,8 @@ func replyError(op string, reply any) error {
 }
 
 // corruptError reports a stored record that does not decode.
-func corruptError(op, key, field string, err error) error {
-	return idem.Unavailable(fmt.Errorf("redisstore: %s: record %s: field %s: %w", op, strconv.Quote(key), field, err))
+func corruptError(op, key, part string, err error) error {
+	return idem.Unavailable(fmt.Errorf("redisstore: %s: record %s: part %s: %w", op, strconv.Quote(key), part, err))
 }
 
 // ShardsNotPurgedError is the error of a PurgeExpired on a *redis.Ring

@@ -191,8 +191,12 @@ func TestForeignKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Begin(ctx, key, mustRequest(t, `{}`), nil)
+	if !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), "not a record") {
+		t.Errorf("Begin on a string that is not a record: %v, want ErrUnavailable (not a record)", err)
+	}
+	_, err = s.Begin(ctx, mustKey(t, ns, "other-hash"), mustRequest(t, `{}`), nil)
 	if !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") {
-		t.Errorf("Begin on a string key: %v, want ErrUnavailable (WRONGTYPE)", err)
+		t.Errorf("Begin on a hash: %v, want ErrUnavailable (WRONGTYPE)", err)
 	}
 	n, err := s.PurgeExpired(ctx, ns, time.Now().Add(1000*time.Hour))
 	if err != nil || n != 0 {

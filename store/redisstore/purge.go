@@ -20,7 +20,7 @@ import (
 const scanCount = 512
 
 // PurgeExpired implements idem.Store. It walks the keys of namespace ns
-// with SCAN … MATCH <prefix><ns>:* TYPE hash (on a *redis.ClusterClient on
+// with SCAN … MATCH <prefix><ns>:* TYPE string (on a *redis.ClusterClient on
 // every master, on a *redis.Ring on every shard) and deletes each record
 // whose stored expires_at is at or before asOf with a script that checks it
 // again atomically, so a record written again meanwhile survives. Keys of
@@ -122,7 +122,7 @@ type purge struct {
 func (p *purge) node(ctx context.Context, node redis.Cmdable) error {
 	var cursor uint64
 	for {
-		keys, next, err := node.ScanType(ctx, cursor, p.match, scanCount, "hash").Result()
+		keys, next, err := node.ScanType(ctx, cursor, p.match, scanCount, "string").Result()
 		if err != nil {
 			return err
 		}

@@ -1,116 +1,176 @@
 package redisstore
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idemgo/idem"
 )
 
-// Fields of a record's hash. The scripts in scripts.go use the same names.
+// A record is one Redis string: a fixed header, then the fingerprint, the
+// token and the request payload, then the tail: the committed result or
+// the stored error, absent while the record is in progress. Offsets are
+// in bytes; integers are big-endian, times Unix milliseconds:
+//
+//	 0  4  magic, "IDM" and the layout's version, 1
+//	 4  1  status: 'p' in progress, 'c' committed, 'f' failed permanently
+//	 5  1  1 when the reservation was a takeover, else 0
+//	 6  8  fence (int64)
+//	14  8  created (int64)
+//	22  8  expires_at (int64)
+//	30  8  lease expiry (int64): meaningful only while in progress
+//	38  2  length of the fingerprint (uint16)
+//	40  2  length of the token (uint16)
+//	42  4  length of the request payload (uint32)
+//	46     fingerprint, token, request payload, tail
+//
+// A settle rewrites the status byte and appends the tail, and a heartbeat
+// rewrites the times in place (SETRANGE, APPEND): none of them copies the
+// payloads. The scripts in scripts.go read and write the same layout.
 const (
-	fieldStatus      = "st"      // idem.Status
-	fieldFingerprint = "fp"      // idem.Fingerprint.Bytes()
-	fieldRequest     = "req"     // the request payload, as given
-	fieldResult      = "res"     // the committed result, as given
-	fieldError       = "err"     // the stored error, as JSON
-	fieldFence       = "fence"   // decimal
-	fieldCreated     = "created" // Unix ms
-	fieldExpires     = "exp"     // Unix ms: expires_at
-	fieldLease       = "lease"   // Unix ms: lease expiry, read only while in_progress
-	fieldToken       = "tok"     // the owner's lease token
-	fieldTakenOver   = "tko"     // "1" when the reservation was a takeover, else absent
+	recordMagic = "IDM\x01"
+
+	offStatus    = 4
+	offTakenOver = 5
+	offFence     = 6
+	offCreated   = 14
+	offExpires   = 22
+	offLease     = 30
+	offLens      = 38
+	headerLen    = 46
+
+	statusInProgress = 'p'
+	statusCommitted  = 'c'
+	statusFailed     = 'f'
 )
 
-// recordFields are the fields Get reads, in the order decodeRecord expects.
-var recordFields = [...]string{
-	fieldStatus, fieldFingerprint, fieldRequest, fieldResult, fieldError,
-	fieldFence, fieldCreated, fieldExpires, fieldLease,
+// storedRecord is a record as read from Redis: the header's values, and
+// the parts as substrings of the value.
+type storedRecord struct {
+	status    byte
+	takenOver bool
+	fence     int64
+	created   int64
+	expires   int64
+	lease     int64
+	fp        string
+	token     string
+	request   string
+	tail      string
 }
 
-// decodeRecord builds a record from the values of recordFields, as HMGET
-// returns them. It returns nil when there is no record (no status), and an
-// idem.ErrUnavailable error naming the field for a hash the scripts never
-// write: a field that does not decode, a status other than the three, a
-// committed record without its result or a failed one without its error.
-func decodeRecord(rkey string, vals []any) (*idem.Record, error) {
-	if len(vals) != len(recordFields) {
-		return nil, replyError("get", vals)
+// appendInProgress appends a new in-progress record, with fence 1 and not
+// a takeover, to dst. Begin's script sets the fence and the takeover flag
+// when the key holds an older record.
+func appendInProgress(dst, fp []byte, token string, request []byte, created, expires, lease int64) []byte {
+	dst = append(dst, recordMagic...)
+	dst = append(dst, statusInProgress, 0)
+	dst = binary.BigEndian.AppendUint64(dst, 1)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(created))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(expires))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(lease))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(fp)))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(token)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(request)))
+	dst = append(dst, fp...)
+	dst = append(dst, token...)
+	return append(dst, request...)
+}
+
+// errNotRecord is the cause of a value the store never writes: too short
+// for its header, or with another magic.
+var errNotRecord = errors.New("not a record of this store")
+
+// parseRecord splits v into its parts. It fails, naming the part at fault,
+// for a value the store never writes; it does not check the parts' values
+// (see storedRecord.record).
+func parseRecord(v string) (storedRecord, string, error) {
+	if len(v) < headerLen || v[:len(recordMagic)] != recordMagic {
+		return storedRecord{}, "header", errNotRecord
 	}
-	str := func(i int) (string, bool) {
-		s, ok := vals[i].(string)
-		return s, ok
+	u64 := func(off int) int64 { return int64(binary.BigEndian.Uint64([]byte(v[off : off+8]))) }
+	r := storedRecord{
+		status:    v[offStatus],
+		takenOver: v[offTakenOver] == 1,
+		fence:     u64(offFence),
+		created:   u64(offCreated),
+		expires:   u64(offExpires),
+		lease:     u64(offLease),
 	}
-	status, ok := str(0)
-	if !ok {
-		return nil, nil
+	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
+	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
+	nreq := int64(binary.BigEndian.Uint32([]byte(v[offLens+4:])))
+	if int64(len(v)-headerLen) < int64(nfp)+int64(ntok)+nreq {
+		return storedRecord{}, "lengths", fmt.Errorf("parts of %d, %d and %d bytes in %d", nfp, ntok, nreq, len(v)-headerLen)
 	}
-	rec := &idem.Record{Status: idem.Status(status)}
-	switch rec.Status {
-	case idem.StatusInProgress, idem.StatusCommitted, idem.StatusFailed:
+	rest := v[headerLen:]
+	r.fp, rest = rest[:nfp], rest[nfp:]
+	r.token, rest = rest[:ntok], rest[ntok:]
+	r.request, r.tail = rest[:nreq], rest[nreq:]
+	switch r.status {
+	case statusInProgress, statusCommitted, statusFailed:
 	default:
-		return nil, corruptError("get", rkey, fieldStatus, fmt.Errorf("unknown status %q", status))
+		return storedRecord{}, "status", fmt.Errorf("unknown status %q", r.status)
 	}
-	fp, _ := str(1)
-	var err error
-	if rec.Fingerprint, err = idem.ParseFingerprint([]byte(fp)); err != nil {
-		return nil, corruptError("get", rkey, fieldFingerprint, err)
+	if r.status == statusInProgress && r.tail != "" {
+		return storedRecord{}, "tail", errors.New("a record in progress with a result")
 	}
-	if req, ok := str(2); ok {
-		rec.Request = []byte(req)
+	return r, "", nil
+}
+
+// record returns r as an idem.Record, without its key. It fails, naming
+// the part at fault, for a fingerprint or a stored error that does not
+// decode.
+func (r *storedRecord) record() (*idem.Record, string, error) {
+	fp, err := idem.ParseFingerprint([]byte(r.fp))
+	if err != nil {
+		return nil, "fingerprint", err
 	}
-	if rec.Status == idem.StatusCommitted {
-		res, ok := str(3)
-		if !ok {
-			return nil, corruptError("get", rkey, fieldResult, errMissing)
+	rec := &idem.Record{
+		Fingerprint: fp,
+		Fence:       r.fence,
+		CreatedAt:   timeOf(r.created),
+		ExpiresAt:   timeOf(r.expires),
+	}
+	if r.request != "" {
+		rec.Request = []byte(r.request)
+	}
+	switch r.status {
+	case statusInProgress:
+		rec.Status, rec.LeaseExpiresAt = idem.StatusInProgress, timeOf(r.lease)
+	case statusCommitted:
+		rec.Status, rec.Result = idem.StatusCommitted, []byte(r.tail)
+	case statusFailed:
+		rec.Status = idem.StatusFailed
+		if rec.Error, err = decodeStoredError(r.tail); err != nil {
+			return nil, "error", err
 		}
-		rec.Result = []byte(res)
 	}
-	if rec.Status == idem.StatusFailed {
-		enc, ok := str(4)
-		if !ok {
-			return nil, corruptError("get", rkey, fieldError, errMissing)
-		}
-		var se idem.StoredError
-		if err := json.Unmarshal([]byte(enc), &se); err != nil {
-			return nil, corruptError("get", rkey, fieldError, err)
-		}
-		rec.Error = &se
+	return rec, "", nil
+}
+
+// decodeStoredError decodes the tail of a failed record.
+func decodeStoredError(enc string) (*idem.StoredError, error) {
+	var se idem.StoredError
+	if err := json.Unmarshal([]byte(enc), &se); err != nil {
+		return nil, err
 	}
-	if rec.Fence, err = intField(vals[5]); err != nil {
-		return nil, corruptError("get", rkey, fieldFence, err)
+	return &se, nil
+}
+
+// decodeRecord parses the value of rkey as Get reads it. It fails with
+// an idem.ErrUnavailable error naming the part at fault for a value the
+// store never writes.
+func decodeRecord(op, rkey, v string) (*idem.Record, error) {
+	r, part, err := parseRecord(v)
+	if err != nil {
+		return nil, corruptError(op, rkey, part, err)
 	}
-	if rec.CreatedAt, err = timeField(vals[6]); err != nil {
-		return nil, corruptError("get", rkey, fieldCreated, err)
-	}
-	if rec.ExpiresAt, err = timeField(vals[7]); err != nil {
-		return nil, corruptError("get", rkey, fieldExpires, err)
-	}
-	if rec.Status == idem.StatusInProgress {
-		if rec.LeaseExpiresAt, err = timeField(vals[8]); err != nil {
-			return nil, corruptError("get", rkey, fieldLease, err)
-		}
+	rec, part, err := r.record()
+	if err != nil {
+		return nil, corruptError(op, rkey, part, err)
 	}
 	return rec, nil
-}
-
-// errMissing is the cause of a corrupt record lacking a field its status
-// needs.
-var errMissing = errors.New("missing")
-
-// timeField parses a field of Unix milliseconds.
-func timeField(v any) (time.Time, error) {
-	ms, err := intField(v)
-	return timeOf(ms), err
-}
-
-// intField parses a decimal field.
-func intField(v any) (int64, error) {
-	n, ok := int64Of(v)
-	if !ok {
-		return 0, fmt.Errorf("not an integer: %#v", v)
-	}
-	return n, nil
 }

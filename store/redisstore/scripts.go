@@ -3,7 +3,7 @@ package redisstore
 import "github.com/redis/go-redis/v9"
 
 // The Lua scripts below make every state transition of a record atomic. Each
-// touches exactly one key, KEYS[1], the record's hash, so each works
+// touches exactly one key, KEYS[1], the record (see record.go), so each works
 // unchanged on Redis Cluster. Times are Unix milliseconds passed in by the
 // store from its own clock (Config.Now); the scripts never read the server's
 // clock. A record whose stored exp is at or before the caller's now counts
@@ -27,103 +27,128 @@ const (
 	codeInFlight    = 5 // {5, lease_expires_at}
 )
 
+// recordHeader is the Lua that reads a record's header from v, as
+// record.go lays it out, into st, tko, fence, exp, lease, nfp, ntok and
+// nreq; a value that is not a record is an error reply naming the key.
+const recordHeader = `
+if #v < 46 or string.sub(v, 1, 4) ~= 'IDM\1' then
+	return redis.error_reply('IDEMNOTRECORD ' .. key .. ' holds a value that is not a record of this store')
+end
+local _, st, tko, fence, _, exp, lease, nfp, ntok, nreq = struct.unpack('>c4c1Bi8i8i8i8I2I2I4', v)
+`
+
 // beginScript is Begin.
 //
-//	ARGV: now, fingerprint, request, token, expires_at, lease_expires_at,
-//	      retention (ms, for PEXPIRE)
+//	ARGV: now, fingerprint, token, the new record (fence 1, not a
+//	      takeover), its lease_expires_at, its time to live (ms, for PX),
+//	      "get" to read the key first even on Redis 7.0 or later (for the
+//	      tests of the path of older servers)
 //
-// It answers as idem.Decide does for a live record, and otherwise (no
-// record, an expired one, or a takeover of a lapsed lease) writes a new
-// in_progress record with fence+1: the fence keeps counting while the old
-// hash is still there.
+// From Redis 7.0, the script first writes the new record with SET … NX
+// GET, which answers with the record already at the key, if any: a Begin
+// of a new key is that one command. Before 7.0 (which has neither SET …
+// NX GET nor redis.REDIS_VERSION_NUM), it reads the key with GET. It then
+// answers as idem.Decide does for a live record, and otherwise (an
+// expired record, or a takeover of a lapsed lease) writes the new record
+// with fence+1: the fence keeps counting while the old record is still
+// there.
 var beginScript = redis.NewScript(`
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
-local r = redis.call('HMGET', key, 'st', 'fp', 'exp', 'lease', 'fence', 'tok', 'tko')
-local fence = 0
+local v
+if redis.REDIS_VERSION_NUM and ARGV[7] ~= 'get' then
+	v = redis.call('SET', key, ARGV[4], 'NX', 'GET', 'PX', ARGV[6])
+	if not v then
+		return {1, 1, ARGV[5], 0}
+	end
+else
+	v = redis.call('GET', key)
+end
+local prior = 0
 local takeover = 0
-if r[1] then
-	fence = tonumber(r[5]) or 0
-	if now < (tonumber(r[3]) or 0) then
-		if r[6] == ARGV[4] and r[1] == 'in_progress' then
-			return {1, r[5], r[4], r[7] or '0'}
+if v then` + recordHeader + `
+	prior = fence
+	if now < exp then
+		local tok = string.sub(v, 47 + nfp, 46 + nfp + ntok)
+		if tok == ARGV[3] and st == 'p' then
+			return {1, fence, lease, tko}
 		end
-		if r[2] ~= ARGV[2] then
-			return {4, r[2], redis.call('HGET', key, 'req')}
+		local fp = string.sub(v, 47, 46 + nfp)
+		local tail = 47 + nfp + ntok + nreq
+		if fp ~= ARGV[2] then
+			return {4, fp, string.sub(v, 47 + nfp + ntok, tail - 1)}
 		end
-		if r[1] == 'committed' then
-			return {2, redis.call('HGET', key, 'res')}
+		if st == 'c' then
+			return {2, string.sub(v, tail)}
 		end
-		if r[1] == 'failed_permanent' then
-			return {3, redis.call('HGET', key, 'err')}
+		if st == 'f' then
+			return {3, string.sub(v, tail)}
 		end
-		if now < (tonumber(r[4]) or 0) then
-			return {5, r[4]}
+		if now < lease then
+			return {5, lease}
 		end
 		takeover = 1
 	end
-	redis.call('DEL', key)
 end
-fence = fence + 1
-if takeover == 1 then
-	redis.call('HSET', key,
-		'st', 'in_progress', 'fp', ARGV[2], 'req', ARGV[3], 'tok', ARGV[4],
-		'fence', fence, 'created', ARGV[1], 'exp', ARGV[5], 'lease', ARGV[6],
-		'tko', 1)
-else
-	redis.call('HSET', key,
-		'st', 'in_progress', 'fp', ARGV[2], 'req', ARGV[3], 'tok', ARGV[4],
-		'fence', fence, 'created', ARGV[1], 'exp', ARGV[5], 'lease', ARGV[6])
+local rec = ARGV[4]
+if prior > 0 or takeover == 1 then
+	rec = string.sub(rec, 1, 5) .. struct.pack('>Bi8', takeover, prior + 1) .. string.sub(rec, 15)
 end
-redis.call('PEXPIRE', key, ARGV[7])
-return {1, fence, ARGV[6], takeover}
+redis.call('SET', key, rec, 'PX', ARGV[6])
+return {1, prior + 1, ARGV[5], takeover}
 `)
 
-// ownerCheck begins every script that needs the current lease. It leaves
-// the record's status in st, or returns 0 (stale) when the record is
-// missing, expired, or held under another token or fence.
+// ownerCheck begins every script that needs the current lease: it reads
+// the header and the token (GETRANGE, not the payloads), and returns 0
+// (stale) when the record is missing, expired, or held under another
+// token or fence. It leaves the record's status in st and the offset of
+// its tail in tail.
 //
 //	ARGV: now, token, fence, ...
 const ownerCheck = `
 local key = KEYS[1]
-local r = redis.call('HMGET', key, 'st', 'tok', 'fence', 'exp')
-if not r[1] or tonumber(ARGV[1]) >= (tonumber(r[4]) or 0)
-	or r[2] ~= ARGV[2] or tonumber(r[3]) ~= tonumber(ARGV[3]) then
+local v = redis.call('GETRANGE', key, 0, 255)
+if v == '' then
+	return 0
+end` + recordHeader + `
+if #v < 46 + nfp + ntok then
+	v = redis.call('GETRANGE', key, 0, 45 + nfp + ntok)
+end
+if tonumber(ARGV[1]) >= exp or string.sub(v, 47 + nfp, 46 + nfp + ntok) ~= ARGV[2]
+	or fence ~= tonumber(ARGV[3]) then
 	return 0
 end
-local st = r[1]
+local tail = 46 + nfp + ntok + nreq
 `
 
-// commitScript is Commit. ARGV: now, token, fence, result. Reply 1 when
-// committed, 0 when the lease is stale.
-var commitScript = redis.NewScript(ownerCheck + `
-if st ~= 'in_progress' then
-	if st == 'committed' and redis.call('HGET', key, 'res') == ARGV[4] then
+// settleScript returns the script of a settle that sets the status to st
+// and appends the value (ARGV[4]) as the tail. ARGV: now, token, fence,
+// value. Reply 1 when recorded, 0 when the lease is stale. A repeat with
+// the same lease and the same value finds it recorded and answers 1.
+func settleScript(st string) *redis.Script {
+	return redis.NewScript(ownerCheck + `
+if st ~= 'p' then
+	if st == '` + st + `' and redis.call('GETRANGE', key, tail, -1) == ARGV[4] then
 		return 1
 	end
 	return 0
 end
-redis.call('HSET', key, 'st', 'committed', 'res', ARGV[4])
+redis.call('SETRANGE', key, 4, '` + st + `')
+redis.call('APPEND', key, ARGV[4])
 return 1
 `)
+}
 
-// failPermanentScript is FailPermanent. ARGV: now, token, fence, error
-// (JSON). Reply 1 when recorded, 0 when the lease is stale.
-var failPermanentScript = redis.NewScript(ownerCheck + `
-if st ~= 'in_progress' then
-	if st == 'failed_permanent' and redis.call('HGET', key, 'err') == ARGV[4] then
-		return 1
-	end
-	return 0
-end
-redis.call('HSET', key, 'st', 'failed_permanent', 'err', ARGV[4])
-return 1
-`)
+// commitScript is Commit: the result is the tail.
+var commitScript = settleScript("c")
+
+// failPermanentScript is FailPermanent: the error, as JSON, is the tail.
+var failPermanentScript = settleScript("f")
 
 // failTransientScript is FailTransient: it deletes the record. ARGV: now,
 // token, fence. Reply 1 when deleted, 0 when the lease is stale.
 var failTransientScript = redis.NewScript(ownerCheck + `
-if st ~= 'in_progress' then
+if st ~= 'p' then
 	return 0
 end
 redis.call('DEL', key)
@@ -136,12 +161,13 @@ return 1
 // record lives at least as long as its lease. Reply 1 when extended, 0
 // when the lease is stale.
 var heartbeatScript = redis.NewScript(ownerCheck + `
-if st ~= 'in_progress' then
+if st ~= 'p' then
 	return 0
 end
-redis.call('HSET', key, 'lease', ARGV[4])
-if tonumber(ARGV[4]) > (tonumber(r[4]) or 0) then
-	redis.call('HSET', key, 'exp', ARGV[4])
+local until_ = tonumber(ARGV[4])
+redis.call('SETRANGE', key, 30, struct.pack('>i8', until_))
+if until_ > exp then
+	redis.call('SETRANGE', key, 22, struct.pack('>i8', until_))
 	redis.call('PEXPIRE', key, ARGV[5])
 end
 return 1
@@ -149,14 +175,17 @@ return 1
 
 // purgeScript is one deletion of PurgeExpired: it deletes the record if its
 // stored exp is at or before asOf, and leaves alone any key that is not a
-// record hash. ARGV: asOf. Reply 1 when deleted, else 0.
+// record. ARGV: asOf. Reply 1 when deleted, else 0.
 var purgeScript = redis.NewScript(`
 local key = KEYS[1]
-if redis.call('TYPE', key).ok ~= 'hash' then
+if redis.call('TYPE', key).ok ~= 'string' then
 	return 0
 end
-local exp = tonumber(redis.call('HGET', key, 'exp'))
-if exp and exp <= tonumber(ARGV[1]) then
+local v = redis.call('GETRANGE', key, 0, 45)
+if #v < 46 or string.sub(v, 1, 4) ~= 'IDM\1' then
+	return 0
+end
+if struct.unpack('>i8', v, 23) <= tonumber(ARGV[1]) then
 	redis.call('DEL', key)
 	return 1
 end

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,50 +30,48 @@ func newTestStore(t *testing.T) (*Store, *idemtest.Clock) {
 	return s, clock
 }
 
-// TestBeginScriptRepeated runs the script of one Begin twice, as go-redis
-// does when the first reply is lost: the repeat must get the same Fresh
-// lease back, not InFlight, while another caller still gets InFlight.
-func TestBeginScriptRepeated(t *testing.T) {
+// TestBeginRepeated sends the script of one Begin twice, as go-redis does
+// when the first reply is lost, on both its paths (SET … NX GET, and GET
+// first as before Redis 7.0): the repeat must get the same Fresh lease
+// back, not InFlight, while another caller still gets InFlight.
+func TestBeginRepeated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clock := newTestStore(t)
-	k := idem.MustNamespace("scripts")
-	key, err := idem.ParseKey(k, "repeat")
-	if err != nil {
-		t.Fatal(err)
-	}
 	req, err := idem.NewRequest([]byte(`{"a":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := clock.Now().UnixMilli()
-	token := idem.NewToken()
-	run := func() []any {
-		t.Helper()
-		reply, err := beginScript.Run(ctx, s.client, []string{s.key(key)},
-			now, req.Fingerprint.Bytes(), req.Payload, token, now+3600_000, now+10_000, 3600_000).Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return reply
-	}
-	first, err := s.beginOutcome(s.key(key), run(), req.Fingerprint, token, 10*time.Second, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := s.beginOutcome(s.key(key), run(), req.Fingerprint, token, 10*time.Second, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.Kind != idem.Fresh || again.Kind != idem.Fresh || again.Lease != first.Lease || again.TakenOver {
-		t.Fatalf("repeated Begin = %+v, want the first answer %+v", again, first)
-	}
-	o, err := s.Begin(ctx, key, req, nil)
-	if err != nil || o.Kind != idem.InFlight {
-		t.Fatalf("Begin by another caller = %v %v, want in_flight", o.Kind, err)
-	}
-	if err := s.Commit(ctx, key, first.Lease, []byte(`1`)); err != nil {
-		t.Fatalf("Commit with the repeated Begin's lease: %v", err)
+	for _, getFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("getFirst=%v", getFirst), func(t *testing.T) {
+			s.getFirst = getFirst
+			key, err := idem.ParseKey(idem.MustNamespace("scripts"), fmt.Sprintf("repeat-%v", getFirst))
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := clock.Now().UnixMilli()
+			b := beginCall{s: s, key: key, rkey: s.key(key), fp: req.Fingerprint, token: idem.NewToken(), leaseTTL: 10 * time.Second, leaseExp: now + 10_000, now: now}
+			rec := appendInProgress(nil, req.Fingerprint.Bytes(), b.token, req.Payload, now, now+3600_000, now+10_000)
+			run := func() idem.Outcome {
+				t.Helper()
+				o, err := b.run(ctx, rec, 3600_000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o
+			}
+			first, again := run(), run()
+			if first.Kind != idem.Fresh || again.Kind != idem.Fresh || again.Lease != first.Lease || again.TakenOver || first.Lease.Fence != 1 {
+				t.Fatalf("repeated Begin = %+v, want the first answer %+v, fence 1", again, first)
+			}
+			o, err := s.Begin(ctx, key, req, nil)
+			if err != nil || o.Kind != idem.InFlight {
+				t.Fatalf("Begin by another caller = %v %v, want in_flight", o.Kind, err)
+			}
+			if err := s.Commit(ctx, key, first.Lease, []byte(`1`)); err != nil {
+				t.Fatalf("Commit with the repeated Begin's lease: %v", err)
+			}
+		})
 	}
 }
 

@@ -25,6 +25,10 @@ type Store struct {
 	// auto-pipeliner (Config.AutoPipeline).
 	calls redis.UniversalClient
 	cfg   Config
+	// getFirst makes Begin read the key first, as on a server before
+	// Redis 7.0, instead of writing with SET … NX GET: set by the tests
+	// of that path.
+	getFirst bool
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -65,128 +69,6 @@ func (s *Store) nowMillis() int64 { return s.cfg.Now().UnixMilli() }
 
 // timeOf converts stored Unix milliseconds to a time.
 func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-// Begin implements idem.Store. The decision is taken by a Lua script in one
-// atomic step on the record's key, with the time of the store's clock.
-func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
-	if err := idem.CheckBegin(key, req, opts, s.cfg.MaxPayload); err != nil {
-		return idem.Outcome{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return idem.Outcome{}, err
-	}
-	retention, leaseTTL := opts.Durations(s.cfg.Retention, s.cfg.Lease)
-	// A caller whose ctx can end may leave before the answer comes (see
-	// await): the command then holds copies of its slices, and the answer
-	// goes to unheard.
-	leaves := ctx.Done() != nil
-	payload := req.RecordedPayload()
-	if leaves {
-		payload = bytes.Clone(payload)
-	}
-	clock := s.cfg.Now()
-	now := clock.UnixMilli()
-	token := idem.NewToken()
-	leaseExp := after(clock, leaseTTL)
-	expires := max(after(clock, retention), leaseExp) // the record lives at least as long as its lease
-	rkey := s.key(key)
-	var unheard func([]any, error)               // made only where await may use it: Begin is hot
-	cctx, cancel := ctx, context.CancelFunc(nil) // what the command runs with
-	if leaves {
-		unheard = func(reply []any, err error) {
-			// The caller left before the answer: a reservation it made is
-			// released, or the key would answer InFlight until the lease
-			// lapsed, held by nobody. FailTransient checks the token this
-			// call sent, so it releases nobody else's reservation.
-			if err != nil {
-				return
-			}
-			if o, err := s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now); err == nil && o.Kind == idem.Fresh {
-				rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-				defer stop()
-				_ = s.FailTransient(rctx, key, o.Lease)
-			}
-		}
-		if !s.cfg.AutoPipeline {
-			// A plain client gives the answer up at ctx's deadline (with
-			// ContextTimeoutEnabled) or when ctx ends while it waits for a
-			// connection or a retry, though the command may have run:
-			// the command reads its answer on, for settleTimeout more.
-			cctx, cancel = detach(ctx)
-		}
-	}
-	reply, err := await(ctx, leaves, func() ([]any, error) {
-		if cancel != nil {
-			defer cancel()
-		}
-		return beginScript.Run(cctx, s.calls, []string{rkey},
-			now, req.Fingerprint.Bytes(), payload, token,
-			expires, leaseExp, expires-now,
-		).Slice()
-	}, unheard)
-	if err != nil {
-		return idem.Outcome{}, callError(ctx, "begin", err)
-	}
-	return s.beginOutcome(rkey, reply, req.Fingerprint, token, leaseTTL, now)
-}
-
-// beginOutcome decodes the reply of beginScript.
-func (s *Store) beginOutcome(rkey string, reply []any, fp idem.Fingerprint, token string, leaseTTL time.Duration, now int64) (idem.Outcome, error) {
-	code, ok := int64Of(first(reply))
-	if !ok {
-		return idem.Outcome{}, replyError("begin", reply)
-	}
-	switch {
-	case code == codeFresh && len(reply) == 4:
-		fence, ok1 := int64Of(reply[1])
-		leaseExp, ok2 := int64Of(reply[2])
-		takenOver, ok3 := int64Of(reply[3])
-		if !ok1 || !ok2 || !ok3 {
-			return idem.Outcome{}, replyError("begin", reply)
-		}
-		return idem.Outcome{
-			Kind:      idem.Fresh,
-			Lease:     idem.Lease{Token: token, Fence: fence, ExpiresAt: timeOf(leaseExp), TTL: leaseTTL},
-			TakenOver: takenOver == 1,
-		}, nil
-	case code == codePriorResult && len(reply) == 2:
-		result, ok := bytesOf(reply[1])
-		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
-		}
-		return idem.Outcome{Kind: idem.PriorResult, Result: result}, nil
-	case code == codePriorError && len(reply) == 2:
-		enc, ok := bytesOf(reply[1])
-		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
-		}
-		var se idem.StoredError
-		if err := json.Unmarshal(enc, &se); err != nil {
-			return idem.Outcome{}, corruptError("begin", rkey, fieldError, err)
-		}
-		return idem.Outcome{Kind: idem.PriorError, Error: &se}, nil
-	case code == codeMismatch && len(reply) == 3:
-		fpBytes, ok1 := bytesOf(reply[1])
-		request, ok2 := bytesOf(reply[2])
-		if !ok1 || !ok2 {
-			return idem.Outcome{}, replyError("begin", reply)
-		}
-		recorded, err := idem.ParseFingerprint(fpBytes)
-		if err != nil {
-			return idem.Outcome{}, corruptError("begin", rkey, fieldFingerprint, err)
-		}
-		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: recorded, SubmittedHash: fp, RecordedRequest: request}, nil
-	case code == codeInFlight && len(reply) == 2:
-		leaseExp, ok := int64Of(reply[1])
-		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
-		}
-		// Sub caps the rest of a lease "for good" (math.MaxInt64, one
-		// millisecond more once rounded up) instead of wrapping around.
-		return idem.Outcome{Kind: idem.InFlight, RetryAfter: timeOf(leaseExp).Sub(timeOf(now))}, nil
-	}
-	return idem.Outcome{}, replyError("begin", reply)
-}
 
 // Commit implements idem.Store. The result is stored as given and replayed
 // byte for byte. A repeat of a Commit that succeeded, with the same lease
@@ -275,7 +157,7 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 	return replyError(op, n)
 }
 
-// Get implements idem.Store. It reads the record with one HMGET; a record
+// Get implements idem.Store. It reads the record with one GET; a record
 // whose stored expires_at is at or before the store's now is
 // idem.ErrNotFound, even while Redis still holds it.
 func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
@@ -287,17 +169,20 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	vals, err := await(ctx, s.outlives(ctx), func() ([]any, error) {
-		return s.calls.HMGet(ctx, rkey, recordFields[:]...).Result()
+	v, err := await(ctx, s.outlives(ctx), func() (string, error) {
+		return s.calls.Get(ctx, rkey).Result()
 	}, nil)
+	if errors.Is(err, redis.Nil) {
+		return idem.Record{}, idem.ErrNotFound
+	}
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}
-	rec, err := decodeRecord(rkey, vals)
+	rec, err := decodeRecord("get", rkey, v)
 	if err != nil {
 		return idem.Record{}, err
 	}
-	if rec == nil || !timeOf(now).Before(rec.ExpiresAt) {
+	if !timeOf(now).Before(rec.ExpiresAt) {
 		return idem.Record{}, idem.ErrNotFound
 	}
 	rec.Key = key

@@ -90,6 +90,22 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceBeginByGet runs the suite with every Begin reading its
+// key first, as its script does on a server before Redis 7.0, instead of
+// writing with SET … NX GET.
+func TestConformanceBeginByGet(t *testing.T) {
+	t.Parallel()
+	client := sharedClient(t)
+	idemtest.Exercise(t, idemtest.Harness{
+		NewStore: func(t *testing.T, now func() time.Time) idem.Store {
+			s := newStore(t, client, redistest.Prefix(t), now)
+			redisstore.BeginByGet(s)
+			return s
+		},
+		MaxPayload: maxPayload,
+	})
+}
+
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
