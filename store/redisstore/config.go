@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -35,7 +36,7 @@ type Config struct {
 	// MaxPayload is the largest request payload, result or encoded stored
 	// error accepted, in bytes. Larger ones are rejected with a
 	// *idem.PayloadTooLargeError before anything is sent to Redis. Defaults
-	// to idem.DefaultMaxPayload.
+	// to idem.DefaultMaxPayload; at most MaxMaxPayload.
 	MaxPayload int
 	// AutoPipeline sends the store's calls through the client's blocking
 	// auto-pipeliner (go-redis's AutoPipeline), so that calls made at the
@@ -63,6 +64,11 @@ type Config struct {
 	Now func() time.Time
 }
 
+// MaxMaxPayload is the largest Config.MaxPayload: a record holds its
+// request payload and its result (or error) in one string, which Redis
+// caps at 512 MiB (proto-max-bulk-len), header included.
+const MaxMaxPayload = 256<<20 - 1024
+
 // validate checks c and fills in the defaults.
 func (c *Config) validate() error {
 	switch {
@@ -72,6 +78,8 @@ func (c *Config) validate() error {
 		return errors.New("redisstore: Config.Lease must not be negative")
 	case c.MaxPayload < 0:
 		return errors.New("redisstore: Config.MaxPayload must not be negative")
+	case c.MaxPayload > MaxMaxPayload:
+		return fmt.Errorf("redisstore: Config.MaxPayload must be at most %d (MaxMaxPayload), as a record holds a payload and a result in one Redis string of at most 512 MiB", MaxMaxPayload)
 	}
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix

@@ -254,6 +254,7 @@ func TestConfigValidation(t *testing.T) {
 		{"negative retention", redisstore.Config{Retention: -1}, "Config.Retention"},
 		{"negative lease", redisstore.Config{Lease: -1}, "Config.Lease"},
 		{"negative max payload", redisstore.Config{MaxPayload: -1}, "Config.MaxPayload"},
+		{"max payload past Redis's strings", redisstore.Config{MaxPayload: redisstore.MaxMaxPayload + 1}, "Config.MaxPayload"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := redisstore.New(client, c.cfg); err == nil || !strings.Contains(err.Error(), c.field) {
@@ -266,6 +267,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := redisstore.New(client, redisstore.Config{}); err != nil {
 		t.Errorf("New with the zero Config: %v", err)
+	}
+	if _, err := redisstore.New(client, redisstore.Config{MaxPayload: redisstore.MaxMaxPayload}); err != nil {
+		t.Errorf("New with MaxPayload at MaxMaxPayload: %v", err)
 	}
 }
 
