@@ -484,6 +484,8 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append(proxy, "--store-timeout", "0s"), nil, "idem proxy: --store-timeout must be positive"},
 		{append(proxy, "--max-body", "-1"), nil, "idem proxy: --max-body must be positive"},
 		{append(proxy, "--max-capture", "0"), nil, "idem proxy: --max-capture must be positive"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0", "--max-capture", "300000000"}, nil,
+			"idem proxy: --max-capture 300000000 is more than a Redis store records: at most 200539392"},
 		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval must not be negative"},
 		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout must be positive"},
 		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},

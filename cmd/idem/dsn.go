@@ -81,7 +81,7 @@ func openStore(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), o)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn, o)
-	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"), strings.HasPrefix(dsn, "redis-cluster://"), strings.HasPrefix(dsn, "rediss-cluster://"):
+	case isRedisDSN(dsn):
 		return openRedis(ctx, dsn, o)
 	case dsn == "":
 		return nil, usagef("--store is empty (on the command line or in IDEM_STORE): want memory, sqlite:PATH, postgres://…, redis://…, rediss://…, redis-cluster://… or rediss-cluster://… (neither set: %s)", DefaultDSN)
@@ -566,4 +566,14 @@ func (e oneLine) Error() string {
 		return lines[0] + " " + strings.Join(lines[1:], "; ")
 	}
 	return strings.Join(lines, "; ")
+}
+
+// isRedisDSN reports whether dsn names a Redis store.
+func isRedisDSN(dsn string) bool {
+	for _, scheme := range []string{"redis://", "rediss://", "redis-cluster://", "rediss-cluster://"} {
+		if strings.HasPrefix(dsn, scheme) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/redisstore"
 )
 
 type proxyFlags struct {
@@ -83,6 +84,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		if !c.ok {
 			return usagef("%s", c.msg)
 		}
+	}
+	if isRedisDSN(f.store) && recordRoom(f.maxCapture) > redisstore.MaxMaxPayload {
+		return usagef("--max-capture %d is more than a Redis store records: at most %d", f.maxCapture, redisMaxCapture)
 	}
 	// A record lives at least as long as its lease (see idem.Store): a
 	// shorter --ttl would not be the time responses are kept.
@@ -332,7 +336,13 @@ func adminHandler(st *openedStore, m *metrics, ready *atomic.Bool, failOpen bool
 // a --max-capture raised past it records what it says instead of failing
 // every Commit of a large response (which a retry would then run again).
 func recordRoom(maxCapture int64) int {
-	const headers = 1 << 20
 	maxCapture = min(maxCapture, 1<<50) // no overflow below
-	return int(max(idem.DefaultMaxPayload, (maxCapture+2)/3*4+headers))
+	return int(max(idem.DefaultMaxPayload, (maxCapture+2)/3*4+recordHeaders))
 }
+
+// recordHeaders is the room recordRoom keeps for the status and headers.
+const recordHeaders = 1 << 20
+
+// redisMaxCapture is the largest --max-capture whose records a Redis store
+// holds (redisstore.MaxMaxPayload).
+const redisMaxCapture = (redisstore.MaxMaxPayload - recordHeaders) / 4 * 3
