@@ -125,6 +125,13 @@ local tail = 46 + nfp + ntok + nreq
 // and appends the value (ARGV[4]) as the tail. ARGV: now, token, fence,
 // value. Reply 1 when recorded, 0 when the lease is stale. A repeat with
 // the same lease and the same value finds it recorded and answers 1.
+//
+// The tail is appended before the status is set: Redis does not undo a
+// script's writes when a later command fails, and APPEND can fail (the
+// string would grow past the server's proto-max-bulk-len), while a
+// SETRANGE of one byte inside the header cannot. A refused settle so
+// leaves the record in progress, as it was, rather than settled without
+// its tail.
 func settleScript(st string) *redis.Script {
 	return redis.NewScript(ownerCheck + `
 if st ~= 'p' then
@@ -133,8 +140,8 @@ if st ~= 'p' then
 	end
 	return 0
 end
-redis.call('SETRANGE', key, 4, '` + st + `')
 redis.call('APPEND', key, ARGV[4])
+redis.call('SETRANGE', key, 4, '` + st + `')
 return 1
 `)
 }
