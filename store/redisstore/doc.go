@@ -174,8 +174,8 @@
 // returned before anything is sent. A server whose proto-max-bulk-len is
 // set below its 512 MiB default refuses a record that would grow past it:
 // the Begin or settle fails with idem.ErrUnavailable and the record stays
-// as it was (an owner may still settle with a smaller value). After an outage in which every dial of
-// a go-redis pool failed, the pool fails fast until its background probe,
-// once a second, reaches the server again: expect ErrUnavailable for up to
-// a second after Redis is back.
+// as it was (an owner may still settle with a smaller value). After an
+// outage in which every dial of a go-redis pool failed, the pool fails
+// fast until its background probe, once a second, reaches the server
+// again: expect ErrUnavailable for up to a second after Redis is back.
 package redisstore
