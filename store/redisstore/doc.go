@@ -52,6 +52,11 @@
 // record takes about a quarter less memory than the same fields in a
 // hash. idem inspect, or Store.Get, shows a record as its fields.
 //
+// A key under the prefix that holds anything else (another type, a string
+// without the magic, a record of another layout version) is never
+// written over: every call on it fails with idem.ErrUnavailable naming
+// it, and PurgeExpired leaves it alone.
+//
 // Times are kept to the millisecond and come from the store's clock
 // (Config.Now), never from the Redis server's: clients and server need
 // not agree on the time, but the application hosts sharing a store must
