@@ -15,6 +15,16 @@ const DefaultTable = "idempotency_record"
 // readable identifier.
 const maxTableLen = 48
 
+// MaxMaxPayload is the largest Config.MaxPayload: a record holds its
+// request payload and its result (or stored error) in one row, which
+// SQLite caps, the other columns included, at SQLITE_LIMIT_LENGTH:
+// 1,000,000,000 bytes unless the build or the connection sets it lower.
+// A row beyond it is refused by SQLite (SQLITE_TOOBIG), and the call that
+// wrote it, a Commit after the effect has run, would fail as an
+// unavailable store rather than with a *idem.PayloadTooLargeError before
+// any I/O.
+const MaxMaxPayload = 500_000_000 - 1024
+
 // Config configures a Store. The zero Config is valid: every field has a
 // default.
 type Config struct {
@@ -39,7 +49,7 @@ type Config struct {
 	// MaxPayload is the largest request payload, result or encoded stored
 	// error accepted, in bytes; larger ones are rejected with
 	// *idem.PayloadTooLargeError before anything is written. Defaults to
-	// idem.DefaultMaxPayload (4 MiB).
+	// idem.DefaultMaxPayload (4 MiB); at most MaxMaxPayload.
 	MaxPayload int
 
 	// Batch puts the lease-mode writes (Begin, the settle calls, Heartbeat)
@@ -73,6 +83,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("sqlitestore: Config.Lease must not be negative, got %s", c.Lease)
 	case c.MaxPayload < 0:
 		return fmt.Errorf("sqlitestore: Config.MaxPayload must not be negative, got %d", c.MaxPayload)
+	case c.MaxPayload > MaxMaxPayload:
+		return fmt.Errorf("sqlitestore: Config.MaxPayload must be at most %d (MaxMaxPayload), as a record holds a payload and a result in one SQLite row of at most 1,000,000,000 bytes; got %d", MaxMaxPayload, c.MaxPayload)
 	}
 	if c.Retention == 0 {
 		c.Retention = idem.DefaultRetention

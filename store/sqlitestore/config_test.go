@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/store/sqlitestore"
@@ -31,6 +34,9 @@ func TestNewValidates(t *testing.T) {
 		{"NegativeRetention", sqlitestore.Config{Retention: -1}, "Config.Retention"},
 		{"NegativeLease", sqlitestore.Config{Lease: -1}, "Config.Lease"},
 		{"NegativeMaxPayload", sqlitestore.Config{MaxPayload: -1}, "Config.MaxPayload"},
+		{"MaxMaxPayload", sqlitestore.Config{MaxPayload: sqlitestore.MaxMaxPayload}, ""},
+		{"MaxPayloadBeyondARow", sqlitestore.Config{MaxPayload: sqlitestore.MaxMaxPayload + 1}, "Config.MaxPayload"},
+		{"MaxPayloadGiB", sqlitestore.Config{MaxPayload: 1 << 30}, "Config.MaxPayload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := sqlitestore.New(db, tc.cfg)
@@ -96,5 +102,31 @@ func TestMigrateCustomTable(t *testing.T) {
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM "Order"`).Scan(&n); err != nil || n != 1 {
 		t.Errorf(`rows in "Order" = %d, %v; want 1`, n, err)
+	}
+}
+
+// TestMaxMaxPayloadFitsARow: a record holds its request payload and its
+// result (or stored error) in one row, which SQLite caps at
+// SQLITE_LIMIT_LENGTH bytes; a row of two MaxMaxPayload payloads, the
+// longest key and the other columns fits in the driver's limit, so a
+// payload that Config.MaxPayload admits is never refused by SQLite as too
+// big (SQLITE_TOOBIG, which the caller would see as idem.ErrUnavailable).
+func TestMaxMaxPayloadFitsARow(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, 1)
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	limit, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_LENGTH, -1) // -1: read, change nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every column but the payloads, at its longest, with a generous
+	// allowance for the row's header and integers.
+	others := idem.MaxNamespaceLen + idem.MaxScopeLen + idem.MaxKeyLen + 64 /* fingerprint */ + idem.TokenLen + len("failed_permanent") + 128
+	if row := 2*sqlitestore.MaxMaxPayload + others; row > limit {
+		t.Errorf("a row of two MaxMaxPayload payloads is %d bytes, beyond SQLITE_LIMIT_LENGTH (%d)", row, limit)
 	}
 }
