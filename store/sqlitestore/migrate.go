@@ -2,11 +2,14 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
 	"sort"
 	"strings"
+
+	"github.com/idemgo/idem"
 )
 
 // migrations holds the schema, one file per version, applied in name order.
@@ -44,8 +47,11 @@ func MigrationSQL(table string) (string, error) {
 
 // Migrate creates the store's table and index if they do not exist yet, in
 // one transaction. It is idempotent and safe to run at every start, from
-// several processes at once. Errors from the database satisfy
-// errors.Is(err, idem.ErrUnavailable); a done ctx gives ctx's error.
+// several processes at once. A table of that name that exists already
+// must have the store's columns and primary key: one made by something
+// else fails Migrate, which then changes nothing, rather than every later
+// call. Errors from the database satisfy errors.Is(err,
+// idem.ErrUnavailable); a done ctx gives ctx's error.
 func (s *Store) Migrate(ctx context.Context) error {
 	text, err := MigrationSQL(s.cfg.Table)
 	if err != nil {
@@ -59,5 +65,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, text); err != nil {
 		return dbError(ctx, err)
 	}
+	if err := s.checkShape(ctx, tx); err != nil {
+		return err
+	}
 	return dbError(ctx, tx.Commit())
+}
+
+// checkShape reports whether the store's table, which CREATE TABLE IF NOT
+// EXISTS may have found made by something else, fits the store's
+// statements: it prepares, without running them, Begin's insert (every
+// column it writes, and the primary key its ON CONFLICT names) and read
+// (every column a record is read from). SQLite checks a statement against
+// the schema when it prepares it.
+func (s *Store) checkShape(ctx context.Context, tx *sql.Tx) error {
+	for _, query := range []string{s.sql.insert, s.sql.read} {
+		stmt, err := tx.PrepareContext(ctx, query)
+		if err != nil {
+			if ctx.Err() != nil {
+				return dbError(ctx, err)
+			}
+			return idem.Unavailable(fmt.Errorf("sqlitestore: Migrate: table %q exists, but not with the store's columns and primary key (made by something else? see MigrationSQL; or set Config.Table): %w", s.cfg.Table, err))
+		}
+		_ = stmt.Close()
+	}
+	return nil
 }

@@ -31,3 +31,31 @@ func TestUnmigratedSaysMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateRefusesATableOfAnotherShape: Migrate on a database whose table
+// of that name was made by something else (other columns, or no primary
+// key on the record's key) fails, naming the table, instead of succeeding
+// and leaving every later call to fail; the table is left as it was.
+func TestMigrateRefusesATableOfAnotherShape(t *testing.T) {
+	for name, ddl := range map[string]string{
+		"OtherColumns": `CREATE TABLE idempotency_record (namespace TEXT, expires_at INTEGER, note TEXT)`,
+		"NoPrimaryKey": `CREATE TABLE idempotency_record (namespace TEXT, scope TEXT, key_value TEXT,
+			request_hash BLOB, request_payload TEXT, status TEXT, result_payload TEXT, error_payload TEXT,
+			owner_token TEXT, fence INTEGER, created_at INTEGER, expires_at INTEGER, lease_expires_at INTEGER)`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := openDB(t, filepath.Join(t.TempDir(), "idem.db"), dsnParams, 1)
+			if _, err := db.Exec(ddl); err != nil {
+				t.Fatal(err)
+			}
+			err := newStore(t, db, nil).Migrate(context.Background())
+			if !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), `"idempotency_record"`) {
+				t.Fatalf("Migrate over a table of another shape: %v; want ErrUnavailable naming the table", err)
+			}
+			var indexes int
+			if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'idempotency_record'`).Scan(&indexes); err != nil || indexes != 0 {
+				t.Errorf("indexes on the table after the failed Migrate: %d, %v; want none", indexes, err)
+			}
+		})
+	}
+}
