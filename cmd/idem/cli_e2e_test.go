@@ -486,6 +486,8 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append(proxy, "--max-capture", "0"), nil, "idem proxy: --max-capture must be positive"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0", "--max-capture", "300000000"}, nil,
 			"idem proxy: --max-capture 300000000 is more than a Redis store records: at most 200539392"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:" + store, "--listen", "127.0.0.1:0", "--max-capture", "400000000"}, nil,
+			"idem proxy: --max-capture 400000000 is more than a SQLite store records: at most 374212800"},
 		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval must not be negative"},
 		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout must be positive"},
 		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},

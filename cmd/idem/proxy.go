@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/store/redisstore"
+	"github.com/idemgo/idem/store/sqlitestore"
 )
 
 type proxyFlags struct {
@@ -85,8 +87,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			return usagef("%s", c.msg)
 		}
 	}
-	if isRedisDSN(f.store) && recordRoom(f.maxCapture) > redisstore.MaxMaxPayload {
-		return usagef("--max-capture %d is more than a Redis store records: at most %d", f.maxCapture, redisMaxCapture)
+	if kind, most := recordLimit(f.store); most > 0 && recordRoom(f.maxCapture) > most {
+		return usagef("--max-capture %d is more than a %s store records: at most %d", f.maxCapture, kind, captureFor(most))
 	}
 	// A record lives at least as long as its lease (see idem.Store): a
 	// shorter --ttl would not be the time responses are kept.
@@ -343,6 +345,18 @@ func recordRoom(maxCapture int64) int {
 // recordHeaders is the room recordRoom keeps for the status and headers.
 const recordHeaders = 1 << 20
 
-// redisMaxCapture is the largest --max-capture whose records a Redis store
-// holds (redisstore.MaxMaxPayload).
-const redisMaxCapture = (redisstore.MaxMaxPayload - recordHeaders) / 4 * 3
+// captureFor is the largest --max-capture whose records fit in most bytes:
+// the inverse of recordRoom.
+func captureFor(most int) int { return (most - recordHeaders) / 4 * 3 }
+
+// recordLimit is the kind of store dsn names and the largest record it
+// holds (its MaxMaxPayload), or 0 when it has no such limit.
+func recordLimit(dsn string) (kind string, most int) {
+	switch {
+	case isRedisDSN(dsn):
+		return "Redis", redisstore.MaxMaxPayload
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return "SQLite", sqlitestore.MaxMaxPayload
+	}
+	return "", 0
+}
