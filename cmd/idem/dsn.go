@@ -246,7 +246,7 @@ func openSQLite(ctx context.Context, path string, o storeOpts) (*openedStore, er
 	// One connection: SQLite has one writer, and in lease mode a single
 	// connection beats a pool (no lock hand-offs between connections).
 	db.SetMaxOpenConns(1)
-	if err := db.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, sqliteOpenError(abs, err)
 	}

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // sqliteOpenError explains err, SQLite's failure to open or set up the
@@ -64,4 +70,35 @@ func canWrite(path string) bool {
 	}
 	_ = f.Close()
 	return true
+}
+
+// sqliteOpenTries bounds how long pingSQLite tries again: about as long as
+// the connections' busy_timeout (sqliteParams).
+const sqliteOpenTries = 10 * time.Second
+
+// pingSQLite opens db's connection. The first connection to a new file
+// switches it to WAL (sqliteParams), and SQLite refuses that at once with
+// SQLITE_BUSY, whatever busy_timeout says, while another connection (of
+// another proxy started at the same moment) does the same; such an open is
+// tried again, for up to sqliteOpenTries, instead of failing the start-up.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(sqliteOpenTries)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !isSQLiteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isSQLiteBusy reports whether err is SQLite's SQLITE_BUSY (or one of its
+// extended codes).
+func isSQLiteBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
