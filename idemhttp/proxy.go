@@ -260,7 +260,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	timed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
-		call := &upstreamCall{ctx: ctx, cancel: cancel, client: r}
+		call := &upstreamCall{ctx: ctx, cancel: cancel, client: r, timeout: cfg.Timeout}
 		if c, ok := w.(*capture); ok {
 			call.capture = c
 			if c.recording {
@@ -323,8 +323,9 @@ type upstreamCall struct {
 	// a protected request with a key.
 	recording *capture
 	// timer cancels the call when the upstream has not answered within
-	// ProxyConfig.Timeout; stopped once it has.
-	timer *time.Timer
+	// timeout (ProxyConfig.Timeout); stopped once it has.
+	timer   *time.Timer
+	timeout time.Duration
 	// ctx is the call's context, which cancel cancels.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -425,10 +426,13 @@ const closedPoll = 200 * time.Millisecond
 var errClientClosed = errors.New("idemhttp: the client's upgraded connection was closed")
 
 // expire cancels the call, the upstream having taken too long.
-func (c *upstreamCall) expire() { c.cancel(errUpstreamTimeout) }
+func (c *upstreamCall) expire() {
+	c.cancel(fmt.Errorf("%w within %s", errUpstreamTimeout, c.timeout))
+}
 
-// errUpstreamTimeout is the cause of a call cancelled by its timer.
-var errUpstreamTimeout = errors.New("idemhttp: upstream did not answer within ProxyConfig.Timeout")
+// errUpstreamTimeout is (wrapped, with the timeout) the cause of a call
+// cancelled by its timer.
+var errUpstreamTimeout = errors.New("idemhttp: upstream did not answer")
 
 // callOf returns the upstreamCall in ctx.
 func callOf(ctx context.Context) *upstreamCall {

@@ -194,7 +194,8 @@ func TestProxyDoesNotForwardExpectForABodyItHolds(t *testing.T) {
 }
 
 // The log line of an upstream that does not answer in time says so once,
-// whether it stalls before its header or in a recorded body.
+// with the timeout, whether it stalls before its header or in a recorded
+// body.
 func TestProxyTimeoutLogSaysItOnce(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -230,6 +231,9 @@ func TestProxyTimeoutLogSaysItOnce(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
 		if n := strings.Count(line, "did not answer"); n != 1 {
 			t.Errorf("log line %q says the upstream did not answer %d times, want once", line, n)
+		}
+		if want := "did not answer within " + proxyTimeout.String(); !strings.Contains(line, want) {
+			t.Errorf("log line %q does not say %q", line, want)
 		}
 	}
 	if n := strings.Count(logged.String(), "\n"); n != 2 {
