@@ -33,7 +33,8 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	retention, leaseTTL := opts.Durations(cfg.Retention, cfg.Lease)
 	ns, scope, value := keyArgs(key)
 	r := newBeginRow()
-	r.args = [10]any{ns, scope, value, req.Fingerprint.Bytes(), payload, nil, nil, nil, nil, lockText(b.s.table, key)}
+	// The payload goes as text (see jsonArg).
+	r.args = [10]any{ns, scope, value, req.Fingerprint.Bytes(), jsonArg(payload), nil, nil, nil, nil, lockText(b.s.table, key)}
 	for range maxBeginAttempts {
 		now := b.now()
 		token := idem.NewToken()

@@ -27,6 +27,14 @@ func checkJSONB(what string, b []byte) error {
 	return nil
 }
 
+// jsonArg is a JSON document as the parameter of a json or jsonb column:
+// text, which every query execution mode of pgx sends as the document
+// itself. As a []byte it would be bytea to the modes that do not ask the
+// server for the parameters' types (QueryExecModeExec and
+// QueryExecModeSimpleProtocol, which pools behind a transaction-pooling
+// proxy use), and the server would refuse valid JSON.
+func jsonArg(b []byte) string { return string(b) }
+
 // encodeError encodes a StoredError for the error_payload column. NUL
 // characters, which jsonb cannot store, are replaced with U+FFFD, as
 // encoding/json already does with invalid UTF-8: a permanent failure must

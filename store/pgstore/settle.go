@@ -22,7 +22,7 @@ func (b binding) Commit(ctx context.Context, key idem.Key, lease idem.Lease, res
 	if b.tx {
 		sql = b.s.sql.commitTx
 	}
-	return b.settle(ctx, "Commit", sql, b.s.sql.commitDone, key, lease, b.now(), result)
+	return b.settle(ctx, "Commit", sql, b.s.sql.commitDone, key, lease, b.now(), jsonArg(result))
 }
 
 // FailPermanent implements idem.Store.
@@ -38,7 +38,7 @@ func (b binding) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lea
 	if b.tx {
 		sql = b.s.sql.failPermanentTx
 	}
-	return b.settle(ctx, "FailPermanent", sql, b.s.sql.failPermanentDone, key, lease, b.now(), enc)
+	return b.settle(ctx, "FailPermanent", sql, b.s.sql.failPermanentDone, key, lease, b.now(), jsonArg(enc))
 }
 
 // FailTransient implements idem.Store.
