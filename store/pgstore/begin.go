@@ -55,6 +55,9 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		} else {
 			err = b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
 		}
+		if err != nil && !b.tx && retryable(err) && ctx.Err() == nil {
+			continue // another writer changed the key: look again
+		}
 		if err != nil {
 			// The caller's transaction is aborted, savepoint and all.
 			return idem.Outcome{}, classify(ctx, "Begin", err)

@@ -169,7 +169,11 @@
 // failure of the server or the connection (refused, lost, shutting down, a
 // missing table, a serialization failure) satisfies errors.Is(err,
 // idem.ErrUnavailable). The pgx error, such as a *pgconn.PgError, stays in
-// the chain for errors.As. A statement either
+// the chain for errors.As. In lease mode a serialization failure, which a
+// statement meets when the session's default_transaction_isolation is
+// repeatable read or serializable and another writer changed the record
+// meanwhile, is not reported: the statement runs again (a few times at
+// most), as read committed would have had it. A statement either
 // happened or not; if the connection is lost after the server committed it,
 // the caller sees ErrUnavailable for a change that was made (for Begin, a
 // reservation the caller does not know of: it is taken over when its lease

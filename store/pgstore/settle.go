@@ -105,6 +105,12 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 		args = append(args, lockText(b.s.table, key))
 	}
 	n, err := b.q.exec(ctx, sql, args...)
+	for range maxBeginAttempts - 1 {
+		if err == nil || b.tx || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+		n, err = b.q.exec(ctx, sql, args...) // the record changed meanwhile: look again
+	}
 	if err != nil {
 		return classify(ctx, op, err)
 	}
