@@ -27,13 +27,7 @@ func (b binding) PurgeExpired(ctx context.Context, ns idem.Namespace, asOf time.
 		if err := ctx.Err(); err != nil {
 			return total, ctxError("PurgeExpired", err, nil)
 		}
-		n, err := b.q.exec(ctx, b.s.sql.purge, string(ns), asOf, batch)
-		for range maxBeginAttempts - 1 {
-			if err == nil || b.tx || !retryable(err) || ctx.Err() != nil {
-				break
-			}
-			n, err = b.q.exec(ctx, b.s.sql.purge, string(ns), asOf, batch) // a record changed meanwhile
-		}
+		n, err := b.exec(ctx, b.s.sql.purge, string(ns), asOf, batch)
 		if err != nil {
 			return total, classify(ctx, "PurgeExpired", err)
 		}

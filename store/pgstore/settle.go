@@ -104,13 +104,7 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 	if b.tx {
 		args = append(args, lockText(b.s.table, key))
 	}
-	n, err := b.q.exec(ctx, sql, args...)
-	for range maxBeginAttempts - 1 {
-		if err == nil || b.tx || !retryable(err) || ctx.Err() != nil {
-			break
-		}
-		n, err = b.q.exec(ctx, sql, args...) // the record changed meanwhile: look again
-	}
+	n, err := b.exec(ctx, sql, args...)
 	if err != nil {
 		return classify(ctx, op, err)
 	}
@@ -133,4 +127,18 @@ func (b binding) settle(ctx context.Context, op, sql, done string, key idem.Key,
 // without NUL characters.
 func storableText(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// exec runs one statement through b's querier. In lease mode a statement
+// that meets a serialization failure (see retryable) runs again, up to
+// maxBeginAttempts times in all, on a new snapshot.
+func (b binding) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	n, err := b.q.exec(ctx, sql, args...)
+	for range maxBeginAttempts - 1 {
+		if err == nil || b.tx || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+		n, err = b.q.exec(ctx, sql, args...) // a record changed meanwhile: look again
+	}
+	return n, err
 }
