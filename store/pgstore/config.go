@@ -51,7 +51,11 @@ type Config struct {
 	// one round trip per call. Under concurrency this raises the pairs per
 	// second a server and client pair can do (on a two-core machine, about
 	// 1.5× plain statements on 32 connections); a lone caller sees the same
-	// latency. Transactional mode (WithTx, WithSQLTx) is unaffected.
+	// latency. Transactional mode (WithTx, WithSQLTx) is unaffected. The
+	// batches use named prepared statements on their connection, whatever
+	// the pool's query execution mode: behind a proxy that pools by
+	// transaction without support for prepared statements, leave Pipeline
+	// off.
 	Pipeline bool
 
 	// PipelineLanes is how many batches run at once, each on a connection
