@@ -432,6 +432,24 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 	return envErr
 }
 
+// fromVariable is err, a usage error about the value of fs's flag name
+// that the command found once its flags were parsed, saying which IDEM_*
+// variable the value came from when the command line did not set the
+// flag: the command as typed shows no such value. Other errors, and
+// those that name the variable already, are returned as they are.
+func fromVariable(fs *flag.FlagSet, getenv env, name string, err error) error {
+	if !isUsage(err) {
+		return err
+	}
+	onCommandLine := false
+	fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == name })
+	variable := envName(commandOf(fs), name)
+	if _, set := getenv(variable); onCommandLine || !set || strings.Contains(err.Error(), variable) {
+		return err
+	}
+	return usagef("%w (--%s from %s)", err, name, variable)
+}
+
 // commandLineWins settles flags a and b of fs, which exclude each other,
 // when the command line sets one and the other comes from its IDEM_*
 // variable: the command line wins, as it does over the variable of the

@@ -92,7 +92,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	st, err := openStore(ctx, *dsn, storeOpts{})
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "store", err)
 	}
 	defer st.close()
 	if st.migrate == nil {
@@ -117,19 +117,34 @@ func runPurge(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	ns, err := parseNamespace(*nsFlag)
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "namespace", err)
 	}
 	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true})
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "store", err)
 	}
 	defer st.close()
 	n, err := st.PurgeExpired(ctx, ns, time.Now())
 	if err != nil {
-		return noTable(st, err)
+		return purgeError(ctx, st, ns, n, err)
 	}
 	fmt.Fprintf(stdout, "purged %d expired records of namespace %s\n", n, ns)
 	return nil
+}
+
+// purgeError explains err, which ended a purge of namespace ns after n
+// records were deleted: the stores delete in batches, each committed on
+// its own, so those n stay deleted, and the message counts them. A purge
+// ended by SIGINT or SIGTERM (ctx done) says it was interrupted.
+func purgeError(ctx context.Context, st *openedStore, ns idem.Namespace, n int, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted after purging %d expired records of namespace %s (they stay purged)", n, ns)
+	case n > 0:
+		return fmt.Errorf("purged %d expired records of namespace %s before failing (they stay purged): %w", n, ns, noTable(st, err))
+	default:
+		return noTable(st, err)
+	}
 }
 
 // inspected is the JSON idem inspect prints (inspectHelp describes it).
@@ -241,14 +256,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	commandLineWins(fs, "scope", "authorization")
 	ns, err := parseNamespace(*nsFlag)
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "namespace", err)
 	}
 	if *keyFlag == "" {
 		return missingFlag("--key is required")
 	}
 	k, err := idem.ParseKey(ns, *keyFlag)
 	if err != nil {
-		return usagef("--key: %w", err)
+		return fromVariable(fs, getenv, "key", usagef("--key: %w", err))
 	}
 	if *auth != "" {
 		if *scope != "" {
@@ -262,11 +277,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		*scope = idemhttp.ScopeByAuthorization(r)
 	}
 	if k, err = k.WithScope(*scope); err != nil {
-		return usagef("--scope: %w", err)
+		scopeFlag := "scope"
+		if *auth != "" {
+			scopeFlag = "authorization"
+		}
+		return fromVariable(fs, getenv, scopeFlag, usagef("--scope: %w", err))
 	}
 	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true, readOnly: true})
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "store", err)
 	}
 	defer st.close()
 	rec, err := st.Get(ctx, k)
