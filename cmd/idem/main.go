@@ -67,29 +67,31 @@ import (
 )
 
 func main() {
-	// Asked before NotifyContext, which stops SIGINT being ignored.
+	// Asked before signal.Notify, which stops SIGINT being ignored.
 	interruptIgnored := signal.Ignored(os.Interrupt)
 	stopping := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if !signal.Ignored(syscall.SIGHUP) { // ignored under nohup, and kept so
 		stopping = append(stopping, syscall.SIGHUP)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), stopping...)
-	defer stop()
+	// The first signal cancels ctx: the command stops gracefully. The
+	// channel is read from the start, so that a second signal, however
+	// soon it comes, is never lost, and ends the process at once.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, stopping...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		<-ctx.Done()
-		if interruptIgnored {
-			// stop would put back the disposition SIGINT had at start,
-			// ignored (a background job of a non-interactive shell), and
-			// a second SIGINT would do nothing: it is caught instead, to
-			// end the process with the status of one SIGINT ended.
-			second := make(chan os.Signal, 1)
-			signal.Notify(second, os.Interrupt)
-			go func() {
-				<-second
-				os.Exit(128 + int(syscall.SIGINT))
-			}()
+		<-signals
+		cancel()
+		second := (<-signals).(syscall.Signal)
+		if second != syscall.SIGINT || !interruptIgnored {
+			// The signal's default action: the process ends by it. (For
+			// a SIGINT ignored at start, as in a background job of a
+			// non-interactive shell, Reset would put back "ignored".)
+			signal.Reset(second)
+			_ = syscall.Kill(os.Getpid(), second)
 		}
-		stop() // the signals' default action again: a second one ends the process
+		os.Exit(128 + int(second)) // the status a shell gives one ended by it
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
