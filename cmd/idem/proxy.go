@@ -63,11 +63,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	up, err := parseUpstream(f.upstream)
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "upstream", err)
 	}
 	ns, err := parseNamespace(f.namespace)
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "namespace", err)
 	}
 	for _, c := range []struct {
 		msg string
@@ -127,7 +127,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		st, err = reachLater(redact(f.store), err, open, logger), nil
 	}
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "store", err)
 	}
 	defer st.close()
 

@@ -107,8 +107,9 @@ func TestPurgeInterrupted(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsNameTheVariable: a value that idem migrate, purge or
-// inspect refuses once its flags are parsed (a DSN, a namespace, a key)
+// TestUsageErrorsNameTheVariable: a value that idem proxy, migrate, purge
+// or inspect refuses once its flags are parsed (a DSN, a namespace, a key,
+// an upstream)
 // and that came from an IDEM_* variable, the command line not setting the
 // flag, is named with that variable: the command as typed shows no such
 // value. Given on the command line, the variable is not named.
@@ -125,6 +126,9 @@ func TestUsageErrorsNameTheVariable(t *testing.T) {
 		{"IDEM_NAMESPACE=Bad", []string{"inspect", "--key", "k"}},
 		{"IDEM_INSPECT_KEY=a,b", []string{"inspect"}},
 		{"IDEM_SCOPE=" + strings.Repeat("s", 300), []string{"inspect", "--key", "k"}},
+		{"IDEM_STORE=nosuch", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}},
+		{"IDEM_NAMESPACE=Bad", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory", "--listen", "127.0.0.1:0"}},
+		{"IDEM_UPSTREAM=http://127.0.0.1:1/?q=1", []string{"proxy", "--store", "memory", "--listen", "127.0.0.1:0"}},
 	} {
 		name, _, _ := strings.Cut(tc.env, "=")
 		r := runIdem(t, t.TempDir(), []string{tc.env}, tc.args...)
