@@ -26,9 +26,15 @@ func conformanceConfig(now func() time.Time) pgstore.Config {
 // TestConformance runs the store contract in lease mode (the Store on its
 // pool) and in transactional mode bound to pgx transactions (WithTx).
 func TestConformance(t *testing.T) {
-	tb := setup(t, pgstore.Config{})
+	exercisePool(t, setup(t, pgstore.Config{}).pool)
+}
+
+// exercisePool runs the store contract on pool, migrated already: in lease
+// mode (the Store on pool) and in transactional mode bound to pgx
+// transactions of pool (WithTx).
+func exercisePool(t *testing.T, pool *pgxpool.Pool) {
 	newStore := func(t *testing.T, now func() time.Time) *pgstore.Store {
-		s, err := pgstore.New(tb.pool, conformanceConfig(now))
+		s, err := pgstore.New(pool, conformanceConfig(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +44,7 @@ func TestConformance(t *testing.T) {
 		NewStore: func(t *testing.T, now func() time.Time) idem.Store { return newStore(t, now) },
 		NewTx: func(t *testing.T, now func() time.Time) (idem.Store, func() error, func() error) {
 			ctx := context.Background()
-			tx, err := tb.pool.Begin(ctx)
+			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

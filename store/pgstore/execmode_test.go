@@ -1,15 +1,11 @@
 package pgstore_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/internal/pgtest"
 	"github.com/idemgo/idem/store/pgstore"
 )
@@ -46,29 +42,7 @@ func TestConformanceExecModes(t *testing.T) {
 			if err := m.Migrate(ctxT(t)); err != nil {
 				t.Fatalf("Migrate: %v", err)
 			}
-			newStore := func(t *testing.T, now func() time.Time) *pgstore.Store {
-				s, err := pgstore.New(pool, conformanceConfig(now))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return s
-			}
-			idemtest.Exercise(t, idemtest.Harness{
-				NewStore: func(t *testing.T, now func() time.Time) idem.Store { return newStore(t, now) },
-				NewTx: func(t *testing.T, now func() time.Time) (idem.Store, func() error, func() error) {
-					ctx := context.Background()
-					tx, err := pool.Begin(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = tx.Rollback(ctx) })
-					return newStore(t, now).WithTx(tx),
-						func() error { return tx.Commit(ctx) },
-						func() error { return tx.Rollback(ctx) }
-				},
-				MaxPayload:          maxPayload,
-				NewUnreachableStore: unreachableStore,
-			})
+			exercisePool(t, pool)
 		})
 	}
 }
