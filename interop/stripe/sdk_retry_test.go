@@ -217,8 +217,10 @@ func newProxy(t *testing.T, upstream string) string {
 			// semantics, where every response that reached the API is
 			// stored, 5xx included, so that their retry of a 500 gets
 			// the same 500 back instead of running the request again
-			// (and a reused key with other parameters is 400, which they
-			// report as an invalid request). Keys are not required,
+			// (and a reused key with other parameters is 400; how the SDK
+			// takes that refusal is the business of
+			// TestSDKKeyReusedWithOtherParametersIsAnIdempotencyError).
+			// Keys are not required,
 			// as Stripe does not require them; the SDK sends one anyway.
 			Profile: idemhttp.ProfileStripe,
 		},
@@ -248,6 +250,11 @@ type fakeStripe struct {
 	mu      sync.Mutex
 	charges map[string][]string // Idempotency-Key → id of each charge created
 	n       int
+
+	// started, if not nil, gets a value when a charge creation begins;
+	// hold, if not nil, is waited for before the charge is created.
+	started chan struct{}
+	hold    chan struct{}
 }
 
 func newFakeStripe(t *testing.T) *fakeStripe {
@@ -280,6 +287,15 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil || amount <= 0 || currency == "" || r.PostForm.Get("source") == "" {
 		stripeError(w, http.StatusBadRequest, "Missing or invalid amount, currency or source.")
 		return
+	}
+	if f.started != nil {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
+	if f.hold != nil {
+		<-f.hold
 	}
 	id := "ch_" + rand.Text()
 	f.mu.Lock()
@@ -326,6 +342,10 @@ type lossyRelay struct {
 	t      *testing.T
 	target string
 	client *http.Client
+
+	// answered, if not nil, gets the status of each response of the
+	// proxy, as it arrives (those beyond its buffer are not sent).
+	answered chan int
 
 	mu   sync.Mutex
 	seen []string // Idempotency-Key of each request, in arrival order
@@ -376,6 +396,12 @@ func (l *lossyRelay) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		l.t.Errorf("relay: reading the proxy's response: %v", err)
 		return
+	}
+	if l.answered != nil {
+		select {
+		case l.answered <- res.StatusCode:
+		default:
+		}
 	}
 	if lose {
 		conn, _, err := http.NewResponseController(w).Hijack()
