@@ -1,6 +1,9 @@
 package memstore
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // records are the records of one namespace, and the order they expire in.
 type records struct {
@@ -21,7 +24,15 @@ type records struct {
 	// again, by a client retrying a failing request, leaves an item each
 	// time).
 	queued int
+	// peak is the most records byKey has held since it was made: a Go
+	// map keeps the room of its largest size, so shrink makes a new one
+	// once the records are a fraction of that.
+	peak int
 }
+
+// shrinkFloor is the peak below which shrink leaves the map of records
+// alone: a small map's room is not worth a copy.
+const shrinkFloor = 1024
 
 // compactSlack is how many items beyond twice the records the queues
 // may hold before compact runs.
@@ -40,6 +51,7 @@ func (r *records) written(key string, retention, expires int64) {
 		r.expiry[retention] = q
 	}
 	q.push(expiryItem{key: key, expires: expires})
+	r.peak = max(r.peak, len(r.byKey))
 	if r.queued++; r.queued > 2*len(r.byKey)+compactSlack {
 		r.compact()
 	}
@@ -95,7 +107,21 @@ func (r *records) purge(asOf int64) int {
 			delete(r.expiry, retention)
 		}
 	}
+	r.shrink()
 	return n
+}
+
+// shrink moves the records into a map of their size once they are under
+// a quarter of the peak, so that the memory of a burst of records is given
+// back when they are deleted. Its cost is amortized over the deletions
+// that made the records fewer.
+func (r *records) shrink() {
+	if r.peak < shrinkFloor || 4*len(r.byKey) >= r.peak {
+		return
+	}
+	byKey := make(map[string]*entry, len(r.byKey))
+	maps.Copy(byKey, r.byKey)
+	r.byKey, r.peak = byKey, len(byKey)
 }
 
 // empty reports whether r holds nothing at all.
@@ -142,10 +168,17 @@ func (q *expiryQueue) popExpired(asOf int64) func(yield func(expiryItem) bool) {
 		}
 		// Reclaim the front once it is at least half the slice: each item
 		// is moved at most once per halving, so pushes stay O(1) amortized.
+		// Once the items are under a quarter of the room, they move to a
+		// slice of their size, so that a burst's room is given back.
 		if q.head > 0 && 2*q.head >= len(q.items) {
-			n := copy(q.items, q.items[q.head:])
-			clear(q.items[n:])
-			q.items, q.head = q.items[:n], 0
+			if rest := q.items[q.head:]; cap(q.items) > 4*len(rest)+shrinkFloor {
+				q.items = slices.Clone(rest)
+			} else {
+				n := copy(q.items, rest)
+				clear(q.items[n:])
+				q.items = q.items[:n]
+			}
+			q.head = 0
 		}
 	}
 }

@@ -205,6 +205,7 @@ func (s *Store) remove(k idem.Key) {
 	if r := s.recs[k.Namespace()]; r != nil {
 		var buf [128]byte
 		delete(r.byKey, string(mapKey(buf[:0], k)))
+		r.shrink()
 	}
 }
 

@@ -118,3 +118,69 @@ func TestReleasedKeysDoNotPileUp(t *testing.T) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// TestPurgedBurstIsGivenBack pins that the memory of a burst of records
+// is given back once they are purged, or released and their expiry
+// passed, while the store keeps a few records of each retention: the map
+// of records and the expiry queue shrink with them, so that a proxy that
+// once took a burst of traffic does not hold its peak for good.
+func TestPurgedBurstIsGivenBack(t *testing.T) {
+	ctx := context.Background()
+	const burst = 200_000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	ns := idem.MustNamespace("burst")
+	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
+	for _, release := range []bool{false, true} {
+		now := time.Unix(1_700_000_000, 0)
+		s, err := memstore.New(memstore.Config{Now: func() time.Time { return now }, Retention: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := func(name string, i int, opts *idem.BeginOpts) (idem.Key, idem.Lease) {
+			k, err := idem.ParseKey(ns, fmt.Sprint(name, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := s.Begin(ctx, k, req, opts)
+			if err != nil || o.Kind != idem.Fresh {
+				t.Fatalf("Begin %s%d = %v, %v; want fresh", name, i, o.Kind, err)
+			}
+			return k, o.Lease
+		}
+		before := heap()
+		keys, leases := make([]idem.Key, burst), make([]idem.Lease, burst)
+		for i := range burst { // all in flight at once
+			keys[i], leases[i] = begin("burst-", i, nil)
+		}
+		for i := range burst {
+			if release { // all released, before any purge
+				if err := s.FailTransient(ctx, keys[i], leases[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		now = now.Add(30 * time.Second)
+		for i := range 10 { // live after the purge: in the burst's queue, and in one of their own
+			begin("steady-", i, nil)
+			begin("long-", i, &idem.BeginOpts{Retention: time.Hour})
+		}
+		now = now.Add(40 * time.Second)
+		want := burst
+		if release {
+			want = 0
+		}
+		if n, err := s.PurgeExpired(ctx, ns, now); err != nil || n != want {
+			t.Fatalf("release %v: PurgeExpired = %d, %v; want %d", release, n, err, want)
+		}
+		if grew := int64(heap()) - int64(before); grew > 1<<20 {
+			t.Errorf("release %v: after %d records went and 20 were kept the heap is %d KiB larger than before them, want the burst given back",
+				release, burst, grew>>10)
+		}
+		runtime.KeepAlive(s)
+	}
+}
