@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -189,4 +191,58 @@ func TestNilMeterProvider(t *testing.T) {
 			t.Errorf("%s: hooks set despite the error", name)
 		}
 	}
+}
+
+// globalProviderInstalled is set by the test that installs the global
+// MeterProvider, which can be done once per process.
+var globalProviderInstalled bool
+
+// TestGlobalProviderInstalledLater: Hooks made from the global provider
+// before the program installs its SDK record into the SDK's instruments
+// once it is installed, as the package documentation promises. (The only
+// test of the package that sets the global provider.)
+func TestGlobalProviderInstalledLater(t *testing.T) {
+	if globalProviderInstalled {
+		t.Skip("the global provider forwards to the first SDK installed only; this run (-count) comes after it")
+	}
+	globalProviderInstalled = true
+	h, err := durableotel.Hooks(otel.GetMeterProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.GCSwept(durable.SweptEvent{Count: 5}) // before the SDK: dropped
+
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	otel.SetMeterProvider(mp)
+
+	h.StepStop(durable.StepStopEvent{FSM: "order", Step: "charge", Kind: durable.KindNext, Duration: 30 * time.Millisecond})
+	h.GCSwept(durable.SweptEvent{Count: 7})
+	got := collect(t, r)
+
+	check(t, got, "durable.gc.swept", sum(point(7)))
+	hist, ok := got["durable.step.duration"].Data.(metricdata.Histogram[float64])
+	if !ok || len(hist.DataPoints) != 1 {
+		t.Fatalf("durable.step.duration: %+v, want one histogram point", got["durable.step.duration"].Data)
+	}
+	if p := hist.DataPoints[0]; p.Count != 1 || len(p.Bounds) != 16 || p.Bounds[0] != 0.001 || p.Bounds[15] != 10 {
+		t.Errorf("step-duration point: count %d bounds %v, want 1 and the package's 16 buckets from 1 ms to 10 s", p.Count, p.Bounds)
+	}
+}
+
+// TestNoopMeterProvider: the no-op provider, which a program gets when it
+// turns telemetry off, gives every hook, and they record nothing without
+// failing.
+func TestNoopMeterProvider(t *testing.T) {
+	h, err := durableotel.Hooks(noop.NewMeterProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.StepStop(durable.StepStopEvent{FSM: "order", Step: "charge", Kind: durable.KindNext, Fenced: true})
+	h.PickStop(durable.PickStopEvent{Queue: "default", Count: 1, Demand: 1})
+	h.SchedulerSaturation(durable.SaturationEvent{Queue: "default"})
+	h.SchedulerDrain(durable.DrainEvent{Queue: "default"})
+	h.ReaperReaped(durable.ReapedEvent{Count: 1})
+	h.GCSwept(durable.SweptEvent{Count: 1})
 }
