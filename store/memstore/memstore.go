@@ -84,7 +84,7 @@ type entry struct {
 	fence        int64
 	created      int64
 	expires      int64
-	leaseExpires int64 // zero unless in progress
+	leaseExpires int64 // noLease unless in progress
 }
 
 // newEntry returns the in-progress entry under the map key key for
@@ -104,7 +104,7 @@ func newEntry(key string, payload []byte) entry {
 func (e *entry) record(key idem.Key) idem.Record {
 	return idem.Record{
 		Key: key, Status: e.status, Fingerprint: e.fp, Result: e.result, Error: e.err,
-		Fence: e.fence, CreatedAt: fromNanos(e.created), ExpiresAt: fromNanos(e.expires), LeaseExpiresAt: fromNanos(e.leaseExpires),
+		Fence: e.fence, CreatedAt: fromNanos(e.created), ExpiresAt: fromNanos(e.expires), LeaseExpiresAt: leaseEnd(e.leaseExpires),
 	}
 }
 
@@ -113,7 +113,7 @@ func (e *entry) requestPayload() []byte { return []byte(e.request) }
 
 // lease returns the reservation e holds.
 func (e *entry) lease(ttl time.Duration) idem.Lease {
-	return idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: fromNanos(e.leaseExpires), TTL: ttl}
+	return idem.Lease{Token: e.token, Fence: e.fence, ExpiresAt: leaseEnd(e.leaseExpires), TTL: ttl}
 }
 
 // toNanos is t in Unix nanoseconds, clamped to the range they cover
@@ -134,12 +134,20 @@ var (
 	minTime = time.Unix(0, math.MinInt64+1)
 )
 
-// fromNanos is the time of Unix nanoseconds n; zero is the zero Time.
-func fromNanos(n int64) time.Time {
-	if n == 0 {
+// fromNanos is the time of Unix nanoseconds n.
+func fromNanos(n int64) time.Time { return time.Unix(0, n) }
+
+// noLease is the lease end of a record not in progress: below what
+// toNanos gives, so that a lease may end at any time, the Unix epoch
+// included.
+const noLease = math.MinInt64
+
+// leaseEnd is the time of the lease end n: the zero Time for noLease.
+func leaseEnd(n int64) time.Time {
+	if n == noLease {
 		return time.Time{}
 	}
-	return time.Unix(0, n)
+	return fromNanos(n)
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -323,7 +331,7 @@ func (s *Store) settle(ctx context.Context, key idem.Key, lease idem.Lease, appl
 		return err
 	}
 	apply(e)
-	e.leaseExpires = 0
+	e.leaseExpires = noLease
 	return nil
 }
 
