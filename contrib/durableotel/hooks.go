@@ -23,8 +23,10 @@ const (
 	// StepKey is the step that ran (StepStopEvent.Step).
 	StepKey = attribute.Key("durable.step")
 	// OutcomeKey is the outcome's kind (durable.OutcomeKind): next, retry,
-	// await, schedule_childs, done, stop or cancel; empty for a step handed
-	// back.
+	// await, schedule_childs, done, stop or cancel; empty for a step the
+	// engine's hard stop or the lapse of its lease interrupted, which has
+	// none: handed back, or, when the hand-back found the lease taken by
+	// another claim or failed, fenced or error.
 	OutcomeKey = attribute.Key("durable.outcome")
 	// CommitKey is the fate of the outcome: "committed", "fenced" (the
 	// lease was lost, nothing changed), "error" (the commit failed) or
