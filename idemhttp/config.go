@@ -179,7 +179,8 @@ type Config struct {
 	// through (no key without RequireKey, unprotected methods) get no
 	// transaction: set RequireKey unless the handler copes without one.
 	BeginTx func(r *http.Request) (*Tx, error)
-	// ErrorWriter writes problem responses. Defaults to WriteProblem.
+	// ErrorWriter writes problem responses. Defaults to WriteProblem, or
+	// with ProfileStripe to WriteStripeError.
 	ErrorWriter ErrorWriter
 	// OnEvent, when set, is called once per protected request after the
 	// response was written. It must be safe for concurrent use.
@@ -274,6 +275,9 @@ func (c *Config) validate() error {
 	}
 	if c.ErrorWriter == nil {
 		c.ErrorWriter = WriteProblem
+		if c.Profile == ProfileStripe {
+			c.ErrorWriter = WriteStripeError
+		}
 	}
 	c.replay, c.replaySet = nil, map[string]bool{}
 	for _, name := range c.ReplayHeaders {

@@ -460,7 +460,7 @@ func TestH12StoredStatuses(t *testing.T) {
 	}
 	b := setup(t, idemhttp.Config{Profile: idemhttp.ProfileStripe})
 	b.do(t, "POST", "/x", `{"a":1}`, key("k"))
-	wantProblem(t, b.do(t, "POST", "/x", `{"a":2}`, key("k")), 400, idemhttp.ProblemKeyReused)
+	wantStripeError(t, b.do(t, "POST", "/x", `{"a":2}`, key("k")), 400, "idempotency_error")
 }
 
 func TestH14RetentionExpiry(t *testing.T) {

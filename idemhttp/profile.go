@@ -13,7 +13,9 @@ const (
 	// ProfileStripe follows Stripe's published semantics: a reused key with
 	// another request is 400, and every response that reached the handler is
 	// stored, 5xx included (except 409 and 429, which mean the request did
-	// not run).
+	// not run). Refusals that a retry cannot change are written as Stripe
+	// writes its errors (WriteStripeError), so that Stripe's client
+	// libraries decode them and do not retry them.
 	ProfileStripe
 )
 
