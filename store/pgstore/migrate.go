@@ -7,6 +7,10 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgo/idem"
 )
 
 // migrationFiles are the schema migrations, applied in file name order.
@@ -112,5 +116,26 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return classify(ctx, "Migrate", err)
 		}
 	}
+	if err := s.checkShape(ctx, tx); err != nil {
+		return err
+	}
 	return classify(ctx, "Migrate", tx.Commit(ctx))
+}
+
+// checkShape reports whether the store's table, which CREATE TABLE IF NOT
+// EXISTS may have found made by something else, fits the store's
+// statements: it prepares, without running them, Begin's statement (every
+// column it writes and reads, and the unique key its ON CONFLICT names)
+// and Get's. The server checks a statement against the schema when it
+// prepares it.
+func (s *Store) checkShape(ctx context.Context, tx pgx.Tx) error {
+	for _, query := range []string{s.sql.begin, s.sql.get} {
+		if _, err := tx.Prepare(ctx, "", query); err != nil {
+			if ctx.Err() != nil {
+				return classify(ctx, "Migrate", err)
+			}
+			return idem.Unavailable(fmt.Errorf("pgstore: Migrate: table %s exists, but not with the store's columns and unique key (made by something else? see MigrationSQL; or set Config.Table): %w", s.table.ident(), err))
+		}
+	}
+	return nil
 }
