@@ -127,7 +127,8 @@
 //     Unrecorded, a status Config.StoreStatus refuses, not as long as its
 //     Content-Length) cannot be: the client gets 500 (ProblemInternal)
 //     saying the response could not be recorded and the request was
-//     rolled back.
+//     rolled back (or, when Tx.Rollback fails, as after a handler that
+//     committed the transaction itself, that it may have been committed).
 //   - A replay, a Mismatch, an InFlight and a store error roll the
 //     transaction back, and are answered as in lease mode. So is a handler
 //     panic, which then goes on.

@@ -113,10 +113,12 @@ func (x *exchange) callBeginTx() (*Tx, error) {
 }
 
 // rollback rolls t back unless it has ended, noting a failure in x's
-// event.
-func (x *exchange) rollback(t *openTx) {
+// event. It reports whether t was rolled back by this call: false when
+// it had ended or Tx.Rollback failed (the handler may have committed t
+// itself, and what it wrote with it).
+func (x *exchange) rollback(t *openTx) bool {
 	if t.ended {
-		return
+		return false
 	}
 	t.ended = true
 	call := x.storeCtx()
@@ -125,6 +127,7 @@ func (x *exchange) rollback(t *openTx) {
 	if err != nil && x.ev.Err == nil {
 		x.ev.Err = fmt.Errorf("idemhttp: Tx.Rollback: %w", err)
 	}
+	return err == nil
 }
 
 // runTx runs the handler as the owner of key in tx, its response held,
@@ -173,7 +176,7 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 
 	rec, ok := x.record()
 	if !ok {
-		x.rollback(t)
+		rolledBack := x.rollback(t)
 		if cw.status >= 400 { // the handler's failure, which is the truth
 			x.deliver(held, cw.status)
 			return
@@ -181,8 +184,13 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 		if x.ev.Err == nil {
 			x.ev.Err = fmt.Errorf("idemhttp: the handler's %d response could not be recorded (over Config.MaxCapture, Unrecorded, not stored by the profile or Config.StoreStatus, or not as long as its Content-Length); its transaction was rolled back", cw.status)
 		}
-		x.fail(OutcomeReleased, &Problem{Type: ProblemInternal, Title: "Response not recorded", Status: http.StatusInternalServerError,
-			Detail: "The response could not be recorded, and the request was rolled back: it had no effect."})
+		detail := "The response could not be recorded, and the request was rolled back: it had no effect."
+		if !rolledBack {
+			// Tx.Rollback failed (its error is in the event): the handler
+			// may have committed the transaction itself.
+			detail = "The response could not be recorded, and the request's transaction could not be rolled back: what the request did may have been committed."
+		}
+		x.fail(OutcomeReleased, &Problem{Type: ProblemInternal, Title: "Response not recorded", Status: http.StatusInternalServerError, Detail: detail})
 		return
 	}
 	call := x.storeCtx()

@@ -69,6 +69,35 @@ func TestTxCommittedByTheHandlerIsNotNoEffect(t *testing.T) {
 	e.noTxLeft()
 }
 
+// A handler that commits the request's transaction itself and answers a
+// success that cannot be recorded (over MaxCapture) has committed what it
+// wrote: the 500 does not tell the client that the request had no effect.
+func TestTxCommittedByTheHandlerUnrecordedIsNotNoEffect(t *testing.T) {
+	e := newTxEnv(t)
+	h := e.handler(idemhttp.Config{MaxCapture: 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx := r.Context().Value(txKey{}).(pgx.Tx)
+		if _, err := tx.Exec(r.Context(), `INSERT INTO orders (sku) VALUES ('shelf')`); err != nil {
+			t.Error(err)
+		}
+		if err := tx.Commit(r.Context()); err != nil {
+			t.Error(err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(strings.Repeat("x", 100)))
+	}))
+	w := postTx(h, "k-self-commit-big", "shelf")
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), idemhttp.ProblemInternal) || strings.Contains(w.Body.String(), "no effect") {
+		t.Fatalf("%d %s; want a 500 internal problem that does not say the request had no effect", w.Code, w.Body)
+	}
+	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeReleased || ev.Err == nil {
+		t.Errorf("event %s %v; want released, with the rollback's error", ev.Outcome, ev.Err)
+	}
+	if n := e.rows("shelf"); n != 1 {
+		t.Errorf("%d rows; the handler's own commit made 1", n)
+	}
+	e.noTxLeft()
+}
+
 // A request meeting another's open transaction on its key is told to
 // retry soon: no lease runs in transaction mode, whatever the store's
 // Lease says.
