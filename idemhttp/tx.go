@@ -197,8 +197,14 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 	err := t.Store.Commit(call.ctx, key, lease, rec)
 	x.done(call)
 	unknown := false // whether the commit took effect
+	// endedBefore says the store refused the record (not for want of
+	// the database, nor of time: a connection lost or cut takes the
+	// transaction with it), and yet the transaction would not roll back:
+	// the handler ended it itself, committing what it wrote, maybe.
+	endedBefore := false
 	if err != nil {
-		x.rollback(t)
+		endedBefore = !x.rollback(t) && !errors.Is(err, idem.ErrUnavailable) &&
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 	} else {
 		t.ended = true
 		call = x.storeCtx()
@@ -211,10 +217,11 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 	if err != nil {
 		x.ev.Err = err
 		switch {
-		case errors.Is(err, idem.ErrInvalidArgument):
-			// The store found the transaction ended: the handler committed
-			// or rolled it back itself, so what it wrote may be committed,
-			// and with it the key's reservation.
+		case errors.Is(err, idem.ErrInvalidArgument) || endedBefore:
+			// The store found the transaction ended, or it would not roll
+			// back: the handler committed or rolled it back itself, so
+			// what it wrote may be committed, and with it the key's
+			// reservation.
 			x.fail(OutcomeInternal, &Problem{Type: ProblemInternal, Title: "Transaction ended by the handler", Status: http.StatusInternalServerError,
 				Detail: "The request's transaction was ended before its response could be recorded: what the request did may have been committed."})
 		case cw.status >= 400:

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/pgstore"
 )
 
 // A handler whose statement failed (the transaction aborted) and that
@@ -93,6 +96,37 @@ func TestTxCommittedByTheHandlerUnrecordedIsNotNoEffect(t *testing.T) {
 		t.Errorf("event %s %v; want released, with the rollback's error", ev.Outcome, ev.Err)
 	}
 	if n := e.rows("shelf"); n != 1 {
+		t.Errorf("%d rows; the handler's own commit made 1", n)
+	}
+	e.noTxLeft()
+}
+
+// A handler that commits the request's transaction itself and answers a
+// success whose record the store refuses (larger than its MaxPayload) has
+// committed what it wrote: the client is not told that the request had no
+// effect, nor to retry it, which would run it again once the key's
+// reservation, committed with it, lapsed.
+func TestTxCommittedByTheHandlerRecordRefusedIsNotNoEffect(t *testing.T) {
+	e := newTxEnvWith(t, pgstore.Config{MaxPayload: 1024})
+	h := e.handler(idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx := r.Context().Value(txKey{}).(pgx.Tx)
+		if _, err := tx.Exec(r.Context(), `INSERT INTO orders (sku) VALUES ('bench')`); err != nil {
+			t.Error(err)
+		}
+		if err := tx.Commit(r.Context()); err != nil {
+			t.Error(err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(strings.Repeat("x", 2000)))
+	}))
+	w := postTx(h, "k-self-commit-refused", "bench")
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), idemhttp.ProblemInternal) || strings.Contains(w.Body.String(), "no effect") {
+		t.Fatalf("%d %s; want a 500 internal problem that does not say the request had no effect", w.Code, w.Body)
+	}
+	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeInternal || !errors.As(ev.Err, new(*idem.PayloadTooLargeError)) {
+		t.Errorf("event %s %v; want internal, with the record's error", ev.Outcome, ev.Err)
+	}
+	if n := e.rows("bench"); n != 1 {
 		t.Errorf("%d rows; the handler's own commit made 1", n)
 	}
 	e.noTxLeft()
