@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -120,5 +123,47 @@ func sqliteTx(t *testing.T) (*sql.DB, func(*http.Request) (*idemhttp.Tx, error))
 			Commit:   func(context.Context) error { return tx.Commit() },
 			Rollback: func(context.Context) error { return tx.Rollback() },
 		}, nil
+	}
+}
+
+// Two requests with one key in transaction mode on SQLite: the second
+// waits for the first's transaction to end and is answered from its
+// record; the handler runs once.
+func TestTxSQLiteConcurrentSameKey(t *testing.T) {
+	_, beginTx := sqliteTx(t)
+	mw, err := idemhttp.New(idemhttp.Config{BeginTx: beginTx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "run %d", runs.Load())
+	}))
+	firstDone := make(chan string, 1)
+	go func() { w := postTx(h, "k-sqlite-twice", "mug"); firstDone <- fmt.Sprint(w.Code, " ", w.Body) }()
+	<-started
+	secondDone := make(chan *httptest.ResponseRecorder, 1)
+	go func() { secondDone <- postTx(h, "k-sqlite-twice", "mug") }()
+	select {
+	case w := <-secondDone:
+		t.Fatalf("the second request was answered %d %s while the first's transaction was open", w.Code, w.Body)
+	case <-time.After(100 * time.Millisecond): // it waits: nothing to see, so a bounded look
+	}
+	close(release)
+	if first := <-firstDone; first != "201 run 1" {
+		t.Fatalf("first: %s; want 201 run 1", first)
+	}
+	w := <-secondDone
+	if w.Code != http.StatusCreated || w.Body.String() != "run 1" || w.Header().Get(idemhttp.ReplayedHeader) != "true" {
+		t.Errorf("second: %d %q %s; want the first's 201 replayed", w.Code, w.Header().Get(idemhttp.ReplayedHeader), w.Body)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
 	}
 }
