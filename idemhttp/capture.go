@@ -314,14 +314,16 @@ func (c *capture) sent(panicked bool) int {
 	return http.StatusOK
 }
 
-// finish completes the capture after the handler returned: the header,
-// if the handler wrote none, and the trailers of a response recorded, as
-// sent over HTTP/2 when h2 (see appendTrailers); over HTTP/1, none for a
-// response of a declared Content-Length or Transfer-Encoding identity,
-// which is not chunked and so ends without them. A response sent without
-// a Content-Type that net/http did not sniff (see untyped) is recorded
-// with an empty one.
-func (c *capture) finish(h2 bool) {
+// finish completes the capture, for request r, after the handler
+// returned: the header, if the handler wrote none, and the trailers of a
+// response recorded, as sent over HTTP/2 (see appendTrailers); over HTTP/1,
+// none for a response of a declared Content-Length or Transfer-Encoding
+// identity, or to an HTTP/1.0 request, which is not chunked and so ends
+// without them. A response sent without a Content-Type that net/http did
+// not sniff (see untyped) is recorded with an empty one.
+func (c *capture) finish(r *http.Request) {
+	h2 := r.ProtoMajor >= 2
+	chunked := !c.unchunked && r.ProtoAtLeast(1, 1)
 	if !c.wroteHeader {
 		c.take(http.StatusOK)
 	}
@@ -331,7 +333,7 @@ func (c *capture) finish(h2 bool) {
 		// Transfer-Encoding, is not sniffed either.
 		c.header = append(c.header, headerField{name: "Content-Type"})
 	}
-	if c.recording && !c.abandoned && (h2 || !c.unchunked) {
+	if c.recording && !c.abandoned && (h2 || chunked) {
 		var declared []string
 		if c.trailers != nil {
 			declared = *c.trailers

@@ -443,7 +443,7 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 		next.ServeHTTP(cw, x.req().WithContext(ctx))
 		served = true
 		x.ev.HandlerTime = x.since(start)
-		cw.finish(x.req().ProtoMajor >= 2)
+		cw.finish(x.req())
 		x.ev.Status = cw.sent(false)
 		return x.record()
 	})

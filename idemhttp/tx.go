@@ -171,7 +171,7 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 	next.ServeHTTP(cw, x.req().WithContext(ctx))
 	returned = true
 	x.ev.HandlerTime = x.since(start)
-	cw.finish(x.req().ProtoMajor >= 2)
+	cw.finish(x.req())
 	cw.w = client
 
 	rec, ok := x.record()
