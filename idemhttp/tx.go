@@ -229,6 +229,11 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 			// aborted the transaction, say) is the truth, recorded or not.
 			x.ev.Outcome = OutcomeReleased
 			x.deliver(held, cw.status)
+		case errors.As(err, new(*idem.PayloadTooLargeError)):
+			// Larger than the store records, however often it is retried:
+			// as for a response over MaxCapture.
+			x.fail(OutcomeReleased, &Problem{Type: ProblemInternal, Title: "Response not recorded", Status: http.StatusInternalServerError,
+				Detail: "The response is larger than the idempotency store records, and the request was rolled back: it had no effect."})
 		case unknown:
 			x.fail(OutcomeStoreError, &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable,
 				Detail: "The request's transaction did not confirm its commit in time: it may or may not have taken effect. Retry it with the same key: if it did, the retry is answered from its record.", RetryAfter: time.Second})

@@ -352,20 +352,22 @@ func TestTxCommitFailureAnswers503(t *testing.T) {
 	}
 }
 
-// A 201 whose record cannot be committed (larger than the store accepts)
-// is never sent: the transaction is rolled back and the client gets 503.
-func TestTxRecordCommitFailureAnswers503(t *testing.T) {
+// A 201 whose record is larger than the store accepts is never sent: the
+// transaction is rolled back and the client gets 500 "not recorded", as
+// for a response over MaxCapture, not a 503 "retry later" that every
+// retry would get again.
+func TestTxRecordTooLargeForTheStoreAnswers500(t *testing.T) {
 	e := newTxEnvWith(t, pgstore.Config{MaxPayload: 1024})
 	h := e.handler(idemhttp.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		insert(http.StatusCreated).ServeHTTP(w, r)
 		_, _ = io.WriteString(w, strings.Repeat("x", 2000))
 	}))
 	w := postTx(h, "k-record", "chair")
-	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), idemhttp.ProblemStoreUnavailable) {
-		t.Fatalf("%d %.100s; want 503 store-unavailable", w.Code, w.Body)
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), idemhttp.ProblemInternal) || !strings.Contains(w.Body.String(), "no effect") {
+		t.Fatalf("%d %.200s; want 500 internal, no effect", w.Code, w.Body)
 	}
-	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeStoreError || !errors.As(ev.Err, new(*idem.PayloadTooLargeError)) {
-		t.Errorf("event %s %v, want store_error with the record's error", ev.Outcome, ev.Err)
+	if ev := e.lastEvent(); ev.Outcome != idemhttp.OutcomeReleased || !errors.As(ev.Err, new(*idem.PayloadTooLargeError)) {
+		t.Errorf("event %s %v, want released with the record's error", ev.Outcome, ev.Err)
 	}
 	e.leftNothing("chair", "k-record")
 }
