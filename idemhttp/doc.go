@@ -117,7 +117,9 @@
 //     request had no effect, and a retry with the same key runs it again
 //     (but for a Tx.Commit cut short by Config.StoreTimeout, which may
 //     have committed: the 503 says so, and a retry with the same key is
-//     answered from the record if it did).
+//     answered from the record if it did; and for a record larger than
+//     the store accepts, which every retry would meet again: 500, as for
+//     a response over MaxCapture).
 //     A constraint checked at commit (DEFERRABLE INITIALLY DEFERRED) fails
 //     that way on every retry: check such constraints in the handler (SET
 //     CONSTRAINTS ALL IMMEDIATE) and answer the conflict there.
