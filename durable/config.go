@@ -121,6 +121,9 @@ type Config struct {
 	// with one, and its error handling decides (by default, retries and
 	// then stops the instance, which keeps its last committed state). A
 	// negative value sets no limit. Defaults to DefaultMaxPayload (1 MiB).
+	// A number counts at the length PostgreSQL prints it back, without an
+	// exponent: 1e131071 is 131072 bytes, so that a document no larger
+	// than the limit as sent is no larger as read back.
 	MaxPayload int
 
 	// Logger receives the engine's errors and notable events. Defaults to

@@ -104,7 +104,8 @@
 // InsertAll and Signal reject a larger state or signal payload with a
 // *PayloadTooLargeError (errors.Is(err, ErrPayloadTooLarge)) before writing
 // anything, and a step whose new state or Done result is larger fails with
-// one, handled like any step error. A step whose outcome names an unknown
+// one, handled like any step error. Numbers count as PostgreSQL prints
+// them back, every digit spelled out (1e131071 is 131072 bytes). A step whose outcome names an unknown
 // step, or a row naming one, fails with ErrUnknownStep. A state that does
 // not decode as S is a step error too: the default handling retries it,
 // with the error on the row (Instance.Error), and then fails the instance,
