@@ -199,8 +199,12 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 			// (recorded, or passed through by FailOpen), and the client
 			// has had its 100 Continue: an upstream asked to send one
 			// would only hold up the body the proxy has.
-			if _, held := pr.In.Body.(*bodyReader); held {
+			_, held := pr.In.Body.(*bodyReader)
+			if held {
 				delete(pr.Out.Header, "Expect")
+			}
+			if len(pr.In.Trailer) > 0 {
+				forwardTrailers(pr, held)
 			}
 		},
 		Transport:  cfg.Transport,
@@ -513,6 +517,22 @@ func forwarded(pr *httputil.ProxyRequest) {
 		if v := kept(name); len(v) > 0 {
 			out[name] = slices.Clone(v)
 		}
+	}
+}
+
+// forwardTrailers has pr.Out send, after its body, the trailers pr.In
+// declared. The server fills them in pr.In's own Trailer map as the last
+// of the body is read, after ReverseProxy cloned it for pr.Out: pr.Out
+// shares that map, so that a body streamed through carries them. A body
+// the middleware holds (held) was read whole, trailers included, and
+// would go with a Content-Length, which leaves no place for trailers: it
+// is sent chunked, empty or not.
+func forwardTrailers(pr *httputil.ProxyRequest, held bool) {
+	pr.Out.Trailer = pr.In.Trailer
+	if held {
+		pr.Out.Body = pr.In.Body // ReverseProxy sends none for an empty one
+		pr.Out.ContentLength = -1
+		pr.Out.TransferEncoding = []string{"chunked"}
 	}
 }
 
