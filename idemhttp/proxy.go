@@ -97,7 +97,9 @@ type ProxyConfig struct {
 // to record, ends when its client goes away, as through a plain reverse
 // proxy, however long the upstream keeps it open (for an upgrade, see
 // below). Response trailers are passed on to the client, and recorded
-// with the response they end. Other requests (unprotected methods, no
+// with the response they end. A request's trailers are passed on to the
+// upstream, after a body the proxy holds (sent chunked then) as after
+// one streamed through; they are not part of the fingerprint. Other requests (unprotected methods, no
 // key) pass through as ReverseProxy forwards them, streamed responses
 // included.
 //
