@@ -63,7 +63,12 @@ type ProxyConfig struct {
 	// on, as most sidecar proxies do, for an API that builds absolute URLs
 	// or serves several virtual hosts; set UpstreamHost for an upstream
 	// that checks its own name, such as an HTTPS API on a domain of its
-	// own.
+	// own. The client's Host is no part of a key's fingerprint or scope,
+	// so that a client may retry through another of several proxies (at
+	// another address, so another Host) and get its record: behind a proxy
+	// for an upstream serving several virtual hosts, where one caller may
+	// use one key on two of them for the same path and body, set
+	// Middleware.KeyScope to a scope that includes r.Host.
 	UpstreamHost bool
 	// TrustForwarded keeps the X-Forwarded-For (with the address the
 	// proxy sees appended), X-Forwarded-Host, X-Forwarded-Proto and
