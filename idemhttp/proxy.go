@@ -104,9 +104,9 @@ type ProxyConfig struct {
 // below). Response trailers are passed on to the client, and recorded
 // with the response they end. A request's trailers are passed on to the
 // upstream, after a body the proxy holds (sent chunked then) as after
-// one streamed through; they are not part of the fingerprint. Other requests (unprotected methods, no
-// key) pass through as ReverseProxy forwards them, streamed responses
-// included.
+// one streamed through; they are not part of the fingerprint. Other
+// requests (unprotected methods, no key) pass through as ReverseProxy
+// forwards them, streamed responses included.
 //
 // A protocol upgrade passed on for a protected request lasts until both
 // sides have ended it, or either connection is closed: the client's
@@ -127,8 +127,9 @@ type ProxyConfig struct {
 // is, when the upstream has a base path, a request whose path has a ".."
 // segment (/../admin, /%2e%2e/admin, /..;x/admin, /..%5Cadmin), which an
 // upstream that resolves dot segments would serve from outside the base
-// path. Key and fingerprint
-// are the client's request's, never the rewritten one's.
+// path; and so is a CONNECT, which asks a forward proxy for a tunnel.
+// Key and fingerprint are the client's request's, never the rewritten
+// one's.
 //
 // A body the upstream frames (Content-Length, chunked) and cuts short is an
 // upstream failure (502), never recorded. A body it ends by closing the
@@ -294,12 +295,14 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 }
 
 // refusedTarget says why the proxy does not forward r's target, or is ""
-// when it does: "*" but for OPTIONS, and, when the upstream has a base
-// path (underBase), a path with a ".." segment (see hasDotDot), sent as
-// such or percent-encoded, which would lead the upstream outside the base
-// path.
+// when it does: a CONNECT's (a tunnel is a forward proxy's business), "*"
+// but for OPTIONS, and, when the upstream has a base path (underBase), a
+// path with a ".." segment (see hasDotDot), sent as such or
+// percent-encoded, which would lead the upstream outside the base path.
 func refusedTarget(r *http.Request, underBase bool) string {
 	switch {
+	case r.Method == http.MethodConnect:
+		return "CONNECT asks a forward proxy for a tunnel; this is a reverse proxy."
 	case r.URL.Path == "*" && r.Method != http.MethodOptions:
 		return "A request target of * is for OPTIONS only."
 	case underBase && hasDotDot(r.URL.Path):
