@@ -98,6 +98,6 @@
 // at a million keys) plus its strings. An expired key is reclaimed at most
 // SweepInterval after it expires. A Go map keeps the memory of the most keys
 // it ever held, so a sweep that leaves a shard's map under a quarter of that
-// peak (when the peak was 256 keys or more) moves the live keys to a fresh
+// peak (when the peak was 8 keys or more) moves the live keys to a fresh
 // map: after a burst, the memory follows the live keys back down.
 package tracker

@@ -39,9 +39,12 @@ type shard struct {
 }
 
 // shrinkFloor is the peak size below which a shard's map is never rebuilt:
-// a map that small takes little memory (a few tens of KiB at most), and
-// rebuilding it would only cost time.
-const shrinkFloor = 256
+// Go keeps a map of so few keys in one group of eight slots (a few hundred
+// bytes), which a fresh map takes again with its first key. The floor must
+// stay that low: a burst spread over many shards leaves each only a few of
+// its keys, so a higher floor, multiplied by the shards, would keep most
+// of the burst's memory for good.
+const shrinkFloor = 8
 
 // put stores e under k and keeps s.peak; s.mu must be held.
 func (s *shard) put(k scopedKey, e entry) {

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -222,6 +223,40 @@ func TestSweepReturnsBurstMemory(t *testing.T) {
 		}
 		runtime.KeepAlive(keys)
 	})
+}
+
+// TestSweepReturnsBurstMemoryOverManyShards: the memory of an expired
+// burst is given back however many shards it was spread over. With many
+// shards each holds few of the burst's keys, yet together those small maps
+// are most of the burst's memory: a sweep that rebuilt only the maps that
+// once held hundreds of keys kept all of it for good.
+func TestSweepReturnsBurstMemoryOverManyShards(t *testing.T) {
+	const shards, perShard = 1024, 100
+	keys := make([]string, shards*perShard) // made beforehand: only the maps count
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+	}
+	var now atomic.Int64
+	tr := started(t, Config{TTL: ttl, SweepInterval: 1000 * time.Hour, Shards: shards, Now: func() time.Time {
+		return time.Unix(0, now.Load())
+	}})
+
+	base := heapAlloc()
+	for _, k := range keys {
+		tr.Complete("burst", k)
+	}
+	peak := heapAlloc()
+	now.Add(int64(ttl)) // the burst expires
+	tr.sweep()
+	if n := tr.Len(); n != 0 {
+		t.Fatalf("Len = %d after the burst expired and was swept, want 0", n)
+	}
+	after := heapAlloc()
+	t.Logf("heap above the start: %d KiB at the peak, %d KiB after the sweep", (peak-base)>>10, (after-base)>>10)
+	if after > base+(peak-base)/8 {
+		t.Errorf("the swept tracker still holds %d KiB of the %d KiB its burst took", (after-base)>>10, (peak-base)>>10)
+	}
+	runtime.KeepAlive(keys)
 }
 
 // heapAlloc returns the bytes of live heap objects after a collection.
