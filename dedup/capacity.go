@@ -9,7 +9,8 @@ const DefaultCapacity = 100_000
 
 // CapacityError is the error of NewWindowChecked and NewFilterChecked, and
 // the value NewWindow and NewFilter panic with, for a capacity out of range:
-// below 1 or above 1<<28 - 1 (268,435,455).
+// below 1 or above 1<<28 - 1 (268,435,455) on a 64-bit platform, above
+// 89,478,485 on a 32-bit one (whose address space could not hold more).
 type CapacityError struct {
 	// Capacity is the capacity that was asked for.
 	Capacity int

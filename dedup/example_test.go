@@ -1,6 +1,7 @@
 package dedup_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/idemgo/idem/dedup"
@@ -60,14 +61,15 @@ func ExampleFilter() {
 func ExampleNewWindowChecked() {
 	for _, capacity := range []int{-1, 1000} {
 		w, err := dedup.NewWindowChecked(capacity)
-		if err != nil {
-			fmt.Println(err)
+		var ce *dedup.CapacityError
+		if errors.As(err, &ce) {
+			fmt.Println("capacity out of range:", ce.Capacity)
 			continue
 		}
 		fmt.Println(w.Cap())
 	}
 	// Output:
-	// dedup: window capacity must be between 1 and 268435455, got -1
+	// capacity out of range: -1
 	// 1000
 }
 

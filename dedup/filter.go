@@ -32,7 +32,8 @@ func NewFilter(capacity int) *Filter {
 
 // NewFilterChecked is NewFilter for a capacity that may be out of range: it
 // returns a nil Filter and a *CapacityError if capacity is below 1 or above
-// 1<<28 - 1, and never panics.
+// 1<<28 - 1 (less on 32-bit platforms; see CapacityError), and never
+// panics.
 func NewFilterChecked(capacity int) (*Filter, error) {
 	if err := checkCapacity(capacity); err != nil {
 		return nil, err

@@ -2,8 +2,10 @@ package dedup
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"math/rand/v2"
+	"unsafe"
 )
 
 // lru is the unsynchronised core of Window: an exact least-recently-used
@@ -52,8 +54,10 @@ const (
 
 // maxCapacity is the largest capacity a Window accepts: a slot must hold a
 // node index plus one and a distance in 32 bits (leaving no tag bits at
-// this size).
-const maxCapacity = 1<<(32-distBits) - 1
+// this size), and the node slab's size in bytes must be an int, which on a
+// 32-bit platform caps it lower (math.MaxInt / 24 = 89,478,485), where make
+// would otherwise panic.
+const maxCapacity = min(1<<(32-distBits)-1, int(math.MaxInt/unsafe.Sizeof(node{})))
 
 func newLRU(capacity int) lru {
 	size := uint64(1) << bits.Len64(uint64(2*capacity-1)) // smallest power of two >= 2*capacity

@@ -36,8 +36,9 @@ type Window struct {
 // most 40 bytes per key, about 32.4 bytes per key at 1,000,000 keys.
 //
 // NewWindow panics with a *CapacityError if capacity is below 1 or above
-// 1<<28 - 1: use it for a capacity written in the program, and
-// NewWindowChecked for one that comes from configuration or other input.
+// 1<<28 - 1 (less on 32-bit platforms; see CapacityError): use it for a
+// capacity written in the program, and NewWindowChecked for one that comes
+// from configuration or other input.
 func NewWindow(capacity int) *Window {
 	w, err := NewWindowChecked(capacity)
 	if err != nil {
@@ -48,7 +49,8 @@ func NewWindow(capacity int) *Window {
 
 // NewWindowChecked is NewWindow for a capacity that may be out of range: it
 // returns a nil Window and a *CapacityError if capacity is below 1 or above
-// 1<<28 - 1, and never panics.
+// 1<<28 - 1 (less on 32-bit platforms; see CapacityError), and never
+// panics.
 func NewWindowChecked(capacity int) (*Window, error) {
 	if err := checkCapacity(capacity); err != nil {
 		return nil, err

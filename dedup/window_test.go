@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,34 @@ func TestNewWindowCheckedRejectsBadCapacity(t *testing.T) {
 		if err != nil || w.Cap() != capacity || w.Len() != 0 {
 			t.Errorf("NewWindowChecked(%d) = %v; want an empty window of that capacity", capacity, err)
 		}
+	}
+}
+
+// TestNewWindowCheckedRejectsWhatThisPlatformCannotAllocate: on a 32-bit
+// platform a capacity near 1<<28 would need a node slab larger than the
+// address space, which make refuses with a runtime panic; NewWindowChecked
+// and NewFilterChecked must answer a *CapacityError instead, as they
+// promise never to panic. Run it with GOARCH=386; on 64-bit platforms every
+// capacity up to 1<<28 - 1 can be allocated, and testing that would take
+// gigabytes.
+func TestNewWindowCheckedRejectsWhatThisPlatformCannotAllocate(t *testing.T) {
+	if strconv.IntSize == 64 {
+		t.Skip("every capacity up to 1<<28 - 1 is addressable on a 64-bit platform")
+	}
+	for _, capacity := range []int{1<<28 - 1, 178_956_971} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("NewWindowChecked(%d) panicked: %v", capacity, r)
+				}
+			}()
+			var ce *CapacityError
+			if _, err := NewWindowChecked(capacity); !errors.As(err, &ce) {
+				t.Errorf("NewWindowChecked(%d) error = %v, want a *CapacityError", capacity, err)
+			}
+			if _, err := NewFilterChecked(capacity); !errors.As(err, &ce) {
+				t.Errorf("NewFilterChecked(%d) error = %v, want a *CapacityError", capacity, err)
+			}
+		}()
 	}
 }
