@@ -75,8 +75,12 @@ func TestCancelByKeyThatChangesHandsBetweenItsLookUps(t *testing.T) {
 					Args: ctl.With(ctlState{}), Opts: &durable.InsertOpts{CorrelationKey: key},
 				}), nil
 			},
-			"after": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
-				return durable.Done(nil), nil
+			// Never done by itself: once Cancel by key has cancelled its
+			// child, the parent runs again, and would otherwise end
+			// before the Cancel of the parent reaches it.
+			"after": func(ctx context.Context, _ *durable.Step[struct{}]) (durable.Outcome, error) {
+				<-ctx.Done()
+				return durable.Outcome{}, ctx.Err()
 			},
 		},
 	})
