@@ -47,7 +47,10 @@
 // presence sent with its default value (which parses as unset) do not
 // count; presence does (an optional or message field set to its default
 // is not unset), and unknown fields count byte for byte, in the order they
-// arrived. That form is stable within a build, not across builds: a deploy
+// arrived. A message packed in a google.protobuf.Any, of a type found in
+// protoregistry.GlobalTypes, counts by its content the same way, as if it
+// were a field (up to 16 Anys deep); an Any of another type counts as its
+// bytes. That form is stable within a build, not across builds: a deploy
 // between a call and its retry that changes the request's schema (a field
 // becoming known or unknown to the server) or the protobuf runtime can make
 // the retry a mismatch (FailedPrecondition).

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/idemgo/idem"
 )
@@ -208,16 +209,108 @@ func metadataOf(m map[string][][]byte, allow map[string]bool) metadata.MD {
 
 // requestFingerprint identifies a call by its method and its request
 // message in deterministic wire form (known fields in a fixed order, map entries
-// sorted, unknown fields as received), so that equal messages give equal
+// sorted, unknown fields as received, the messages in Anys of known types
+// rewritten the same way: see canonicalAnys), so that equal messages give equal
 // fingerprints within a build (see the package docs). The kind "GRPC"
 // keeps them apart from HTTP requests' fingerprints.
 func requestFingerprint(fullMethod string, req proto.Message) (idem.Fingerprint, []byte, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(canonicalAnys(req))
 	if err != nil {
 		return idem.Fingerprint{}, nil, fmt.Errorf("idemgrpc: request does not marshal: %w", err)
 	}
 	fp, err := idem.FingerprintRequest(idem.RequestParts{Method: "GRPC", Target: fullMethod, Body: b})
 	return fp, b, err
+}
+
+// maxAnyDepth is how many google.protobuf.Any within one another
+// canonicalAnys rewrites; deeper ones count as their bytes. Each level
+// parses and marshals what it holds again: the bound keeps the work within
+// a multiple of the request's size.
+const maxAnyDepth = 16
+
+// anyName is the full name of google.protobuf.Any.
+const anyName protoreflect.FullName = "google.protobuf.Any"
+
+// canonicalAnys returns m as it counts in a fingerprint: m itself, or when
+// it holds a google.protobuf.Any (in any field, list or map, at any depth)
+// whose type_url names a message type of protoregistry.GlobalTypes, a copy
+// of m in which the value of each such Any is that message, as parsed,
+// marshalled again deterministically, its own Anys first rewritten the
+// same way. A packed message thus counts by its content, as the request's
+// own fields do (not by the order of its map entries or fields on the
+// wire), and not by how the client happened to marshal it. An Any of an
+// unknown type, or whose value does not parse, counts as its bytes.
+func canonicalAnys(m proto.Message) proto.Message {
+	if !holdsAny(m.ProtoReflect()) {
+		return m
+	}
+	c := proto.Clone(m)
+	rewriteAnys(c.ProtoReflect(), 0)
+	return c
+}
+
+// holdsAny reports whether m is or holds a google.protobuf.Any.
+func holdsAny(m protoreflect.Message) bool {
+	if m.Descriptor().FullName() == anyName {
+		return true
+	}
+	found := false
+	eachMessage(m, func(m protoreflect.Message) { found = found || holdsAny(m) })
+	return found
+}
+
+// eachMessage calls f with each message set in a field of m, list element
+// and map value included.
+func eachMessage(m protoreflect.Message, f func(protoreflect.Message)) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					f(mv.Message())
+					return true
+				})
+			}
+		case fd.Message() == nil:
+		case fd.IsList():
+			for i, l := 0, v.List(); i < l.Len(); i++ {
+				f(l.Get(i).Message())
+			}
+		default:
+			f(v.Message())
+		}
+		return true
+	})
+}
+
+// rewriteAnys rewrites the values of the Anys in m, which is mutable, at
+// depth depth of Anys within one another (see canonicalAnys).
+func rewriteAnys(m protoreflect.Message, depth int) {
+	if m.Descriptor().FullName() != anyName {
+		eachMessage(m, func(m protoreflect.Message) { rewriteAnys(m, depth) })
+		return
+	}
+	if depth >= maxAnyDepth {
+		return
+	}
+	url, value := m.Descriptor().Fields().ByNumber(1), m.Descriptor().Fields().ByNumber(2)
+	if url == nil || value == nil || url.Kind() != protoreflect.StringKind || value.Kind() != protoreflect.BytesKind {
+		return
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(m.Get(url).String())
+	if err != nil {
+		return
+	}
+	packed := mt.New()
+	if proto.Unmarshal(m.Get(value).Bytes(), packed.Interface()) != nil {
+		return
+	}
+	rewriteAnys(packed, depth+1)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(packed.Interface())
+	if err != nil {
+		return
+	}
+	m.Set(value, protoreflect.ValueOfBytes(b))
 }
 
 // requestPayload is what Begin records about a call, for operators and
