@@ -3,6 +3,8 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemgo/idem"
@@ -70,3 +72,65 @@ func TestNilContextFails(t *testing.T) {
 		t.Errorf("redelivery = %s, %v, %d runs; want Handled, one run", o, err, *runs)
 	}
 }
+
+// TestContextCancelledWhileHandling: when Handle's ctx ends while the
+// handler runs (the consumer is shutting down), the key is settled all
+// the same, on every ledger: a handler that finishes its work and succeeds
+// has its key marked done (Handled; the redelivery is a Duplicate), and one
+// that gives up with ctx's error has it released (Failed with
+// context.Canceled, not mistaken for a lost lease; the redelivery runs the
+// handler again).
+func TestContextCancelledWhileHandling(t *testing.T) {
+	for name, newLedger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			c, err := consumer.New(consumer.Config[msg]{
+				Ledger: newLedger(),
+				Key:    func(m msg) (string, error) { return m.ID, nil },
+				Handle: func(ctx context.Context, m msg) error {
+					runs.Add(1)
+					shutdown := ctx.Value(shutdownKey{})
+					if shutdown == nil {
+						return nil // a redelivery
+					}
+					shutdown.(context.CancelFunc)()
+					<-ctx.Done()
+					if m.Fail {
+						return ctx.Err()
+					}
+					return nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, giveUp := range []bool{false, true} {
+				id := fmt.Sprintf("m-giveup-%v", giveUp)
+				runs.Store(0)
+				ctx, cancel := context.WithCancel(context.Background())
+				ctx = context.WithValue(ctx, shutdownKey{}, cancel)
+				o, err := c.Handle(ctx, msg{ID: id, Fail: giveUp})
+				cancel()
+				if giveUp {
+					if o != consumer.Failed || !errors.Is(err, context.Canceled) || errors.Is(err, idem.ErrLeaseLost) {
+						t.Fatalf("handler gave up on cancellation: Handle = %s, %v; want Failed with context.Canceled alone", o, err)
+					}
+				} else if o != consumer.Handled || err != nil {
+					t.Fatalf("handler succeeded after cancellation: Handle = %s, %v; want Handled, nil", o, err)
+				}
+				o, err = c.Handle(context.Background(), msg{ID: id})
+				want, wantRuns := consumer.Duplicate, int32(1)
+				if giveUp {
+					want, wantRuns = consumer.Handled, 2
+				}
+				if o != want || err != nil || runs.Load() != wantRuns {
+					t.Errorf("redelivery (gave up: %v) = %s, %v, %d runs in all; want %s, %d runs", giveUp, o, err, runs.Load(), want, wantRuns)
+				}
+			}
+		})
+	}
+}
+
+// shutdownKey carries, in the context given to Handle, the cancel function
+// of that context, for the handler to call.
+type shutdownKey struct{}

@@ -2,7 +2,9 @@ package consumer_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,40 +13,59 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
 	"github.com/idemgo/idem/internal/pgtest"
+	"github.com/idemgo/idem/internal/redistest"
 	"github.com/idemgo/idem/store/memstore"
 	"github.com/idemgo/idem/store/pgstore"
+	"github.com/idemgo/idem/store/redisstore"
+	"github.com/idemgo/idem/store/sqlitestore"
 	"github.com/idemgo/idem/tracker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Wrap(pgtest.Wrap(m))) }
 
 type msg struct {
 	ID   string
 	Fail bool
 }
 
-// ledgers are the ledgers every behaviour is checked against.
+// ledgers are the ledgers every behaviour is checked against: a
+// TrackerLedger, and a StoreLedger on each store of stores.
 func ledgers(t *testing.T) map[string]func() consumer.Ledger {
-	return map[string]func() consumer.Ledger{
-		"store": func() consumer.Ledger {
-			s, err := memstore.New(memstore.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
-		},
+	m := map[string]func() consumer.Ledger{
 		"tracker": func() consumer.Ledger {
 			tr := tracker.New(tracker.Config{})
 			tr.Start()
 			t.Cleanup(tr.Stop)
 			return consumer.TrackerLedger(tr, "orders")
 		},
-		"postgres": func() consumer.Ledger {
+	}
+	for name, newStore := range stores(t) {
+		m[name] = func() consumer.Ledger {
+			return consumer.StoreLedger(newStore(), idem.MustNamespace("orders"), nil)
+		}
+	}
+	return m
+}
+
+// stores are the stores a StoreLedger is checked on: memory ("store"),
+// PostgreSQL, Redis and SQLite, each a fresh one per call.
+func stores(t *testing.T) map[string]func() idem.Store {
+	return map[string]func() idem.Store{
+		"store": func() idem.Store {
+			s, err := memstore.New(memstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"postgres": func() idem.Store {
 			ctx := context.Background()
 			pool, err := pgxpool.New(ctx, pgtest.URL(t))
 			if err != nil {
@@ -58,7 +79,37 @@ func ledgers(t *testing.T) map[string]func() consumer.Ledger {
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			return consumer.StoreLedger(s, idem.MustNamespace("orders"), nil)
+			return s
+		},
+		"redis": func() idem.Store {
+			opts, err := redis.ParseURL(redistest.URL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := redis.NewClient(opts)
+			t.Cleanup(func() { client.Close() })
+			s, err := redisstore.New(client, redisstore.Config{Prefix: redistest.Prefix(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"sqlite": func() idem.Store {
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "consumer.db")+
+				"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(1)
+			t.Cleanup(func() { db.Close() })
+			s, err := sqlitestore.New(db, sqlitestore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return s
 		},
 	}
 }
