@@ -33,6 +33,10 @@ type StoreLedgerOpts struct {
 // Give the consumers a namespace of their own: a message whose key has a
 // record written by another user of ns (idemhttp, idem.Do) fails, with an
 // error wrapping idem.ErrMismatch, and is never taken for a duplicate.
+// Consumers of one namespace share one key space: give each stream whose
+// keys are unique only within it (partition-offset ids, say) a namespace
+// of its own, or a message of one stream is taken for a duplicate of the
+// other's.
 //
 // The ledger is a RetryAfterLedger: a message whose key another consumer
 // holds is InProgress, and Handle's error is also an *idem.InFlightError
