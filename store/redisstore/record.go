@@ -32,34 +32,18 @@ import (
 const (
 	recordMagic = "IDM\x01"
 
-	offStatus    = 4
-	offTakenOver = 5
-	offFence     = 6
-	offCreated   = 14
-	offExpires   = 22
-	offLease     = 30
-	offLens      = 38
-	headerLen    = 46
+	offStatus  = 4
+	offFence   = 6
+	offCreated = 14
+	offExpires = 22
+	offLease   = 30
+	offLens    = 38
+	headerLen  = 46
 
 	statusInProgress = 'p'
 	statusCommitted  = 'c'
 	statusFailed     = 'f'
 )
-
-// storedRecord is a record as read from Redis: the header's values, and
-// the parts as substrings of the value.
-type storedRecord struct {
-	status    byte
-	takenOver bool
-	fence     int64
-	created   int64
-	expires   int64
-	lease     int64
-	fp        string
-	token     string
-	request   string
-	tail      string
-}
 
 // appendInProgress appends a new in-progress record, with fence 1 and not
 // a takeover, to dst. Begin's script sets the fence and the takeover flag
@@ -83,74 +67,6 @@ func appendInProgress(dst, fp []byte, token string, request []byte, created, exp
 // for its header, or with another magic.
 var errNotRecord = errors.New("not a record of this store")
 
-// parseRecord splits v into its parts. It fails, naming the part at fault,
-// for a value the store never writes; it does not check the parts' values
-// (see storedRecord.record).
-func parseRecord(v string) (storedRecord, string, error) {
-	if len(v) < headerLen || v[:len(recordMagic)] != recordMagic {
-		return storedRecord{}, "header", errNotRecord
-	}
-	u64 := func(off int) int64 { return int64(binary.BigEndian.Uint64([]byte(v[off : off+8]))) }
-	r := storedRecord{
-		status:    v[offStatus],
-		takenOver: v[offTakenOver] == 1,
-		fence:     u64(offFence),
-		created:   u64(offCreated),
-		expires:   u64(offExpires),
-		lease:     u64(offLease),
-	}
-	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
-	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
-	nreq := int64(binary.BigEndian.Uint32([]byte(v[offLens+4:])))
-	if int64(len(v)-headerLen) < int64(nfp)+int64(ntok)+nreq {
-		return storedRecord{}, "lengths", fmt.Errorf("parts of %d, %d and %d bytes in %d", nfp, ntok, nreq, len(v)-headerLen)
-	}
-	rest := v[headerLen:]
-	r.fp, rest = rest[:nfp], rest[nfp:]
-	r.token, rest = rest[:ntok], rest[ntok:]
-	r.request, r.tail = rest[:nreq], rest[nreq:]
-	switch r.status {
-	case statusInProgress, statusCommitted, statusFailed:
-	default:
-		return storedRecord{}, "status", fmt.Errorf("unknown status %q", r.status)
-	}
-	if r.status == statusInProgress && r.tail != "" {
-		return storedRecord{}, "tail", errors.New("a record in progress with a result")
-	}
-	return r, "", nil
-}
-
-// record returns r as an idem.Record, without its key. It fails, naming
-// the part at fault, for a fingerprint or a stored error that does not
-// decode.
-func (r *storedRecord) record() (*idem.Record, string, error) {
-	fp, err := idem.ParseFingerprint([]byte(r.fp))
-	if err != nil {
-		return nil, "fingerprint", err
-	}
-	rec := &idem.Record{
-		Fingerprint: fp,
-		Fence:       r.fence,
-		CreatedAt:   timeOf(r.created),
-		ExpiresAt:   timeOf(r.expires),
-	}
-	if r.request != "" {
-		rec.Request = []byte(r.request)
-	}
-	switch r.status {
-	case statusInProgress:
-		rec.Status, rec.LeaseExpiresAt = idem.StatusInProgress, timeOf(r.lease)
-	case statusCommitted:
-		rec.Status, rec.Result = idem.StatusCommitted, []byte(r.tail)
-	case statusFailed:
-		rec.Status = idem.StatusFailed
-		if rec.Error, err = decodeStoredError(r.tail); err != nil {
-			return nil, "error", err
-		}
-	}
-	return rec, "", nil
-}
-
 // decodeStoredError decodes the tail of a failed record.
 func decodeStoredError(enc string) (*idem.StoredError, error) {
 	var se idem.StoredError
@@ -160,17 +76,60 @@ func decodeStoredError(enc string) (*idem.StoredError, error) {
 	return &se, nil
 }
 
-// decodeRecord parses the value of rkey as Get reads it. It fails with
-// an idem.ErrUnavailable error naming the part at fault for a value the
-// store never writes.
-func decodeRecord(op, rkey, v string) (*idem.Record, error) {
-	r, part, err := parseRecord(v)
+// decodeRecord decodes v, the value of rkey as Get reads it, into an
+// idem.Record without its key. It fails with an idem.ErrUnavailable error
+// naming the part at fault for a value the store never writes.
+func decodeRecord(rkey, v string) (*idem.Record, error) {
+	rec, part, err := decodeParts(v)
 	if err != nil {
-		return nil, corruptError(op, rkey, part, err)
-	}
-	rec, part, err := r.record()
-	if err != nil {
-		return nil, corruptError(op, rkey, part, err)
+		return nil, corruptError("get", rkey, part, err)
 	}
 	return rec, nil
+}
+
+// decodeParts is decodeRecord, naming the part at fault rather than
+// making the error.
+func decodeParts(v string) (*idem.Record, string, error) {
+	if len(v) < headerLen || v[:len(recordMagic)] != recordMagic {
+		return nil, "header", errNotRecord
+	}
+	u64 := func(off int) int64 { return int64(binary.BigEndian.Uint64([]byte(v[off : off+8]))) }
+	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
+	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
+	nreq := int64(binary.BigEndian.Uint32([]byte(v[offLens+4:])))
+	if int64(len(v)-headerLen) < int64(nfp)+int64(ntok)+nreq {
+		return nil, "lengths", fmt.Errorf("parts of %d, %d and %d bytes in %d", nfp, ntok, nreq, len(v)-headerLen)
+	}
+	fpPart := v[headerLen : headerLen+nfp]
+	request := v[headerLen+nfp+ntok : headerLen+nfp+ntok+int(nreq)]
+	tail := v[headerLen+nfp+ntok+int(nreq):]
+	status := v[offStatus]
+	switch status {
+	case statusInProgress, statusCommitted, statusFailed:
+	default:
+		return nil, "status", fmt.Errorf("unknown status %q", status)
+	}
+	if status == statusInProgress && tail != "" {
+		return nil, "tail", errors.New("a record in progress with a result")
+	}
+	fp, err := idem.ParseFingerprint([]byte(fpPart))
+	if err != nil {
+		return nil, "fingerprint", err
+	}
+	rec := &idem.Record{Fingerprint: fp, Fence: u64(offFence), CreatedAt: timeOf(u64(offCreated)), ExpiresAt: timeOf(u64(offExpires))}
+	if request != "" {
+		rec.Request = []byte(request)
+	}
+	switch status {
+	case statusInProgress:
+		rec.Status, rec.LeaseExpiresAt = idem.StatusInProgress, timeOf(u64(offLease))
+	case statusCommitted:
+		rec.Status, rec.Result = idem.StatusCommitted, []byte(tail)
+	case statusFailed:
+		rec.Status = idem.StatusFailed
+		if rec.Error, err = decodeStoredError(tail); err != nil {
+			return nil, "error", err
+		}
+	}
+	return rec, "", nil
 }

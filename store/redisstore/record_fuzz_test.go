@@ -29,7 +29,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		rec, err := decodeRecord("get", "rk", v)
+		rec, err := decodeRecord("rk", v)
 		if err != nil {
 			if rec != nil || !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), `record "rk": part `) {
 				t.Fatalf("decodeRecord: %#v, %v; want an ErrUnavailable error naming a part, alone", rec, err)

@@ -178,7 +178,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if err != nil {
 		return idem.Record{}, callError(ctx, "get", err)
 	}
-	rec, err := decodeRecord("get", rkey, v)
+	rec, err := decodeRecord(rkey, v)
 	if err != nil {
 		return idem.Record{}, err
 	}
