@@ -28,7 +28,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	// The record is the store's own buffer, never the caller's: a command
 	// that outlives its caller (see await) may hold it.
 	rec := appendInProgress(make([]byte, 0, headerLen+len(fp)+len(b.token)+len(payload)), fp, b.token, payload, b.now, expires, leaseExp)
-	return b.run(ctx, rec, expires-b.now)
+	return b.run(ctx, fp, rec, expires-b.now)
 }
 
 // beginCall is one Begin.
@@ -43,8 +43,9 @@ type beginCall struct {
 	now      int64 // Unix ms
 }
 
-// run runs beginScript with the new record rec and its time to live.
-func (b *beginCall) run(ctx context.Context, rec []byte, ttl int64) (idem.Outcome, error) {
+// run runs beginScript with fp (b.fp's bytes), the new record rec and its
+// time to live.
+func (b *beginCall) run(ctx context.Context, fp, rec []byte, ttl int64) (idem.Outcome, error) {
 	var unheard func([]any, error) // made only where await may use it: Begin is hot
 	cctx, cancel := ctx, context.CancelFunc(nil)
 	if ctx.Done() != nil {
@@ -79,7 +80,7 @@ func (b *beginCall) run(ctx context.Context, rec []byte, ttl int64) (idem.Outcom
 			defer cancel()
 		}
 		return beginScript.Run(cctx, b.s.calls, []string{b.rkey},
-			b.now, b.fp.Bytes(), b.token, rec, b.leaseExp, ttl, mode,
+			b.now, fp, b.token, rec, b.leaseExp, ttl, mode,
 		).Slice()
 	}, unheard)
 	if err != nil {

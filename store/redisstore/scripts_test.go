@@ -54,7 +54,7 @@ func TestBeginRepeated(t *testing.T) {
 			rec := appendInProgress(nil, req.Fingerprint.Bytes(), b.token, req.Payload, now, now+3600_000, now+10_000)
 			run := func() idem.Outcome {
 				t.Helper()
-				o, err := b.run(ctx, rec, 3600_000)
+				o, err := b.run(ctx, req.Fingerprint.Bytes(), rec, 3600_000)
 				if err != nil {
 					t.Fatal(err)
 				}
