@@ -43,16 +43,23 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
 // WriteProblem writes p as application/problem+json with Cache-Control:
 // no-store, and Retry-After when p.RetryAfter is set.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	writeError(w, "application/problem+json", p, p)
+}
+
+// writeError writes body, as JSON of content type ct, as the answer to
+// problem p: its status, Cache-Control: no-store, and Retry-After when
+// p.RetryAfter is set.
+func writeError(w http.ResponseWriter, ct string, p *Problem, body any) {
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Type", ct)
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
 	if p.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retrySeconds(p.RetryAfter)))
 	}
-	body, _ := json.Marshal(p)
+	b, _ := json.Marshal(body)
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // retrySeconds rounds d up to whole seconds, at least 1 (without

@@ -1,9 +1,7 @@
 package idemhttp
 
 import (
-	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/idemgo/idem"
 )
@@ -41,19 +39,10 @@ func WriteStripeError(w http.ResponseWriter, r *http.Request, p *Problem) {
 		e.Message = "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than " +
 			"'" + r.Header.Get(idem.HeaderName) + "' if you meant to execute a different request."
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Stripe-Should-Retry", "false")
-	h.Del("Content-Length")
-	if p.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(retrySeconds(p.RetryAfter)))
-	}
-	body, _ := json.Marshal(struct {
+	w.Header().Set("Stripe-Should-Retry", "false")
+	writeError(w, "application/json", p, struct {
 		Error stripeError `json:"error"`
 	}{e})
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
 }
 
 // stripeError is the object under "error" in Stripe's error responses.
