@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -241,12 +242,49 @@ const anyName protoreflect.FullName = "google.protobuf.Any"
 // wire), and not by how the client happened to marshal it. An Any of an
 // unknown type, or whose value does not parse, counts as its bytes.
 func canonicalAnys(m proto.Message) proto.Message {
-	if !holdsAny(m.ProtoReflect()) {
+	if r := m.ProtoReflect(); !mayHoldAny(r.Descriptor()) || !holdsAny(r) {
 		return m
 	}
 	c := proto.Clone(m)
 	rewriteAnys(c.ProtoReflect(), 0)
 	return c
+}
+
+// mayHoldAny reports whether a message of type md can hold a
+// google.protobuf.Any: it is one, or has a field (list or map value
+// included) of a type that may, or extension ranges, whose fields its
+// descriptor does not list. The answer is kept per type, so that a
+// request whose type holds none, as most do, is not walked on each call.
+func mayHoldAny(md protoreflect.MessageDescriptor) bool {
+	if v, ok := anyHolders.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	may := typeMayHoldAny(md, map[protoreflect.FullName]bool{})
+	anyHolders.Store(md.FullName(), may)
+	return may
+}
+
+// anyHolders is mayHoldAny's answer for each message type it was asked.
+var anyHolders sync.Map // protoreflect.FullName → bool
+
+// typeMayHoldAny is mayHoldAny, walking the types that md's fields reach
+// but those in seen (a type met again adds nothing).
+func typeMayHoldAny(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if md.FullName() == anyName || md.ExtensionRanges().Len() > 0 {
+		return true
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsMap() {
+			fd = fd.MapValue()
+		}
+		if m := fd.Message(); m != nil && !seen[m.FullName()] && typeMayHoldAny(m, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdsAny reports whether m is or holds a google.protobuf.Any.
