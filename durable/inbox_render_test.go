@@ -18,13 +18,7 @@ import (
 // measured as printed, and refused at the door; the queue runs on.
 func TestInboxHugeAsRenderedDoesNotStallItsQueue(t *testing.T) {
 	t.Parallel()
-	ctl := ctlFSM(t)
-	b := setup(t, fast(ctl))
-	huge := b.insert(t, ctl.With(ctlState{}), nil)
-	other := b.insert(t, ctl.With(ctlState{}), nil)
-	b.start(t)
-	b.waitStatus(t, huge, durable.StatusAwaitingSignal)
-	b.waitStatus(t, other, durable.StatusAwaitingSignal)
+	b, ctl, huge, other := twoAwaitingSignals(t)
 
 	// 81 KB as sent; 1.2 GB as PostgreSQL prints it.
 	numbers := "[" + strings.Repeat("1e131071,", 8999) + "1e131071]"

@@ -16,13 +16,7 @@ import (
 // claim.
 func TestHugeInboxDoesNotStallItsQueue(t *testing.T) {
 	t.Parallel()
-	ctl := ctlFSM(t)
-	b := setup(t, fast(ctl))
-	huge := b.insert(t, ctl.With(ctlState{}), nil)
-	other := b.insert(t, ctl.With(ctlState{}), nil)
-	b.start(t)
-	b.waitStatus(t, huge, durable.StatusAwaitingSignal)
-	b.waitStatus(t, other, durable.StatusAwaitingSignal)
+	b, _, huge, other := twoAwaitingSignals(t)
 
 	// 1100 signals of 1 MiB each, built by the server: they compress to
 	// little on disk, but their JSON takes 1.1 GiB.
@@ -37,6 +31,21 @@ func TestHugeInboxDoesNotStallItsQueue(t *testing.T) {
 	waitFor(t, "the huge inbox's step to fail", func() bool { // Get would load the inbox
 		return b.count(t, `SELECT count(*) FROM durable_instance WHERE id = $1 AND error LIKE '%inbox%'`, huge) == 1
 	})
+}
+
+// twoAwaitingSignals starts an engine running two instances of ctlFSM
+// that await signals in one queue: huge, whose inbox a test makes too
+// large, and other, which must run on beside it.
+func twoAwaitingSignals(t *testing.T) (b *testBundle, ctl *durable.FSM[ctlState], huge, other int64) {
+	t.Helper()
+	ctl = ctlFSM(t)
+	b = setup(t, fast(ctl))
+	huge = b.insert(t, ctl.With(ctlState{}), nil)
+	other = b.insert(t, ctl.With(ctlState{}), nil)
+	b.start(t)
+	b.waitStatus(t, huge, durable.StatusAwaitingSignal)
+	b.waitStatus(t, other, durable.StatusAwaitingSignal)
+	return b, ctl, huge, other
 }
 
 // An inbox with more signals than a claim loads with its row is loaded
