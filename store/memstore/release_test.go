@@ -29,12 +29,6 @@ func TestReleasedPayloadsAreFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := idem.MustNamespace("release")
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	fp := idem.FingerprintBytes([]byte("retried"))
 	payload := func(i int) []byte {
 		return []byte(`"` + strings.Repeat(string(rune('a'+i%26)), size) + `"`)
@@ -50,7 +44,7 @@ func TestReleasedPayloadsAreFreed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := heap()
+		before := heapAlloc()
 		for i := range attempts {
 			o, err := s.Begin(ctx, k, idem.Request{Fingerprint: fp, Payload: payload(i)}, nil)
 			if err != nil || o.Kind != idem.Fresh {
@@ -60,7 +54,7 @@ func TestReleasedPayloadsAreFreed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if grew := int64(heap()) - int64(before); grew > 4*size {
+		if grew := int64(heapAlloc()) - int64(before); grew > 4*size {
 			t.Errorf("%s: after %d Begins of %d-byte payloads the heap grew by %d MiB, want what is gone freed",
 				c.name, attempts, size, grew>>20)
 		}
@@ -76,12 +70,6 @@ func TestReleasedPayloadsAreFreed(t *testing.T) {
 func TestReleasedKeysDoNotPileUp(t *testing.T) {
 	ctx := context.Background()
 	const attempts = 200_000
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	ns := idem.MustNamespace("retries")
 	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("retried"))}
 	for _, c := range []struct {
@@ -100,7 +88,7 @@ func TestReleasedKeysDoNotPileUp(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := heap()
+		before := heapAlloc()
 		for i := range attempts {
 			k := keys[i%len(keys)]
 			o, err := s.Begin(ctx, k, req, nil)
@@ -112,7 +100,7 @@ func TestReleasedKeysDoNotPileUp(t *testing.T) {
 			}
 			now = now.Add(c.tick)
 		}
-		if grew := int64(heap()) - int64(before); grew > 1<<20 {
+		if grew := int64(heapAlloc()) - int64(before); grew > 1<<20 {
 			t.Errorf("%s: after %d Begins released at once the heap grew by %d KiB, want next to nothing", c.name, attempts, grew>>10)
 		}
 		runtime.KeepAlive(s)
@@ -127,12 +115,6 @@ func TestReleasedKeysDoNotPileUp(t *testing.T) {
 func TestPurgedBurstIsGivenBack(t *testing.T) {
 	ctx := context.Background()
 	const burst = 200_000
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	ns := idem.MustNamespace("burst")
 	req := idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}
 	for _, release := range []bool{false, true} {
@@ -152,7 +134,7 @@ func TestPurgedBurstIsGivenBack(t *testing.T) {
 			}
 			return k, o.Lease
 		}
-		before := heap()
+		before := heapAlloc()
 		keys, leases := make([]idem.Key, burst), make([]idem.Lease, burst)
 		for i := range burst { // all in flight at once
 			keys[i], leases[i] = begin("burst-", i, nil)
@@ -177,10 +159,18 @@ func TestPurgedBurstIsGivenBack(t *testing.T) {
 		if n, err := s.PurgeExpired(ctx, ns, now); err != nil || n != want {
 			t.Fatalf("release %v: PurgeExpired = %d, %v; want %d", release, n, err, want)
 		}
-		if grew := int64(heap()) - int64(before); grew > 1<<20 {
+		if grew := int64(heapAlloc()) - int64(before); grew > 1<<20 {
 			t.Errorf("release %v: after %d records went and 20 were kept the heap is %d KiB larger than before them, want the burst given back",
 				release, burst, grew>>10)
 		}
 		runtime.KeepAlive(s)
 	}
+}
+
+// heapAlloc is the heap in use after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
