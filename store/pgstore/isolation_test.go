@@ -75,7 +75,7 @@ func TestLeaseModeUnderStricterDefaultIsolation(t *testing.T) {
 				o, err := s.Begin(ctx, k, req, nil)
 				done <- answer{o, err}
 			}()
-			waitForLockWait(t, other)
+			pgstore.WaitActive(t, other, `datname = current_database() AND wait_event_type = 'Lock'`, "the store's statement did not wait for the other writer's row")
 			if err := writer.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestLeaseModeUnderStricterDefaultIsolation(t *testing.T) {
 			}
 			errs := make(chan error, 1)
 			go func() { errs <- s.Commit(ctx, k2, second.Lease, []byte(`1`)) }()
-			waitForLockWait(t, other)
+			pgstore.WaitActive(t, other, `datname = current_database() AND wait_event_type = 'Lock'`, "the store's statement did not wait for the other writer's row")
 			if err := writer.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -111,23 +111,5 @@ func TestLeaseModeUnderStricterDefaultIsolation(t *testing.T) {
 				t.Fatalf("stale Commit racing a writer: %v, want ErrStaleToken", err)
 			}
 		})
-	}
-}
-
-// waitForLockWait waits until a backend of the test's database waits for
-// a lock.
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	ctx := ctxT(t)
-	for {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
