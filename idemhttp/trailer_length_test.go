@@ -20,14 +20,7 @@ func TestReplayOfAnUnchunkedResponseHasNoTrailers(t *testing.T) {
 		"Content-Length":              {"Content-Length", "5"},
 		"Transfer-Encoding: identity": {"Transfer-Encoding", "identity"},
 	} {
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Trailer", "X-Checksum")
-			w.Header().Set(framing[0], framing[1])
-			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, "hello")
-			w.Header().Set("X-Checksum", "abc")
-			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
-		})
+		h := helloWithTrailers(func(h http.Header) { h.Set(framing[0], framing[1]) })
 		s, _ := memstore.New(memstore.Config{})
 		srv := httptest.NewServer(idemhttp.Middleware(idemhttp.Config{Store: s})(h))
 		for i, want := range []string{"", "true"} {
@@ -44,4 +37,20 @@ func TestReplayOfAnUnchunkedResponseHasNoTrailers(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// helloWithTrailers answers 201 "hello" with two trailers, X-Checksum
+// declared in the Trailer header and X-Late set under http.TrailerPrefix,
+// after frame sets the header's framing, if it is not nil.
+func helloWithTrailers(frame func(http.Header)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		if frame != nil {
+			frame(w.Header())
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "hello")
+		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
 }
