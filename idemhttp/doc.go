@@ -51,6 +51,19 @@
 // one the handler declared), or, for a response with trailers, chunked
 // with the recorded trailers after the body.
 //
+// A recorded body in a content coding the handler chose for the first
+// request (an upstream of NewProxy that gzipped its answer for a client
+// sending Accept-Encoding: gzip, say) is replayed as recorded to a retry
+// that accepts that coding. A retry that does not (no Accept-Encoding, as
+// compressing servers read it; identity only; the coding refused with
+// q=0) gets a body recorded in gzip (x-gzip) or deflate decoded as it is
+// sent, without Content-Encoding and of undeclared length (chunked), its
+// other headers as recorded (for HEAD, without the Content-Length of the
+// coded body); a body that breaks while decoded is cut off
+// (http.ErrAbortHandler), one whose coding's header does not read is
+// replayed as recorded. Other codings, and several stacked, are replayed
+// as recorded whatever the retry accepts.
+//
 // A handler that takes the connection over (Hijack; a protocol upgrade
 // through NewProxy) holds its key, its lease extended, until it returns,
 // however long the connection lasts: a retry meanwhile gets 409. Since

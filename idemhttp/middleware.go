@@ -482,19 +482,40 @@ func (x *exchange) replay(b []byte) {
 	*x.buf = rec.body[:0]
 	h := x.cw.w.Header()
 	trailers := false
+	var coding []string // the recorded Content-Encoding
+	head := x.req().Method == http.MethodHead
 	for _, f := range rec.header {
 		switch {
 		case x.m.cfg.replaySet[f.name]:
 			h[f.name] = f.values
+			if f.name == "Content-Encoding" {
+				coding = f.values
+			}
 		case replayedTrailer(f.name): // net/http sends it after the body
 			h[f.name] = f.values
 			trailers = true
-		case f.name == "Content-Length" && x.req().Method == http.MethodHead: // of the body a HEAD does not send
+		case f.name == "Content-Length" && head: // of the body a HEAD does not send
 			h[f.name] = f.values
 		}
 	}
 	h[ReplayedHeader] = replayed
-	if bodyAllowed(rec.status) && x.req().Method != http.MethodHead && !trailers {
+	// A body in a coding the retry does not accept, which the replay
+	// decodes as it sends it: of a length it does not know beforehand.
+	var body io.Reader
+	if name := unacceptedCoding(coding, x.req().Header["Accept-Encoding"]); name != "" && bodyAllowed(rec.status) {
+		if head {
+			delete(h, "Content-Encoding") // as the GET's replay sends it
+			delete(h, "Content-Length")
+		} else if body = decoded(name, rec.body); body != nil {
+			delete(h, "Content-Encoding")
+			if _, typed := h["Content-Type"]; !typed && x.m.cfg.replaySet["Content-Type"] {
+				// Sent first with its coding, which net/http does not
+				// sniff: the decoded body is not sniffed either.
+				h["Content-Type"] = nil
+			}
+		}
+	}
+	if bodyAllowed(rec.status) && !head && !trailers && body == nil {
 		// The length the first answer had or could have had: without it
 		// net/http chunks a body beyond its buffer.
 		x.values[3] = strconv.Itoa(len(rec.body))
@@ -502,7 +523,36 @@ func (x *exchange) replay(b []byte) {
 	}
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
 	x.cw.w.WriteHeader(rec.status)
+	if body != nil {
+		x.sendDecoded(body)
+		return
+	}
 	_, _ = x.cw.w.Write(rec.body)
+}
+
+// sendDecoded writes body, a recorded body being decoded, to the client.
+// A body that does not decode to its end (corrupt, cut short, a checksum
+// that does not match) cuts the response off with http.ErrAbortHandler,
+// as ReverseProxy does on an upstream body that breaks: the client
+// sees an error, not a body that looks whole.
+func (x *exchange) sendDecoded(body io.Reader) {
+	buf := copyBufferPool.Get().(*[]byte)
+	defer copyBufferPool.Put(buf)
+	for {
+		n, err := body.Read(*buf)
+		if n > 0 {
+			if _, werr := x.cw.w.Write((*buf)[:n]); werr != nil {
+				return // the client went away
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return
+		case err != nil:
+			x.ev.Err = fmt.Errorf("idemhttp: recorded body does not decode from its Content-Encoding: %w", err)
+			panic(http.ErrAbortHandler)
+		}
+	}
 }
 
 // fail answers with a problem.
