@@ -38,6 +38,10 @@ type capture struct {
 	status int
 	header []headerField
 	hdr    [4]headerField // storage of header
+	// values is the storage of the recorded header values, copied as
+	// the header is sent (see take): more go to the heap. A replay,
+	// which records nothing, keeps the values it sends in it instead.
+	values [4]string
 	// outer are the recordable headers that were set before the handler
 	// ran, by middlewares outside this one (see outside).
 	outer       []outerField
@@ -122,7 +126,8 @@ func (c *capture) WriteHeader(code int) {
 // recording: the recordable fields the handler set (see own), the
 // trailers it declared, its framing (see unchunked), why it has no
 // Content-Type (see untyped), and the Content-Length it declared (see
-// declare).
+// declare). The values are copied (see copyValues): net/http sends them as they
+// are now, whatever the handler changes in place afterwards.
 func (c *capture) take(status int) {
 	c.status = status
 	if !c.recording {
@@ -138,6 +143,21 @@ func (c *capture) take(status int) {
 	c.unchunked = n >= 0 || te == "identity"
 	c.untyped = untyped(h, te)
 	c.declare(n)
+	c.copyValues()
+}
+
+// copyValues copies the values of the header fields recorded so far into c's
+// own storage, each field's a slice of it with no spare capacity, so that
+// the record holds the values sent even when the handler changes them in
+// place in its header afterwards (h["X"][0] = v).
+func (c *capture) copyValues() {
+	values := c.values[:0:len(c.values)]
+	for i := range c.header {
+		f := &c.header[i]
+		start := len(values)
+		values = append(values, f.values...)
+		f.values = values[start:len(values):len(values)]
+	}
 }
 
 // Why a response has no Content-Type net/http could sniff (see untyped).

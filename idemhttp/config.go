@@ -140,9 +140,9 @@ type Config struct {
 	// Defaults to DefaultReplayHeaders. Set-Cookie, authentication,
 	// hop-by-hop and framing headers (Content-Length, Trailer) are never
 	// recorded: New refuses a list naming one. They are recorded as they
-	// are when the status is written, as net/http sends them; a handler
-	// that changes a value in place afterwards (w.Header()["X"][0] = v,
-	// rather than Set) changes the record and not the response sent.
+	// are when the status is written, as net/http sends them: a change
+	// the handler makes afterwards, even in place (w.Header()["X"][0] = v),
+	// changes neither the response sent nor the record.
 	ReplayHeaders []string
 	// MaxBody is the largest request body accepted on protected requests
 	// with a key, in bytes; larger bodies get 413. Defaults to DefaultMaxBody

@@ -72,11 +72,6 @@ type exchange struct {
 	cw   capture
 	body bodyReader
 	buf  *[]byte // a pooled buffer for encoding, nil until needed
-	// values is the storage of replayed header values: the value of
-	// ReplayedHeader, two recorded values (more go to the heap), and the
-	// replay's Content-Length. They go into the response's header, so x is
-	// never reused.
-	values [4]string
 }
 
 // req is x's request.
@@ -471,9 +466,14 @@ func (x *exchange) record() ([]byte, bool) {
 
 // replay writes a recorded response.
 func (x *exchange) replay(b []byte) {
-	x.values[0] = "true"
-	replayed := x.values[0:1:1]
-	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], x.values[1:1:3])
+	// The storage of the replayed header values (see capture.values):
+	// the value of ReplayedHeader, two recorded values (more go to the
+	// heap), and the replay's Content-Length. They go into the response's
+	// header, so x is never reused.
+	values := &x.cw.values
+	values[0] = "true"
+	replayed := values[0:1:1]
+	rec, err := readResponse(b, x.buffer(), x.cw.hdr[:0], values[1:1:3])
 	if err != nil {
 		x.ev.Err = err
 		x.fail(OutcomeReplayed, &Problem{Type: ProblemInternal, Title: "Recorded response unreadable", Status: http.StatusInternalServerError})
@@ -518,8 +518,8 @@ func (x *exchange) replay(b []byte) {
 	if bodyAllowed(rec.status) && !head && !trailers && body == nil {
 		// The length the first answer had or could have had: without it
 		// net/http chunks a body beyond its buffer.
-		x.values[3] = strconv.Itoa(len(rec.body))
-		h["Content-Length"] = x.values[3:4:4]
+		values[3] = strconv.Itoa(len(rec.body))
+		h["Content-Length"] = values[3:4:4]
 	}
 	x.ev.Outcome, x.ev.Status = OutcomeReplayed, rec.status
 	x.cw.w.WriteHeader(rec.status)
