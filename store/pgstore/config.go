@@ -14,7 +14,7 @@ type Config struct {
 	// schema-qualified ("idem.records"). Each part is 1–48 bytes of lowercase
 	// ASCII letters, digits and '_', not starting with a digit; anything else
 	// is rejected by New, never quoted into SQL as is. Migrate creates the
-	// table, an index named Table+"_expiry_idx" and, for a qualified name,
+	// table, an index named Table+"_purge_idx" and, for a qualified name,
 	// the schema. Every process sharing the table must spell it the same
 	// way (not "records" in one and "public.records" in another): the
 	// transactional-mode key locks are derived from it. Defaults to

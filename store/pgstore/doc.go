@@ -28,8 +28,8 @@
 //	    PRIMARY KEY (namespace, scope, key_value),
 //	    ...                                        -- CHECKs tying status to the columns
 //	);
-//	CREATE INDEX IF NOT EXISTS "idempotency_record_expiry_idx"
-//	    ON "idempotency_record" (expires_at, namespace);
+//	CREATE INDEX IF NOT EXISTS "idempotency_record_purge_idx"
+//	    ON "idempotency_record" (namespace COLLATE "C", expires_at);
 //
 // The columns are those of the design's table plus the key's scope (in the
 // primary key, so that scopes never see each other's records) and the
@@ -190,10 +190,16 @@
 //   - Timestamps are computed in Go from Config.Now and truncated to the
 //     microsecond; the SQL never calls now(). Every process must therefore
 //     have a reasonably synchronised clock, as with any lease.
-//   - The expiry index is on (expires_at, namespace): PurgeExpired filters
-//     by both, and with expires_at first the planner never prefers it to
-//     the primary key for a point lookup by namespace (a generic plan on a
-//     new, empty table otherwise did, and walked the whole namespace).
+//   - The purge index is on (namespace COLLATE "C", expires_at):
+//     PurgeExpired reads only its namespace's expired entries, oldest
+//     first (with expires_at first, each batch walked the expired records
+//     of every namespace). The point lookups compare namespace in the
+//     column's collation, so they cannot use it, and the planner never
+//     prefers it to the primary key (a generic plan on a new, empty table
+//     would otherwise, and walk the whole namespace). Migrate replaces the
+//     expiry indexes of earlier versions with it, building it in its
+//     transaction; for a large table, build it first with CREATE INDEX
+//     CONCURRENTLY under the same name (see MigrationSQL).
 //   - PurgeExpired deletes in batches (Config.PurgeBatch) chosen with FOR
 //     UPDATE SKIP LOCKED, so it never waits for, or holds up, writers.
 //   - Table names are limited to lowercase identifiers, optionally

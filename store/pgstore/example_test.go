@@ -143,16 +143,24 @@ func ExampleMigrationSQL() {
 	//     CHECK ((status = 'failed_permanent') = (error_payload IS NOT NULL))
 	// );
 	//
-	// -- PurgeExpired deletes by expires_at, oldest first, within a namespace.
-	// -- expires_at leads, so that no index but the primary key starts with
-	// -- namespace: a generic plan of a point lookup, made while the table is
-	// -- new and has no statistics, would otherwise be as likely to walk every
-	// -- row of the namespace through this index as to use the primary key.
-	// CREATE INDEX IF NOT EXISTS "records_expiry_idx" ON "idem"."records" (expires_at, namespace);
+	// -- PurgeExpired deletes by expires_at, oldest first, within a namespace, so
+	// -- namespace leads: with expires_at first, each of its batches walked the
+	// -- expired records of every other namespace not purged yet. The column is
+	// -- indexed in the "C" collation, which only PurgeExpired names: the point
+	// -- lookups compare namespace in the column's collation and cannot use this
+	// -- index, so that a generic plan made while the table is new and has no
+	// -- statistics never prefers it to the primary key (and walks the whole
+	// -- namespace). Equality is the same in both: the column's collation, the
+	// -- database's, is deterministic. On a large table, which CREATE INDEX blocks writes to
+	// -- while it builds, the index can be built first with CREATE INDEX
+	// -- CONCURRENTLY under this name and definition: this statement then finds it.
+	// CREATE INDEX IF NOT EXISTS "records_purge_idx" ON "idem"."records" (namespace COLLATE "C", expires_at);
 	//
-	// -- Version 1 indexed expiry as (namespace, expires_at) under another name;
-	// -- 001 now creates the (expires_at, namespace) index that replaces it.
+	// -- Earlier versions indexed expiry under other names: version 1 as
+	// -- (namespace, expires_at), version 2 as (expires_at, namespace). 001 now
+	// -- creates the index that replaces them both.
 	// DROP INDEX IF EXISTS "idem"."records_expires_idx";
+	// DROP INDEX IF EXISTS "idem"."records_expiry_idx";
 }
 
 // A store for a server with many concurrent requests: the calls that wait

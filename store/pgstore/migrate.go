@@ -36,7 +36,9 @@ func migrations(t table) []string {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent(), "{{old_index}}", t.oldIndexIdent())
+	version1, version2 := t.oldIndexIdents()
+	r := strings.NewReplacer("{{table}}", t.ident(), "{{index}}", t.indexIdent(),
+		"{{version1_index}}", version1, "{{version2_index}}", version2)
 	var out []string
 	if s := t.schemaIdent(); s != "" {
 		// Not CREATE SCHEMA IF NOT EXISTS: that needs the CREATE privilege
@@ -94,8 +96,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return ctxError("Migrate", err, nil)
 	}
 	var current bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NULL`,
-		s.table.ident(), s.table.qualifiedIndexIdent(), s.table.oldIndexIdent()).Scan(&current); err != nil {
+	version1, version2 := s.table.oldIndexIdents()
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
+		AND to_regclass($3) IS NULL AND to_regclass($4) IS NULL`,
+		s.table.ident(), s.table.qualifiedIndexIdent(), version1, version2).Scan(&current); err != nil {
 		return classify(ctx, "Migrate", err)
 	}
 	if current {

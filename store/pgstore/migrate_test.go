@@ -94,9 +94,9 @@ func TestSchema(t *testing.T) {
 	}
 	var index string
 	err = tb.pool.QueryRow(ctxT(t), `SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1`,
-		pgstore.DefaultTable+"_expiry_idx").Scan(&index)
-	if err != nil || !strings.Contains(index, "(expires_at, namespace)") {
-		t.Errorf("expiry index = %q, %v", index, err)
+		pgstore.DefaultTable+"_purge_idx").Scan(&index)
+	if err != nil || !strings.Contains(index, `(namespace COLLATE "C", expires_at)`) {
+		t.Errorf("purge index = %q, %v", index, err)
 	}
 }
 
@@ -107,7 +107,8 @@ func TestMigrationSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`CREATE TABLE IF NOT EXISTS "other_records"`, `"other_records_expiry_idx"`, `DROP INDEX IF EXISTS "other_records_expires_idx"`} {
+	for _, want := range []string{`CREATE TABLE IF NOT EXISTS "other_records"`, `"other_records_purge_idx"`,
+		`DROP INDEX IF EXISTS "other_records_expires_idx"`, `DROP INDEX IF EXISTS "other_records_expiry_idx"`} {
 		if !strings.Contains(sql, want) {
 			t.Errorf("MigrationSQL lacks %s:\n%s", want, sql)
 		}

@@ -94,7 +94,7 @@ func FuzzParseTable(f *testing.F) {
 		if qualified {
 			want = `"` + schema + `".` + want
 		}
-		if tb.ident() != want || tb.indexIdent() != `"`+name+`_expiry_idx"` {
+		if tb.ident() != want || tb.indexIdent() != `"`+name+`_purge_idx"` {
 			t.Fatalf("parseTable(%q): ident %s, index %s", s, tb.ident(), tb.indexIdent())
 		}
 	})

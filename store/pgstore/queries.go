@@ -152,11 +152,12 @@ WHERE namespace = $1::text AND scope = $2::text AND key_value = $3::text
 // purgeSQL deletes one batch of a namespace's expired records: $1
 // namespace, $2 asOf, $3 batch size. Rows another transaction has locked
 // (being written right now) are skipped rather than waited for; the lock
-// re-checks the condition on the newest row version.
+// re-checks the condition on the newest row version. namespace is compared
+// in the "C" collation, that of the purge index (see 001_create_table.sql).
 const purgeSQL = `DELETE FROM {{table}} AS r
 USING (
   SELECT namespace, scope, key_value FROM {{table}}
-  WHERE namespace = $1::text AND expires_at <= $2::timestamptz
+  WHERE namespace COLLATE "C" = $1::text AND expires_at <= $2::timestamptz
   ORDER BY expires_at
   LIMIT $3::int
   FOR UPDATE SKIP LOCKED

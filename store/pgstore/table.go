@@ -72,29 +72,34 @@ func (t table) ident() string {
 	return pgx.Identifier{t.schema, t.name}.Sanitize()
 }
 
-// indexIdent returns the quoted name of the expiry index. An index always
+// indexIdent returns the quoted name of the purge index. An index always
 // lives in its table's schema, so the name is never qualified.
 func (t table) indexIdent() string {
-	return pgx.Identifier{t.name + "_expiry_idx"}.Sanitize()
+	return pgx.Identifier{t.name + "_purge_idx"}.Sanitize()
 }
 
 // qualifiedIndexIdent is indexIdent qualified with the table's schema when
 // it has one, for to_regclass.
 func (t table) qualifiedIndexIdent() string {
-	if t.schema == "" {
-		return t.indexIdent()
-	}
-	return pgx.Identifier{t.schema, t.name + "_expiry_idx"}.Sanitize()
+	return t.qualified(t.name + "_purge_idx")
 }
 
-// oldIndexIdent returns the quoted name of the expiry index of schema
-// version 1, (namespace, expires_at), qualified with the table's schema
-// when it has one, for DROP INDEX.
-func (t table) oldIndexIdent() string {
+// oldIndexIdents returns the quoted names of the expiry indexes of earlier
+// schema versions, qualified with the table's schema when it has one, for
+// DROP INDEX and to_regclass: version 1's (namespace, expires_at), which
+// generic plans of point lookups could prefer to the primary key, and
+// version 2's (expires_at, namespace), which PurgeExpired walked through
+// the expired records of every namespace.
+func (t table) oldIndexIdents() (version1, version2 string) {
+	return t.qualified(t.name + "_expires_idx"), t.qualified(t.name + "_expiry_idx")
+}
+
+// qualified returns the quoted name of an object in the table's schema.
+func (t table) qualified(name string) string {
 	if t.schema == "" {
-		return pgx.Identifier{t.name + "_expires_idx"}.Sanitize()
+		return pgx.Identifier{name}.Sanitize()
 	}
-	return pgx.Identifier{t.schema, t.name + "_expires_idx"}.Sanitize()
+	return pgx.Identifier{t.schema, name}.Sanitize()
 }
 
 // schemaIdent returns the quoted schema name, empty when not qualified.
