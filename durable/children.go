@@ -117,7 +117,13 @@ SELECT queue, pg_notify('` + wakeupChannel + `', current_schema() || ':' || queu
 // this process to poke its picker at once (with Config.PollOnly, the hint
 // reaches no engine).
 func releasedParentQueues(br pgx.BatchResults) ([]string, error) {
-	rows, err := br.Query()
+	return hintedQueues(br.Query())
+}
+
+// hintedQueues reads, and closes, the result of a statement that returns
+// rows of a queue and the wake-up hint sent for it (releaseParentSQL,
+// keyWaitersSQL), as Query returns it: the queues.
+func hintedQueues(rows pgx.Rows, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +250,12 @@ func commitChildren(ctx context.Context, db dbtx, f []any, c *claimed, r ranStep
 			return err
 		}
 		res.committed = true
-		return nil
+		if c.concurrencyKey == "" {
+			return nil
+		}
+		waiters, err := hintedQueues(tx.Query(ctx, keyWaitersSQL, c.concurrencyKey, c.id))
+		res.wake = append(res.wake, waiters...)
+		return err
 	})
 	if err != nil {
 		return commitResult{}, err

@@ -21,6 +21,10 @@ type claimed struct {
 	state          []byte
 	queue          string
 	correlationKey string
+	// concurrencyKey is the row's concurrency key, "" for none: the
+	// commit of its outcome frees the key's slot, and wakes the queues in
+	// which rows of the key wait for it (keyWaitersSQL).
+	concurrencyKey string
 	rateKey        string // the rate-limit bucket whose tokens the claim took; "" for none
 	attempt        int
 	claims         int64 // the row's claim count when leased: with owner and attempt, the fence
@@ -217,7 +221,7 @@ WITH RECURSIVE conf AS (
 SELECT ` + claimColumnsSQL + `
 FROM (` + claimLeasedRowsSQL + `
     UNION ALL
-    SELECT 1, 0, h.fsm, 0, h.step, NULL, '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
+    SELECT 1, 0, h.fsm, 0, h.step, NULL, '', '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
            h.key, h.known, h.due, coalesce(h.head_cost, 0),
            coalesce((SELECT s.tokens FROM spent s WHERE s.key = h.key), h.tokens, 0), 0, NULL
     FROM heads h
@@ -273,7 +277,7 @@ const (
         claims = i.claims + 1, updated_at = now(), concurrency_slot = slotted.slot
     FROM slotted
     WHERE i.id = slotted.id AND slotted.slot IS NOT NULL`
-	claimReturningSQL = `RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.attempt, i.claims,
+	claimReturningSQL = `RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.concurrency_key, i.attempt, i.claims,
               i.awaiting, i.priority, i.eligible_at, i.rate_limit`
 
 	// claimColumnsSQL and claimLeasedRowsSQL are the result: the leased
@@ -292,10 +296,11 @@ const (
                        'ID', s.id, 'Name', s.name, 'Payload', s.payload,
                        'DedupKey', coalesce(s.dedup_key, ''), 'InsertedAt', s.inserted_at) ORDER BY s.id), '[]')`
 
-	claimColumnsSQL = `kind, id, fsm, fsm_version, step, state, correlation_key, attempt, claims, awaiting, npicked, inbox,
+	claimColumnsSQL = `kind, id, fsm, fsm_version, step, state, correlation_key, concurrency_key, attempt, claims, awaiting, npicked, inbox,
        rate_limit, known, due, head_cost, tokens`
 	claimLeasedRowsSQL = `
     SELECT 0 AS kind, l.id, l.fsm, l.fsm_version, l.step, l.state, coalesce(l.correlation_key, '') AS correlation_key,
+           coalesce(l.concurrency_key, '') AS concurrency_key,
            l.attempt, l.claims, l.awaiting, (SELECT count(*) FROM picked) AS npicked,
            coalesce((SELECT to_json(max(s.id)) FROM durable_signal s WHERE s.instance_id = l.id
                      HAVING count(*) > ` + claimInboxSignals + ` OR sum(pg_column_size(s.payload)) > ` + claimInboxBytes + `),
@@ -397,7 +402,7 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 			w                rateWaiting
 			due              int64
 		)
-		if err := rows.Scan(&kind, &c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &attempt,
+		if err := rows.Scan(&kind, &c.id, &c.fsm, &version, &c.step, &c.state, &c.correlationKey, &c.concurrencyKey, &attempt,
 			&c.claims, &c.awaiting, &npicked, &inbox, &w.key, &w.known, &due, &w.headCost, &w.tokens); err != nil {
 			return res, err
 		}

@@ -107,9 +107,10 @@ type commitResult struct {
 	ended []int64
 	// wake holds the queues of the other rows the commit made runnable:
 	// the children a Children outcome inserted, the parent an end
-	// released. The engine pokes its pickers of them once the commit has
-	// returned: the wake-up hints the commit sent reach no engine with
-	// Config.PollOnly.
+	// released, the rows of the concurrency key whose slot it freed
+	// (keyWaitersSQL). The engine pokes its pickers of them once the
+	// commit has returned: the wake-up hints the commit sent reach no
+	// engine with Config.PollOnly.
 	wake []string
 }
 
@@ -127,31 +128,26 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 	var res commitResult
 	switch o.kind {
 	case KindNext:
-		if len(consumed) == 0 {
-			tag, err := db.Exec(ctx, nextPlainSQL, append(f, o.step, r.state)...)
-			if err != nil {
-				return res, err
-			}
-			n := tag.RowsAffected()
-			return commitResult{committed: n == 1, runnable: n == 1}, nil
+		sql, args, counted := nextPlainSQL, append(f, o.step, r.state), false
+		if len(consumed) > 0 {
+			sql, args, counted = nextSQL, append(args, consumed), true
 		}
-		var n int64
-		if err := db.QueryRow(ctx, nextSQL, append(f, o.step, r.state, consumed)...).Scan(&n); err != nil {
+		n, waiters, err := execFreeingSlot(ctx, db, c, sql, counted, args...)
+		if err != nil {
 			return res, err
 		}
-		return commitResult{committed: n == 1, runnable: n == 1}, nil
+		return commitResult{committed: n == 1, runnable: n == 1, wake: waiters}, nil
 
 	case KindRetry:
 		var errText *string
 		if r.errText != "" {
 			errText = &r.errText
 		}
-		tag, err := db.Exec(ctx, retrySQL, append(f, r.state, o.delay.Microseconds(), errText)...)
+		n, waiters, err := execFreeingSlot(ctx, db, c, retrySQL, false, append(f, r.state, o.delay.Microseconds(), errText)...)
 		if err != nil {
 			return res, err
 		}
-		n := tag.RowsAffected()
-		return commitResult{committed: n == 1, runnable: n == 1 && o.delay == 0}, nil
+		return commitResult{committed: n == 1, runnable: n == 1 && o.delay == 0, wake: waiters}, nil
 
 	case KindAwait:
 		var deadline *int64
@@ -162,6 +158,9 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		b := &pgx.Batch{}
 		b.Queue(parkSQL, append(f, o.step, r.state, o.signals, deadline, consumed)...)
 		b.Queue(wakeSQL, c.id, c.claims)
+		if c.concurrencyKey != "" {
+			b.Queue(keyWaitersSQL, c.concurrencyKey, c.id)
+		}
 		br := db.SendBatch(ctx, b)
 		defer br.Close()
 		var n int64
@@ -172,10 +171,16 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		if err != nil {
 			return res, err
 		}
+		if c.concurrencyKey != "" {
+			if res.wake, err = keyWaiterQueues(br); err != nil {
+				return res, err
+			}
+		}
 		if err := br.Close(); err != nil {
 			return res, err
 		}
-		return commitResult{committed: n == 1, runnable: n == 1 && tag.RowsAffected() == 1}, nil
+		res.committed, res.runnable = n == 1, n == 1 && tag.RowsAffected() == 1
+		return res, nil
 
 	case KindChildren:
 		return commitChildren(ctx, db, f, c, r, consumed)
@@ -198,6 +203,9 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			// fenced end above was committed.
 			b.Queue(lockDescendantsSQL, c.id)
 			b.Queue(cancelChildrenSQL, c.id, errText, true)
+		}
+		if c.concurrencyKey != "" {
+			b.Queue(keyWaitersSQL, c.concurrencyKey, c.id)
 		}
 		br := db.SendBatch(ctx, b)
 		defer br.Close()
@@ -227,6 +235,13 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 				return res, err
 			}
 			res.ended = append(res.ended, gone...)
+		}
+		if c.concurrencyKey != "" {
+			waiters, err := keyWaiterQueues(br)
+			if err != nil {
+				return res, err
+			}
+			res.wake = append(res.wake, waiters...)
 		}
 		if err := br.Close(); err != nil {
 			return commitResult{}, err

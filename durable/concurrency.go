@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -162,4 +163,60 @@ func (q *queue) reportContention(ctx context.Context, h func(ConcurrencyContende
 	for _, ev := range evs {
 		h(ev)
 	}
+}
+
+// keyWaitersSQL, after the statement that committed the outcome of
+// instance $2 in the same transaction, returns the queues in which other
+// rows of its concurrency key $1 are due, each with a wake-up hint, if the
+// outcome freed the instance's slot: rows of a key at its limit are
+// skipped by every picker, and the engines serving their queues, which
+// may not be this one, would otherwise learn of the free slot only at
+// their next poll. It sends no hint when no row of the key waits, nor
+// when the instance still holds a slot (the commit was fenced off).
+const keyWaitersSQL = `
+SELECT q, pg_notify('` + wakeupChannel + `', current_schema() || ':' || q)
+FROM (SELECT DISTINCT w.queue AS q FROM durable_instance w
+      WHERE w.concurrency_key = $1 AND w.status = 'runnable' AND w.eligible_at <= now() AND w.id <> $2
+        AND NOT EXISTS (SELECT 1 FROM durable_instance e WHERE e.id = $2 AND ` + holdsSlotSQL + `)) waiting`
+
+// keyWaiterQueues reads the result of keyWaitersSQL, the next in br, for
+// the engine of this process to poke its pickers of them at once (with
+// Config.PollOnly, the hints reach no engine).
+func keyWaiterQueues(br pgx.BatchResults) ([]string, error) {
+	return hintedQueues(br.Query())
+}
+
+// execFreeingSlot runs sql, the statement that commits the outcome of c
+// and frees its slot, with args, and returns how many rows it changed:
+// with keyWaitersSQL in the same transaction when c has a concurrency key
+// (see keyWaitersSQL), alone otherwise. When counted, sql returns that
+// count as its one row; otherwise it is the count of rows its tag gives.
+func execFreeingSlot(ctx context.Context, db dbtx, c *claimed, sql string, counted bool, args ...any) (n int64, waiters []string, err error) {
+	if c.concurrencyKey == "" {
+		if counted {
+			err = db.QueryRow(ctx, sql, args...).Scan(&n)
+			return n, nil, err
+		}
+		tag, err := db.Exec(ctx, sql, args...)
+		return tag.RowsAffected(), nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(keyWaitersSQL, c.concurrencyKey, c.id)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if counted {
+		err = br.QueryRow().Scan(&n)
+	} else {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		n = tag.RowsAffected()
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if waiters, err = keyWaiterQueues(br); err != nil {
+		return 0, nil, err
+	}
+	return n, waiters, br.Close()
 }
