@@ -4,6 +4,7 @@ package payments
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 )
@@ -16,7 +17,9 @@ type Charge struct {
 }
 
 // API counts every charge it creates; a retried request that reaches it
-// twice creates two charges.
+// twice creates two charges. It answers in JSON: a charge (201), the list
+// of charges (200, an array, empty before the first), or a refused charge
+// (400, {"error":…}).
 type API struct {
 	mu      sync.Mutex
 	charges []Charge
@@ -25,7 +28,7 @@ type API struct {
 
 // New returns an empty API.
 func New() *API {
-	a := &API{mux: http.NewServeMux()}
+	a := &API{charges: []Charge{}, mux: http.NewServeMux()}
 	a.mux.HandleFunc("POST /charges", a.create)
 	a.mux.HandleFunc("GET /charges", a.list)
 	return a
@@ -43,7 +46,9 @@ func (a *API) Count() int {
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	var c Charge
 	if err := json.NewDecoder(r.Body).Decode(&c); err != nil || c.Amount <= 0 {
-		http.Error(w, `{"error":"want {\"customer\":…,\"amount\":>0}"}`, http.StatusBadRequest)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":"want {\"customer\":…,\"amount\":>0}"}`+"\n")
 		return
 	}
 	a.mu.Lock()
