@@ -81,6 +81,10 @@ type capture struct {
 	// upgrade says the handler passes on a protocol upgrade (101) that it
 	// writes on the connection it takes over: the proxy sets it.
 	upgrade bool
+	// held says the body kept is also the response held for the client
+	// (transaction mode: see heldResponse), which abandon keeps, as it
+	// was, for the client.
+	held bool
 	// (The flags above are kept together, to keep the exchange within
 	// its size class.)
 
@@ -436,11 +440,14 @@ func Unrecorded(w http.ResponseWriter) {
 	}
 }
 
-// abandon gives up the recording and the body kept so far: the response
-// is delivered, and the key released.
+// abandon gives up the recording and, unless it is held for the client
+// (see held), the body kept so far: the response is delivered, and the
+// key released.
 func (c *capture) abandon() {
 	c.abandoned = true
-	c.close()
+	if !c.held {
+		c.close()
+	}
 }
 
 // close returns the body buffer to the pool.

@@ -144,8 +144,9 @@ func (x *exchange) runTx(next http.Handler, key idem.Key, lease idem.Lease, t *o
 	cw.w = held
 	cw.init(x.m.cfg.MaxCapture, &x.m.cfg)
 	// The body is delivered whole, after the commit: a Flush does not
-	// make the response streaming.
-	cw.recording, cw.head, cw.whole = true, x.req().Method == http.MethodHead, true
+	// make the response streaming. The body the capture keeps is the one
+	// held for the client.
+	cw.recording, cw.head, cw.whole, cw.held = true, x.req().Method == http.MethodHead, true, true
 	cw.outside()
 	// BeginTx's request was detached from the client's cancellation, and
 	// so is a Tx.Context derived from it; its own deadline stays.
@@ -268,22 +269,22 @@ func (x *exchange) deliver(held *heldResponse, status int) {
 	if (x.req().ProtoMajor >= 2 || !x.cw.unchunked) && held.setTrailers() {
 		delete(h, "Content-Length")
 	} else if _, ok := h["Content-Length"]; !ok && bodyAllowed(status) && x.req().Method != http.MethodHead {
-		h["Content-Length"] = []string{strconv.Itoa(len(held.body))}
+		h["Content-Length"] = []string{strconv.Itoa(len(held.body()))}
 	}
 	held.client.WriteHeader(status)
-	_, _ = held.client.Write(held.body)
+	_, _ = held.client.Write(held.body())
 }
 
 // heldResponse is the writer under a handler's capture in transaction
 // mode: it holds the whole response, nothing reaching the client before
 // the transaction ends, but for a failure that cannot be recorded (see
-// Write). Informational (1xx) responses other than 101 are dropped; Flush
-// does nothing; Hijack is not supported (it has no Hijack method, so
+// Write). Its body is the one the capture keeps to record (see body).
+// Informational (1xx) responses other than 101 are dropped; Flush does
+// nothing; Hijack is not supported (it has no Hijack method, so
 // http.ResponseController's fails with http.ErrNotSupported).
 type heldResponse struct {
 	header http.Header
 	status int
-	body   []byte
 	// sent is the header as it was when the status was written, which
 	// net/http would have sent (later changes count only for trailers).
 	sent http.Header
@@ -314,24 +315,25 @@ func (h *heldResponse) Write(p []byte) (int, error) {
 	if h.status == 0 {
 		h.WriteHeader(http.StatusOK)
 	}
-	if h.capture.abandoned {
-		if h.status < 400 {
-			// Not recordable, so answered 500 and never sent: not held.
-			return len(p), nil
-		}
-		// A failure that cannot be recorded: its transaction is rolled
-		// back whatever follows, and the client gets it as written (see
-		// runTx), so it is passed on now rather than held whole.
-		if !h.passed {
-			if err := h.pass(); err != nil {
-				return 0, err
-			}
-		}
-		return h.client.Write(p)
+	if !h.capture.abandoned || h.status < 400 {
+		// Held by the capture, which kept p; or not recordable, so
+		// answered 500 and never sent: not held.
+		return len(p), nil
 	}
-	h.body = append(h.body, p...)
-	return len(p), nil
+	// A failure that cannot be recorded: its transaction is rolled back
+	// whatever follows, and the client gets it as written (see runTx), so
+	// it is passed on now rather than held whole.
+	if !h.passed {
+		if err := h.pass(); err != nil {
+			return 0, err
+		}
+	}
+	return h.client.Write(p)
 }
+
+// body is the body held: what the capture kept, which, once it abandoned
+// the recording, is the body written before (see capture.held).
+func (h *heldResponse) body() []byte { return h.capture.body }
 
 // pass sends the client the response's head and the body held so far; the
 // rest of the body follows as it is written, the trailers when the handler
@@ -341,8 +343,7 @@ func (h *heldResponse) pass() error {
 	h.setHead()
 	h.setTrailers() // those already set; net/http sends them after the body
 	h.client.WriteHeader(h.status)
-	_, err := h.client.Write(h.body)
-	h.body = nil
+	_, err := h.client.Write(h.body())
 	return err
 }
 
