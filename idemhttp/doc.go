@@ -61,8 +61,9 @@
 // other headers as recorded (for HEAD, without the Content-Length of the
 // coded body); a body that breaks while decoded is cut off
 // (http.ErrAbortHandler), one whose coding's header does not read is
-// replayed as recorded. Other codings, and several stacked, are replayed
-// as recorded whatever the retry accepts.
+// replayed as recorded. Other codings, several stacked, and a range of
+// the coded bytes (Content-Range) are replayed as recorded whatever the
+// retry accepts.
 //
 // A handler that takes the connection over (Hijack; a protocol upgrade
 // through NewProxy) holds its key, its lease extended, until it returns,

@@ -501,8 +501,11 @@ func (x *exchange) replay(b []byte) {
 	h[ReplayedHeader] = replayed
 	// A body in a coding the retry does not accept, which the replay
 	// decodes as it sends it: of a length it does not know beforehand.
+	// Not a range of the coded bytes (Content-Range), which does not
+	// decode alone.
 	var body io.Reader
-	if name := unacceptedCoding(coding, x.req().Header["Accept-Encoding"]); name != "" && bodyAllowed(rec.status) {
+	_, ranged := h["Content-Range"]
+	if name := unacceptedCoding(coding, x.req().Header["Accept-Encoding"]); name != "" && bodyAllowed(rec.status) && !ranged {
 		if head {
 			delete(h, "Content-Encoding") // as the GET's replay sends it
 			delete(h, "Content-Length")
