@@ -8,22 +8,19 @@ import (
 // records are the records of one namespace, and the order they expire in.
 type records struct {
 	byKey map[string]*entry
-	// expiry holds, for each retention in use, the keys in the order of
-	// their records' expiry, so that PurgeExpired takes the expired ones
-	// from the fronts instead of walking byKey: its cost is the number of
-	// records it deletes, not the number it keeps. Records written with
-	// one retention expire in the order they are written; a clock that
-	// goes back is the exception, and is put in order on the way in. A
-	// store sees few retentions (one per configuration), so few queues.
-	expiry map[int64]*expiryQueue
-	// queued counts the items of all queues. Each record has one item
-	// for its current expiry; the others are left by records released,
-	// replaced or extended since, and are dropped by compact once they
-	// outnumber the records, so that memory follows the records kept and
-	// not the Begins answered (a key released and reserved again and
-	// again, by a client retrying a failing request, leaves an item each
-	// time).
-	queued int
+	// expiry holds the keys in the order of their records' expiry, so
+	// that PurgeExpired takes the expired ones from the front instead of
+	// walking byKey: its cost is that of the records it deletes, not the
+	// number it keeps, whatever retentions and extensions they were
+	// written with.
+	expiry expiryHeap
+	// Each record has one item in expiry for its current expiry; the
+	// others are left by records released, replaced or extended since, and
+	// are dropped by compact once they outnumber the records, so that
+	// memory follows the records kept and not the Begins answered (a key
+	// released and reserved again and again, by a client retrying a
+	// failing request, leaves an item each time).
+	//
 	// peak is the most records byKey has held since it was made: a Go
 	// map keeps the room of its largest size, so shrink makes a new one
 	// once the records are a fraction of that.
@@ -34,25 +31,20 @@ type records struct {
 // alone: a small map's room is not worth a copy.
 const shrinkFloor = 1024
 
-// compactSlack is how many items beyond twice the records the queues
-// may hold before compact runs.
+// compactSlack is how many items beyond twice the records the expiry
+// heap may hold before compact runs.
 var compactSlack = 256
 
 func newRecords() *records {
-	return &records{byKey: make(map[string]*entry), expiry: make(map[int64]*expiryQueue)}
+	return &records{byKey: make(map[string]*entry)}
 }
 
-// written notes that the record under key was written with retention,
-// to expire at expires.
-func (r *records) written(key string, retention, expires int64) {
-	q := r.expiry[retention]
-	if q == nil {
-		q = &expiryQueue{}
-		r.expiry[retention] = q
-	}
-	q.push(expiryItem{key: key, expires: expires})
+// written notes that the record under key was written, to expire at
+// expires.
+func (r *records) written(key string, expires int64) {
+	r.expiry.push(expiryItem{key: key, expires: expires})
 	r.peak = max(r.peak, len(r.byKey))
-	if r.queued++; r.queued > 2*len(r.byKey)+compactSlack {
+	if len(r.expiry.items) > 2*len(r.byKey)+compactSlack {
 		r.compact()
 	}
 }
@@ -60,52 +52,44 @@ func (r *records) written(key string, retention, expires int64) {
 // compact drops the items that no longer stand for a record: at least
 // half of them, as it runs only when they outnumber the records, so its
 // cost is amortized over the writes that queued them. A record keeps the
-// item of its current expiry, which every queue holds in order.
+// item of its current expiry.
 func (r *records) compact() {
-	r.queued = 0
-	for retention, q := range r.expiry {
-		items := q.items[:0]
-		for _, it := range q.items[q.head:] {
-			e := r.byKey[it.key]
-			if e == nil || e.expires != it.expires || e.queued {
-				continue // released, replaced, or written twice with the same expiry
-			}
-			e.queued = true
-			items = append(items, it)
+	items := r.expiry.items[:0]
+	for _, it := range r.expiry.items {
+		e := r.byKey[it.key]
+		if e == nil || e.expires != it.expires || e.queued {
+			continue // released, replaced, or written twice with the same expiry
 		}
-		clear(q.items[len(items):])
-		if cap(items) > 2*len(items)+16 {
-			items = slices.Clip(slices.Clone(items))
-		}
-		q.items, q.head = items, 0
-		if q.empty() {
-			delete(r.expiry, retention)
-		}
-		r.queued += len(items)
+		e.queued = true
+		items = append(items, it)
 	}
-	for _, q := range r.expiry {
-		for _, it := range q.items {
-			r.byKey[it.key].queued = false
-		}
+	clear(r.expiry.items[len(items):])
+	for _, it := range items {
+		r.byKey[it.key].queued = false
 	}
+	if cap(items) > 2*len(items)+16 {
+		items = slices.Clip(slices.Clone(items))
+	}
+	r.expiry.items = items
+	r.expiry.init()
 }
 
 // purge deletes the records expired at asOf and returns how many.
 func (r *records) purge(asOf int64) int {
 	n := 0
-	for retention, q := range r.expiry {
-		for it := range q.popExpired(asOf) {
-			r.queued--
-			// A key written again since has another item, later in
-			// some queue; one deleted since has none to delete.
-			if e := r.byKey[it.key]; e != nil && e.expires == it.expires {
-				delete(r.byKey, it.key)
-				n++
-			}
+	for !r.expiry.empty() && r.expiry.items[0].expires <= asOf {
+		it := r.expiry.pop()
+		// A key written again since has another item, later in the
+		// heap; one deleted since has none to delete.
+		if e := r.byKey[it.key]; e != nil && e.expires == it.expires {
+			delete(r.byKey, it.key)
+			n++
 		}
-		if q.empty() {
-			delete(r.expiry, retention)
-		}
+	}
+	// Once the items are under a quarter of the room, they move to a
+	// slice of their size, so that a burst's room is given back.
+	if items := r.expiry.items; cap(items) > 4*len(items)+shrinkFloor {
+		r.expiry.items = slices.Clone(items)
 	}
 	r.shrink()
 	return n
@@ -125,60 +109,74 @@ func (r *records) shrink() {
 }
 
 // empty reports whether r holds nothing at all.
-func (r *records) empty() bool { return len(r.byKey) == 0 && len(r.expiry) == 0 }
+func (r *records) empty() bool { return len(r.byKey) == 0 && r.expiry.empty() }
 
 type expiryItem struct {
 	key     string
 	expires int64
 }
 
-// expiryQueue is a queue of items in the order of expires.
-type expiryQueue struct {
-	items []expiryItem // items[head:] are queued
-	head  int
+// expiryHeap is a binary min-heap of items by expires. Records written in
+// the order they expire (one retention, a clock that does not go back)
+// are pushed at the bottom, after one comparison each.
+type expiryHeap struct {
+	items []expiryItem
 }
 
-func (q *expiryQueue) empty() bool { return q.head == len(q.items) }
+func (h *expiryHeap) empty() bool { return len(h.items) == 0 }
 
-// push adds it, in order: at the back unless the clock went back.
-func (q *expiryQueue) push(it expiryItem) {
-	if q.empty() || q.items[len(q.items)-1].expires <= it.expires {
-		q.items = append(q.items, it)
-		return
+// push adds it.
+func (h *expiryHeap) push(it expiryItem) {
+	h.items = append(h.items, it)
+	h.up(len(h.items) - 1)
+}
+
+// pop removes and returns the item that expires first. The heap must not
+// be empty.
+func (h *expiryHeap) pop() expiryItem {
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items[last] = expiryItem{}
+	h.items = h.items[:last]
+	if last > 0 {
+		h.down(0)
 	}
-	i, _ := slices.BinarySearchFunc(q.items[q.head:], it.expires, func(a expiryItem, t int64) int {
-		if a.expires <= t {
-			return -1
-		}
-		return 1
-	})
-	q.items = slices.Insert(q.items, q.head+i, it)
+	return top
 }
 
-// popExpired yields and removes the items expiring at or before asOf.
-func (q *expiryQueue) popExpired(asOf int64) func(yield func(expiryItem) bool) {
-	return func(yield func(expiryItem) bool) {
-		for !q.empty() && q.items[q.head].expires <= asOf {
-			it := q.items[q.head]
-			q.items[q.head] = expiryItem{}
-			q.head++
-			if !yield(it) {
-				break
-			}
+// init puts items in heap order.
+func (h *expiryHeap) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *expiryHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if h.items[parent].expires <= h.items[i].expires {
+			return
 		}
-		// Reclaim the front once it is at least half the slice: each item
-		// is moved at most once per halving, so pushes stay O(1) amortized.
-		// Once the items are under a quarter of the room, they move to a
-		// slice of their size, so that a burst's room is given back.
-		if q.head > 0 && 2*q.head >= len(q.items) {
-			if rest := q.items[q.head:]; cap(q.items) > 4*len(rest)+shrinkFloor {
-				q.items = slices.Clone(rest)
-			} else {
-				n := copy(q.items, rest)
-				clear(q.items[n:])
-				q.items = q.items[:n]
-			}
-			q.head = 0
+		h.items[parent], h.items[i] = h.items[i], h.items[parent]
+		i = parent
+	}
+}
+
+func (h *expiryHeap) down(i int) {
+	n := len(h.items)
+	for {
+		least := i
+		if l := 2*i + 1; l < n && h.items[l].expires < h.items[least].expires {
+			least = l
 		}
+		if r := 2*i + 2; r < n && h.items[r].expires < h.items[least].expires {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h.items[i], h.items[least] = h.items[least], h.items[i]
+		i = least
 	}
 }

@@ -1,7 +1,7 @@
 package memstore
 
 // SetCompactSlack sets how many items beyond twice the records the expiry
-// queues may hold before they are compacted, and returns a function that
+// heap may hold before it is compacted, and returns a function that
 // puts the default back.
 func SetCompactSlack(n int) (restore func()) {
 	old := compactSlack

@@ -68,7 +68,7 @@ type Store struct {
 // and lease token. The token and the request payload are parts of one
 // string, made by Begin in one allocation, so that a record costs the
 // collector few objects; times are Unix nanoseconds for the same reason.
-// The map key is a string of its own, because the expiry queues keep it
+// The map key is a string of its own, because the expiry heap keeps it
 // after the entry is gone (released, or replaced by a takeover): sharing
 // the payload's allocation, it would keep the payload alive until the
 // retention of the record that is gone would have ended.
@@ -196,16 +196,16 @@ func (s *Store) live(k idem.Key, now int64) *entry {
 	return nil
 }
 
-// write stores e, just written with retention, as the record under e.key
-// in ns, in place of whatever was there. The caller holds s.mu.
-func (s *Store) write(ns idem.Namespace, e *entry, retention time.Duration) {
+// write stores e as the record under e.key in ns, in place of whatever was
+// there. The caller holds s.mu.
+func (s *Store) write(ns idem.Namespace, e *entry) {
 	r := s.recs[ns]
 	if r == nil {
 		r = newRecords()
 		s.recs[ns] = r
 	}
 	r.byKey[e.key] = e
-	r.written(e.key, int64(retention), e.expires)
+	r.written(e.key, e.expires)
 }
 
 // remove deletes the entry of k. The caller holds s.mu.
@@ -257,7 +257,7 @@ func (s *Store) Begin(ctx context.Context, key idem.Key, req idem.Request, opts 
 	// The record lives at least as long as its lease (see idem.Store).
 	e.leaseExpires = toNanos(now.Add(leaseTTL))
 	e.expires = max(toNanos(now.Add(retention)), e.leaseExpires)
-	s.write(key.Namespace(), e, retention)
+	s.write(key.Namespace(), e)
 	return idem.Outcome{Kind: idem.Fresh, Lease: e.lease(leaseTTL), TakenOver: takenOver}, nil
 }
 
@@ -374,7 +374,7 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	e.leaseExpires = toNanos(now.Add(extend))
 	if e.leaseExpires > e.expires { // the record lives at least as long as its lease
 		e.expires = e.leaseExpires
-		s.write(key.Namespace(), e, extend)
+		s.write(key.Namespace(), e)
 	}
 	return e.lease(extend), nil
 }

@@ -110,7 +110,7 @@ func TestReleasedKeysDoNotPileUp(t *testing.T) {
 // TestPurgedBurstIsGivenBack pins that the memory of a burst of records
 // is given back once they are purged, or released and their expiry
 // passed, while the store keeps a few records of each retention: the map
-// of records and the expiry queue shrink with them, so that a proxy that
+// of records and the expiry heap shrink with them, so that a proxy that
 // once took a burst of traffic does not hold its peak for good.
 func TestPurgedBurstIsGivenBack(t *testing.T) {
 	ctx := context.Background()
@@ -147,7 +147,7 @@ func TestPurgedBurstIsGivenBack(t *testing.T) {
 			}
 		}
 		now = now.Add(30 * time.Second)
-		for i := range 10 { // live after the purge: in the burst's queue, and in one of their own
+		for i := range 10 { // live after the purge: with the burst's retention, and with one of their own
 			begin("steady-", i, nil)
 			begin("long-", i, &idem.BeginOpts{Retention: time.Hour})
 		}
