@@ -75,7 +75,7 @@ func (b *beginCall) run(ctx context.Context, fp, rec []byte, ttl int64) (idem.Ou
 	if b.s.getFirst {
 		mode = "get"
 	}
-	reply, err := await(ctx, unheard != nil, func() ([]any, error) {
+	reply, err := await(ctx, &b.s.apart, unheard != nil, func() ([]any, error) {
 		if cancel != nil {
 			defer cancel()
 		}

@@ -141,6 +141,13 @@
 // after it ends), and the client's ReadTimeout, PoolTimeout and retries
 // bound it as well. The release is given two seconds too.
 //
+// Before closing the client, call Store.Drain: it waits for those answers
+// and releases, which closing the client would cut short. With
+// auto-pipelining, closing the client flushes the batches under way, so a
+// Begin whose caller left may still reserve its key during the close,
+// with nothing left to release it; and go-redis's close then waits for
+// the server to answer those batches (up to 30 s while it does not).
+//
 // What remains: when that answer does not come in time (the server
 // stalls longer, the connection is lost, the client gives up sooner at
 // its ReadTimeout), or the release itself fails, the store cannot know

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ type Store struct {
 	// Redis 7.0, instead of writing with SET … NX GET: set by the tests
 	// of that path.
 	getFirst bool
+	// apart counts the commands made in a goroutine of their own for
+	// callers that may leave first (see await), which Drain waits for.
+	apart leftCalls
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -38,7 +42,7 @@ var _ idem.Store = (*Store)(nil)
 // *redis.Ring. New does no I/O; the scripts are loaded into the server on
 // first use, and Check asks the servers whether they are recent enough
 // (MinRedisVersion). The store does not own client: closing it is the caller's
-// business, after the last call on the store.
+// business, after the last call on the store and a Drain.
 //
 // New fails if client is nil, or a nil pointer of a client type (a nil
 // *redis.Client in the interface), which would panic in the first call;
@@ -143,7 +147,7 @@ func (s *Store) settle(ctx context.Context, op string, script *redis.Script, key
 			}
 		}
 	}
-	n, err := await(ctx, s.outlives(ctx), func() (int64, error) {
+	n, err := await(ctx, &s.apart, s.outlives(ctx), func() (int64, error) {
 		return script.Run(ctx, s.calls, []string{s.key(key)}, argv...).Int64()
 	}, nil)
 	switch {
@@ -169,7 +173,7 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	now := s.nowMillis()
 	rkey := s.key(key)
-	v, err := await(ctx, s.outlives(ctx), func() (string, error) {
+	v, err := await(ctx, &s.apart, s.outlives(ctx), func() (string, error) {
 		return s.calls.Get(ctx, rkey).Result()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
@@ -205,11 +209,13 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // its caller was given, which are the caller's again once the store's
 // call has returned (idem.Store), but copies, and must end by itself (a
 // plain client's call: by a context of detach). When the caller has left,
-// the answer, when it comes, goes to unheard (if not nil) instead.
-func await[T any](ctx context.Context, apart bool, call func() (T, error), unheard func(T, error)) (T, error) {
+// the answer, when it comes, goes to unheard (if not nil) instead. The
+// goroutine counts in counted until call and unheard have ended.
+func await[T any](ctx context.Context, counted *leftCalls, apart bool, call func() (T, error), unheard func(T, error)) (T, error) {
 	if !apart {
 		return call()
 	}
+	counted.add()
 	type answer struct {
 		v   T
 		err error
@@ -220,6 +226,7 @@ func await[T any](ctx context.Context, apart bool, call func() (T, error), unhea
 	var state atomic.Int32
 	done := make(chan answer, 1)
 	go func() {
+		defer counted.done()
 		v, err := call()
 		if state.CompareAndSwap(pending, answered) {
 			done <- answer{v, err}
@@ -239,6 +246,66 @@ func await[T any](ctx context.Context, apart bool, call func() (T, error), unhea
 		return a.v, a.err
 	}
 }
+
+// Drain waits until every command the store sent for a caller that has
+// since left (its context ended first: see the package documentation, "A
+// caller that leaves") has been answered, and a reservation such a Begin
+// made has been released; or until ctx ends, and then returns ctx's error.
+// Call it after the last call on the store and before closing the client:
+// closing the client cuts those commands short, and a reservation whose
+// release it cuts off holds its key until its lease lapses. With
+// Config.AutoPipeline, closing the client flushes the batches under way,
+// so a Begin of a caller that left may still reserve its key then, with
+// nothing left to release it. Drain does not stop the store: calls made
+// meanwhile are left to the caller.
+func (s *Store) Drain(ctx context.Context) error {
+	select {
+	case <-s.apart.idle():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// leftCalls counts the commands made in a goroutine of their own (see
+// await), whose callers may have left; the zero leftCalls counts none.
+type leftCalls struct {
+	mu sync.Mutex
+	n  int
+	// none is made when n leaves 0 and closed when it is back at 0.
+	none chan struct{}
+}
+
+func (l *leftCalls) add() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		l.none = make(chan struct{})
+	}
+	l.n++
+}
+
+func (l *leftCalls) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.n == 0 {
+		close(l.none)
+	}
+}
+
+// idle returns a channel that is closed once no command is counted.
+func (l *leftCalls) idle() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		return closedChan
+	}
+	return l.none
+}
+
+// closedChan is a channel that is closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // settleTimeout is how long after its caller's deadline a Begin whose
 // caller left goes on reading its answer, to release the reservation it
