@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +71,7 @@ func run(ctx context.Context) error {
 	// The proxy picks a free port (--listen 127.0.0.1:0) and says which.
 	db := filepath.Join(dir, "idem.db")
 	proxy := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://"+apiLn.Addr().String(), "--store", "sqlite:"+db)
+	proxy.Env = withoutIdemVariables(os.Environ())
 	proxy.Stderr = os.Stderr
 	out, err := proxy.StdoutPipe()
 	if err != nil {
@@ -102,6 +104,16 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("the API created %d charges, want 1: the retry was not replayed", n)
 	}
 	return nil
+}
+
+// withoutIdemVariables returns environ ("NAME=value" entries) without the
+// IDEM_* variables, from which idem would take the flags the quickstart
+// does not give (IDEM_MIGRATE, IDEM_STRIPE, IDEM_ADMIN…): the run shows
+// the defaults whatever the shell has set.
+func withoutIdemVariables(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		return strings.HasPrefix(kv, "IDEM_")
+	})
 }
 
 // listening passes the proxy's output on to stdout and returns the address

@@ -14,3 +14,15 @@ func TestQuickstart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The quickstart runs the same whatever IDEM_* variables the shell has
+// (as the README shows, every flag of idem can come from one): its proxy
+// is configured by its command line alone. Here IDEM_MIGRATE=false would
+// make the proxy refuse its fresh database.
+func TestQuickstartIgnoresIdemEnvironment(t *testing.T) {
+	t.Setenv("IDEM_MIGRATE", "false")
+	t.Chdir("../..")
+	if err := run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
