@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"errors"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +142,58 @@ func TestPurgeReadsOnlyItsNamespace(t *testing.T) {
 	var left int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_record WHERE namespace = 'abandoned'`).Scan(&left); err != nil || left != others {
 		t.Fatalf("the other namespace has %d records, %v; want %d", left, err, others)
+	}
+}
+
+// TestPurgeSparesTakenOverRecords: while a purge deletes a namespace's
+// expired records, Begins take some of them over (an expired record is
+// absent, so each answers Fresh). No record a Begin reserved is deleted by
+// the purge: the purge re-checks expiry on the newest version of each row
+// it locks, and skips the rows a Begin holds.
+func TestPurgeSparesTakenOverRecords(t *testing.T) {
+	clock := idemtest.NewClock()
+	tb := setup(t, pgstore.Config{Now: clock.Now, PurgeBatch: 7})
+	ctx := ctxT(t)
+	r := mustRequest(t, `{}`)
+	short := &idem.BeginOpts{Retention: time.Minute, Lease: time.Minute}
+	for round := range 5 {
+		ns := idemtest.RandomNamespace(t)
+		const keys = 200
+		for i := range keys {
+			if _, err := tb.store.Begin(ctx, mustKey(t, ns, strconv.Itoa(i)), r, short); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(2 * time.Minute)
+		asOf := clock.Now()
+		var wg sync.WaitGroup
+		var reserved []idem.Key
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := round % 2; i < keys; i += 2 {
+				k := mustKey(t, ns, strconv.Itoa(i))
+				o, err := tb.store.Begin(ctx, k, r, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if o.Kind == idem.Fresh {
+					reserved = append(reserved, k)
+				}
+			}
+		}()
+		if _, err := tb.store.PurgeExpired(ctx, ns, asOf); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if len(reserved) != keys/2 {
+			t.Fatalf("%d Begins of expired keys answered Fresh, want %d", len(reserved), keys/2)
+		}
+		for _, k := range reserved {
+			if _, err := tb.store.Get(ctx, k); err != nil {
+				t.Fatalf("round %d: Get of %s, reserved during the purge: %v", round, k.Value(), err)
+			}
+		}
 	}
 }
