@@ -416,7 +416,32 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		_ = client.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { _ = client.Close() }}, nil
+	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { closeRedis(s, client, redisCloseWait) }}, nil
+}
+
+// redisCloseWait bounds how long closing a Redis store may take: a server
+// that hangs would otherwise hold the exit for as long as the client waits
+// for its batches (30 s per node with auto-pipelining).
+const redisCloseWait = 5 * time.Second
+
+// closeRedis closes client, the Redis store s's, within wait: first it lets
+// the commands of callers that left be answered (s.Drain), so that a Begin
+// of theirs that reserved its key is also released, then closes the
+// client. A server that does not answer within wait is given up on: the
+// keys such commands reserve stay reserved until their leases end.
+func closeRedis(s *redisstore.Store, client redis.UniversalClient, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_ = s.Drain(ctx)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = client.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
 }
 
 // redisClient makes the client of a redis:// or rediss:// DSN, or of a

@@ -172,6 +172,28 @@ func (s *Server) Stop() error {
 	return s.stop(true)
 }
 
+// Freeze stops the server process (SIGSTOP) without ending it, as a
+// server that hangs would: connections are still accepted by the kernel,
+// but nothing is answered until Thaw. Stop, Kill and Close thaw it first.
+// Freezing a stopped server does nothing.
+func (s *Server) Freeze() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Thaw lets a frozen server go on (SIGCONT); it answers what it was sent
+// meanwhile. Thawing a server that is not frozen does nothing.
+func (s *Server) Thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.Signal(syscall.SIGCONT)
+	}
+}
+
 // stop ends the server, saving its data or not.
 func (s *Server) stop(save bool) error {
 	p := s.proc
@@ -179,6 +201,7 @@ func (s *Server) stop(save bool) error {
 		return nil
 	}
 	s.proc = nil
+	p.Signal(syscall.SIGCONT) // frozen, it would not take the signal
 	if p.Exited() {
 		return fmt.Errorf("redistest: redis-server on port %d had exited on its own: %v", s.port, p.Err())
 	}
