@@ -41,18 +41,18 @@ const keepLeaseSQL = `lease_owner = CASE WHEN status = 'executing' THEN lease_ow
 // unleaseSQL clears the leases that engine $1 holds under the claims $2,
 // $3 (ids and claim counts) on rows cancelled meanwhile, whose steps have
 // ended or never ran: their concurrency slots are free. It returns the
-// queues of the rows it changed.
+// queue and the concurrency key of each row it changed.
 const unleaseSQL = `
 UPDATE durable_instance i
 SET lease_owner = NULL, lease_expires_at = NULL
 FROM unnest($2::bigint[], $3::bigint[]) AS r(id, claims)
 WHERE i.id = r.id AND i.claims = r.claims AND i.status = 'cancelled' AND i.lease_owner = $1
-RETURNING i.queue`
+RETURNING i.queue, coalesce(i.concurrency_key, '')`
 
 // reapCancelledSQL clears up to $1 leases of cancelled rows that expired:
 // their steps overran the lease or their engine died, and their
-// concurrency slots are free. It returns the queues of the rows it
-// changed.
+// concurrency slots are free. It returns the queue and the concurrency
+// key of each row it changed.
 const reapCancelledSQL = `
 WITH expired AS (
     SELECT id FROM durable_instance
@@ -65,61 +65,67 @@ UPDATE durable_instance i
 SET lease_owner = NULL, lease_expires_at = NULL
 FROM expired
 WHERE i.id = expired.id
-RETURNING i.queue`
+RETURNING i.queue, coalesce(i.concurrency_key, '')`
 
 // unlease frees the slots that cs, claims whose steps have ended or will
-// not run, hold on rows cancelled meanwhile, and wakes the pickers of
-// their queues, where rows of their keys may wait. A failure is only
-// logged: the leases expire and the reaper frees the slots then.
+// not run, hold on rows cancelled meanwhile, and wakes the engines serving
+// the queues where rows of their keys wait. A failure is only logged: the
+// leases expire and the reaper frees the slots then.
 func (e *engine) unlease(cs ...*claimed) {
 	if len(cs) == 0 {
 		return
 	}
 	ids, claims := fence(cs)
 	ctx, cancel := e.dbContext()
-	queues, _, err := e.queuesOf(ctx, unleaseSQL, e.owner, ids, claims)
+	queues, keys, _, err := e.freedBy(ctx, unleaseSQL, e.owner, ids, claims)
 	cancel()
 	if err != nil {
 		e.c.cfg.Logger.Error("durable: freeing the slots of cancelled instances failed; their leases will expire",
 			slog.Any("error", err))
 		return
 	}
-	e.wake(queues)
+	e.wakeFreed(queues, keys)
 }
 
 // reapCancelled frees the slots of cancelled rows whose lease expired.
 func (e *engine) reapCancelled() {
 	for {
 		ctx, cancel := e.dbContext()
-		queues, n, err := e.queuesOf(ctx, reapCancelledSQL, reapBatch)
+		queues, keys, n, err := e.freedBy(ctx, reapCancelledSQL, reapBatch)
 		cancel()
 		if err != nil {
 			e.c.cfg.Logger.Error("durable: reaper failed", slog.Any("error", err))
 			return
 		}
-		e.wake(queues)
+		e.wakeFreed(queues, keys)
 		if n < reapBatch {
 			return
 		}
 	}
 }
 
-// queuesOf runs query, which returns the queue of each row it changed,
-// and returns the set of those queues and the number of rows.
-func (e *engine) queuesOf(ctx context.Context, query string, args ...any) (map[string]bool, int, error) {
+// freedBy runs query, which frees slots and returns the queue and the
+// concurrency key ("" for none) of each row it changed, and returns the
+// set of those queues, the keys and the number of rows.
+func (e *engine) freedBy(ctx context.Context, query string, args ...any) (queues map[string]bool, keys []string, n int, err error) {
 	rows, err := e.c.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	queues = map[string]bool{}
+	var queue, key string
+	_, err = pgx.ForEachRow(rows, []any{&queue, &key}, func() error {
+		queues[queue] = true
+		if key != "" {
+			keys = append(keys, key)
+		}
+		n++
+		return nil
+	})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	queues := map[string]bool{}
-	for _, q := range names {
-		queues[q] = true
-	}
-	return queues, len(names), nil
+	return queues, keys, n, nil
 }
 
 // Cancel ends the live instance target addresses as cancelled: no step

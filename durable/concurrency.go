@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -178,6 +179,56 @@ SELECT q, pg_notify('` + wakeupChannel + `', current_schema() || ':' || q)
 FROM (SELECT DISTINCT w.queue AS q FROM durable_instance w
       WHERE w.concurrency_key = $1 AND w.status = 'runnable' AND w.eligible_at <= now() AND w.id <> $2
         AND NOT EXISTS (SELECT 1 FROM durable_instance e WHERE e.id = $2 AND ` + holdsSlotSQL + `)) waiting`
+
+// keyWaitersOfSQL returns the queues in which due rows of the concurrency
+// keys $1 wait: keyWaitersSQL for the slots freed outside a commit.
+const keyWaitersOfSQL = `
+SELECT DISTINCT queue FROM durable_instance
+WHERE concurrency_key = ANY($1::text[]) AND status = 'runnable' AND eligible_at <= now()`
+
+// wakeFreed is wake for queues, of rows that freed slots of the keys
+// (duplicates allowed): it wakes too the engines serving the queues in
+// which rows of those keys wait, which would otherwise learn of the free
+// slots only at their next poll. A failure to look them up is only
+// logged: polling covers the gap.
+func (e *engine) wakeFreed(queues map[string]bool, keys []string) {
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		ctx, cancel := e.dbContext()
+		rows, err := e.c.pool.Query(ctx, keyWaitersOfSQL, keys)
+		var waiting []string
+		if err == nil {
+			waiting, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		cancel()
+		if err != nil {
+			e.c.cfg.Logger.Warn("durable: looking up the rows waiting for freed concurrency slots failed; their engines will poll",
+				slog.Any("error", err))
+		}
+		if len(waiting) > 0 {
+			queues = maps.Clone(queues)
+			if queues == nil {
+				queues = map[string]bool{}
+			}
+			for _, q := range waiting {
+				queues[q] = true
+			}
+		}
+	}
+	e.wake(queues)
+}
+
+// keysOf returns the concurrency keys of cs.
+func keysOf(cs []*claimed) []string {
+	var keys []string
+	for _, c := range cs {
+		if c.concurrencyKey != "" {
+			keys = append(keys, c.concurrencyKey)
+		}
+	}
+	return keys
+}
 
 // keyWaiterQueues reads the result of keyWaitersSQL, the next in br, for
 // the engine of this process to poke its pickers of them at once (with

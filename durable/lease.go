@@ -244,7 +244,7 @@ SET status = 'runnable', attempt = i.attempt + 1,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 FROM expired
 WHERE i.id = expired.id
-RETURNING i.id, i.queue`
+RETURNING i.id, i.queue, coalesce(i.concurrency_key, '')`
 
 // reapBatch is how many rows one reaper statement takes back.
 const reapBatch = 1000
@@ -265,17 +265,21 @@ func (e *engine) reapOnce() {
 			return
 		}
 		var (
-			ids    []int64
-			id     int64
-			queue  string
-			queues = map[string]bool{}
+			ids        []int64
+			id         int64
+			queue, key string
+			queues     = map[string]bool{}
+			keys       []string
 		)
 		for rows.Next() {
-			if err := rows.Scan(&id, &queue); err != nil {
+			if err := rows.Scan(&id, &queue, &key); err != nil {
 				break
 			}
 			ids = append(ids, id)
 			queues[queue] = true
+			if key != "" {
+				keys = append(keys, key)
+			}
 		}
 		rows.Close()
 		cancel()
@@ -290,7 +294,7 @@ func (e *engine) reapOnce() {
 		if h := cfg.Hooks.ReaperReaped; h != nil {
 			h(ReapedEvent{Count: len(ids), IDs: ids})
 		}
-		e.wake(queues)
+		e.wakeFreed(queues, keys)
 		if len(ids) < reapBatch {
 			break
 		}

@@ -179,8 +179,8 @@ func (q *queue) drain() {
 			q.e.unlease(buffered...) // some were cancelled, perhaps: their slots are free
 		}
 		q.e.untrack(buffered...)
-		if n > 0 {
-			q.e.wake(map[string]bool{q.name: true}) // for the other engines serving the queue
+		if n > 0 { // for the other engines serving the queue, or where rows of the keys wait
+			q.e.wakeFreed(map[string]bool{q.name: true}, keysOf(buffered))
 		}
 	}
 	if h := q.e.c.cfg.Hooks.SchedulerDrain; h != nil {
@@ -305,7 +305,7 @@ func (e *engine) handBackLapsed(c *claimed) {
 			append(attrs, slog.Any("error", err))...)
 	case n == 1:
 		e.c.cfg.Logger.Warn("durable: the lease of a claim lapsed before its step ran; handed back", attrs...)
-		e.wake(map[string]bool{c.queue: true})
+		e.wakeFreed(map[string]bool{c.queue: true}, keysOf([]*claimed{c}))
 	default:
 		e.unlease(c) // cancelled, perhaps: its slot is free
 	}
@@ -347,7 +347,8 @@ func (e *engine) handBack(c *claimed, r ranStep, why string) {
 			append(attrs, slog.Any("error", err))...)
 	case n == 1:
 		cfg.Logger.Info("durable: step interrupted by "+why+"; handed back to run again", attrs...)
-		e.wake(map[string]bool{c.queue: true}) // for the other engines serving the queue
+		// For the other engines serving the queue, or where rows of its key wait.
+		e.wakeFreed(map[string]bool{c.queue: true}, keysOf([]*claimed{c}))
 	default:
 		e.unlease(c) // cancelled, perhaps: its slot is free
 	}

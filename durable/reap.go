@@ -38,6 +38,7 @@ LIMIT $2`
 // parent's lock and its own are taken first (lockReapedParentSQL,
 // lockReapedSQL), in the engine's lock order, and the statements that
 // follow drop its inbox and release its parent, as the end of a step does.
+// It returns the row's concurrency key ("" for none), whose slot it frees.
 const failReapedSQL = `
 UPDATE durable_instance
 SET status = 'failed', attempt = attempt + 1, finished_at = now(),
@@ -46,7 +47,8 @@ SET status = 'failed', attempt = attempt + 1, finished_at = now(),
     reaps = ` + reapsNowSQL + `, reaped_claim = claims,
     lease_owner = NULL, lease_expires_at = NULL, awaiting = NULL, await_deadline = NULL,
     updated_at = now()
-WHERE id = $1 AND status = 'executing' AND lease_expires_at < now() AND ` + reapsNowSQL + ` >= $2`
+WHERE id = $1 AND status = 'executing' AND lease_expires_at < now() AND ` + reapsNowSQL + ` >= $2
+RETURNING coalesce(concurrency_key, '')`
 
 // lockReapedParentSQL takes, without waiting, the lock of the parent that
 // instance $1 would release (lockParentSQL, skipping a locked row): it
@@ -109,7 +111,10 @@ func (e *engine) failReaped() {
 // order, parent first, and reports whether it did: not if either lock is
 // held by another transaction, or the row changed meanwhile.
 func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err error) {
-	var wake []string
+	var (
+		wake []string
+		keys []string // of the row, if failed: its slot is free
+	)
 	err = pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error {
 		var parent int64
 		if err := tx.QueryRow(ctx, lockReapedParentSQL, id).Scan(&parent); err != nil {
@@ -129,8 +134,11 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 		b.Queue(dropInboxSQL, id)
 		b.Queue(releaseParentSQL, id)
 		br := tx.SendBatch(ctx, b)
-		tag, err := br.Exec()
-		failed = err == nil && tag.RowsAffected() == 1
+		rows, err := br.Query()
+		if err == nil {
+			keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		failed = err == nil && len(keys) == 1
 		if err == nil {
 			_, err = br.Exec() // dropInboxSQL
 		}
@@ -145,6 +153,9 @@ func (e *engine) failReapedOne(ctx context.Context, id int64) (failed bool, err 
 	failed = failed && err == nil
 	if failed {
 		e.committed([]int64{id}, wake) // wake, the parent it released
+		if keys[0] != "" {
+			e.wakeFreed(nil, keys)
+		}
 	}
 	return failed, err
 }
