@@ -9,7 +9,9 @@
 //	curl -si -X POST localhost:9100/orders -H 'Idempotency-Key: o-1' -d '{"sku":"book","qty":2}'
 //
 // SIGTERM or Ctrl-C stops it gracefully: requests in flight finish, for up
-// to --shutdown-timeout, before it exits; a second signal stops it at once.
+// to --shutdown-timeout, before it exits (with 1 if some were still
+// running then: they are cut off, and their transactions, order and
+// record, rolled back); a second signal stops it at once.
 package main
 
 import (
@@ -46,7 +48,10 @@ func main() {
 
 // run serves orders on listen, keeping them in the database dbURL names,
 // until ctx ends; then it lets the requests in flight finish, for up to
-// drain.
+// drain. When some are still running after drain it returns at once,
+// leaving them their connections (closing the pool would wait for them):
+// the caller is to exit, which cuts them off, and PostgreSQL rolls their
+// transactions back, the order with its idempotency record.
 func run(ctx context.Context, listen, dbURL string, drain time.Duration) error {
 	if dbURL == "" {
 		return errors.New("DATABASE_URL is not set: set it to the PostgreSQL database to keep the orders in, e.g. DATABASE_URL=postgres://localhost/orders")
@@ -55,7 +60,12 @@ func run(ctx context.Context, listen, dbURL string, drain time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	closePool := true
+	defer func() {
+		if closePool {
+			pool.Close()
+		}
+	}()
 	svc, err := newService(ctx, pool)
 	if err != nil {
 		return err
@@ -78,6 +88,7 @@ func run(ctx context.Context, listen, dbURL string, drain time.Duration) error {
 	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		closePool = false
 		return fmt.Errorf("shutdown: requests still running after %s were cut off: %w", drain, err)
 	}
 	return nil
