@@ -26,7 +26,9 @@ type Config struct {
 	// have since expired or been released.
 	//
 	// Defaults to TTL/4, and to at least a millisecond, so that a tiny TTL
-	// does not have the sweeper spin.
+	// does not have the sweeper spin. Set, it must be at least a millisecond
+	// too: a shorter one would have the sweeper burn a core locking every
+	// shard in turn against the calls, and is refused with a *ConfigError.
 	SweepInterval time.Duration
 
 	// Shards is how many independently locked partitions hold the keys. It
@@ -59,9 +61,9 @@ const (
 	defaultTTL = time.Hour
 	maxTTL     = 100 * 365 * 24 * time.Hour // keeps every deadline within an int64
 	minShards  = 16
-	// minDefaultSweep is the least default SweepInterval.
-	minDefaultSweep = time.Millisecond
-	maxShards       = 1 << 16
+	// minSweep is the least SweepInterval, set or default.
+	minSweep  = time.Millisecond
+	maxShards = 1 << 16
 )
 
 // withDefaults returns c with every zero field set to its default, except
@@ -71,7 +73,7 @@ func (c Config) withDefaults() Config {
 		c.TTL = defaultTTL
 	}
 	if c.SweepInterval == 0 && c.TTL > 0 {
-		c.SweepInterval = max(c.TTL/4, minDefaultSweep)
+		c.SweepInterval = max(c.TTL/4, minSweep)
 	}
 	if c.Shards == 0 {
 		c.Shards = defaultShards(runtime.GOMAXPROCS(0))
@@ -94,6 +96,8 @@ func (c Config) validate() error {
 		return configErrorf("Config.TTL", "must be between 0 and %v, got %v", maxTTL, c.TTL)
 	case c.SweepInterval < 0:
 		return configErrorf("Config.SweepInterval", "must not be negative, got %v", c.SweepInterval)
+	case c.SweepInterval < minSweep:
+		return configErrorf("Config.SweepInterval", "must be 0 (the default) or at least %v, got %v", minSweep, c.SweepInterval)
 	case c.Shards < 0 || c.Shards > maxShards || c.Shards&(c.Shards-1) != 0:
 		return configErrorf("Config.Shards", "must be a power of two between 1 and %d, got %d", maxShards, c.Shards)
 	}

@@ -81,3 +81,22 @@ func TestNewCheckedRejectsInvalidConfig(t *testing.T) {
 		t.Fatalf("NewChecked of a valid Config = %v", err)
 	}
 }
+
+// TestSweepIntervalBelowFloorIsRefused: an explicit SweepInterval shorter
+// than a millisecond, which would have the sweeper spin, locking every
+// shard in turn against the calls, is refused with a *ConfigError; a
+// millisecond, the floor of the default too, is accepted.
+func TestSweepIntervalBelowFloorIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond - 1} {
+		tr, err := NewChecked(Config{SweepInterval: d})
+		var ce *ConfigError
+		if tr != nil || !errors.As(err, &ce) || ce.Field != "Config.SweepInterval" {
+			t.Errorf("NewChecked(SweepInterval %v): Tracker made %t, error %v; want none and a *ConfigError for Config.SweepInterval", d, tr != nil, err)
+		}
+	}
+	tr, err := NewChecked(Config{SweepInterval: time.Millisecond})
+	if err != nil || tr.interval != time.Millisecond {
+		t.Fatalf("NewChecked(SweepInterval 1ms) = %v; want it accepted", err)
+	}
+}
