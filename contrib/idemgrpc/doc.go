@@ -158,11 +158,23 @@
 // registry (gogo's), Config.NewResponse returns
 // protoadapt.MessageV2Of(new(T)).
 //
-// Streaming methods (server, client and bidirectional streaming) are not
-// covered: there is no stream interceptor, so streams pass through
-// untouched. One that carries an idempotency-key runs on every call,
-// unmarked, and neither Config.RequireKey nor the key's validation applies
-// to them.
+// Streaming methods (server, client and bidirectional streaming) cannot be
+// protected: a stream's outcome is not one answer that could be recorded.
+// The unary interceptor does not see them, so that without more a stream
+// that carries an idempotency-key runs on every call, unmarked, its client
+// believing itself protected. Install the stream interceptor of the same
+// Config next to the unary one:
+//
+//	stream, err := idemgrpc.NewStream(cfg)
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(recovery, ic), grpc.ChainStreamInterceptor(stream))
+//
+// It refuses a streaming call of a protected method (Config.Protect) that
+// carries a key, valid or not, with Unimplemented (reason
+// IDEMPOTENCY_KEY_UNSUPPORTED) before its handler runs, and lets every
+// other stream through untouched: Config.RequireKey does not apply to
+// streams. A method whose effect must happen once is best exposed as a
+// unary method, or its stream made to carry an idempotency key of its own
+// (in a message) that its handler checks.
 //
 // The handler's context has no deadline, whatever the client's: a client
 // whose deadline passes gets DeadlineExceeded, while the handler runs on

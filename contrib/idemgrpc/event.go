@@ -6,8 +6,9 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Event describes one protected call the interceptor handled, for metrics
-// and logs.
+// Event describes one protected call the interceptor handled, or one
+// streaming call the stream interceptor refused (see NewStream), for
+// metrics and logs.
 type Event struct {
 	// FullMethod is the method called, "/package.Service/Method".
 	FullMethod string
@@ -46,7 +47,7 @@ const (
 	OutcomeInProgress  Outcome = "in_progress"  // Aborted: the original is still running
 	OutcomeMismatch    Outcome = "mismatch"     // FailedPrecondition: key reused with another request
 	OutcomeKeyMissing  Outcome = "key_missing"
-	OutcomeKeyInvalid  Outcome = "key_invalid"
+	OutcomeKeyInvalid  Outcome = "key_invalid"    // InvalidArgument; Unimplemented for a key on a protected stream
 	OutcomeStoreError  Outcome = "store_error"    // Unavailable, or passed through with FailOpen
 	OutcomeInternal    Outcome = "internal_error" // Internal: Config.KeyScope failed, or the request cannot be fingerprinted
 )

@@ -22,6 +22,7 @@ const ErrorDomain = "github.com/idemgo/idem"
 const (
 	ReasonKeyMissing       = "IDEMPOTENCY_KEY_MISSING"       // InvalidArgument
 	ReasonKeyInvalid       = "IDEMPOTENCY_KEY_INVALID"       // InvalidArgument
+	ReasonKeyUnsupported   = "IDEMPOTENCY_KEY_UNSUPPORTED"   // Unimplemented: a key on a protected streaming method (NewStream)
 	ReasonKeyReused        = "IDEMPOTENCY_KEY_REUSED"        // FailedPrecondition
 	ReasonInProgress       = "REQUEST_IN_PROGRESS"           // Aborted, with RetryInfo
 	ReasonStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE" // Unavailable, with RetryInfo
@@ -59,6 +60,16 @@ func errKeyMissing() error {
 
 func errKeyInvalid(detail string) error {
 	return statusError(codes.InvalidArgument, ReasonKeyInvalid, "idempotency-key metadata invalid: "+detail, 0)
+}
+
+// errKeyUnsupported is the error of a streaming call that carries a key
+// (see NewStream): Unimplemented, gRPC's code for an operation "not
+// supported or not enabled", here protection, which a retry cannot get
+// either. Not InvalidArgument, since the key may be well-formed; not
+// FailedPrecondition, since no change of state would make it work.
+func errKeyUnsupported() error {
+	return statusError(codes.Unimplemented, ReasonKeyUnsupported,
+		"idempotency-key not supported on streaming methods: the call was not run; call again without the key to run it unprotected", 0)
 }
 
 // errKeyReused is FailedPrecondition: the call is well-formed (not
