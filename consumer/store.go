@@ -131,11 +131,26 @@ func (l *storeLedger) ClaimRetryAfter(ctx context.Context, key string) (Claim, S
 	}
 }
 
+// maxQuotedKey is how many bytes of a message key an error quotes.
+const maxQuotedKey = 40
+
+// truncate returns s cut to at most maxQuotedKey bytes, with "…" appended
+// when it was cut, for quoting in an error. The cut is at a rune boundary:
+// a multi-byte character cut in two would be quoted as bytes escaped one by
+// one (\xc3), which reads as invalid UTF-8 that the key never held. Bytes
+// that are invalid in s itself stay as they are, for %q to show.
 func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+	if len(s) <= maxQuotedKey {
+		return s
 	}
-	return s
+	n := 0
+	for i := range s { // i runs over rune starts, and over each invalid byte
+		if i > maxQuotedKey {
+			break
+		}
+		n = i
+	}
+	return s[:n] + "…"
 }
 
 type storeClaim struct {
