@@ -13,7 +13,8 @@
 // method name and its request message in deterministic wire form (see
 // below). For each call of a protected method (Config.Protect; by default
 // every method not declared NO_SIDE_EFFECTS or IDEMPOTENT, nor of gRPC's
-// health-checking and channelz services: see ProtectUnlessIdempotent):
+// health-checking, channelz, client status and reflection services: see
+// ProtectUnlessIdempotent):
 //
 //   - no key: InvalidArgument when the key is required, else the call
 //     passes through and nothing is recorded;

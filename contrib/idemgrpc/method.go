@@ -13,13 +13,18 @@ import (
 // descriptor, found in protoregistry.GlobalFiles, declares
 // "option idempotency_level" NO_SIDE_EFFECTS or IDEMPOTENT: the gRPC
 // counterparts of GET and PUT, which idemhttp passes through; and those
-// of gRPC's own health-checking (grpc.health.v1.Health) and channelz
-// (grpc.channelz.v1.Channelz) services, which only read though their
-// descriptors do not say so, and whose callers (load balancers' and
-// orchestrators' probes, debugging tools) send no key: with
-// Config.RequireKey they would fail with InvalidArgument, and a server
-// would never be seen healthy. Methods without a registered descriptor
-// are protected.
+// of the services gRPC-go itself registers next to an application's,
+// which only read though their descriptors do not say so: health checking
+// (grpc.health.v1.Health), channelz (grpc.channelz.v1.Channelz), the xDS
+// client status discovery service that admin.Register adds with channelz
+// (envoy.service.status.v3.ClientStatusDiscoveryService), and server
+// reflection (grpc.reflection.v1.ServerReflection and its v1alpha).
+// Their callers (load balancers' and orchestrators' probes, debugging
+// tools such as grpcurl) send no key: with Config.RequireKey they would
+// fail with InvalidArgument, and a server would never be seen healthy;
+// and the stream interceptor (NewStream) would refuse the streams of a
+// client that attaches a key to every call. Methods without a registered
+// descriptor are protected.
 func ProtectUnlessIdempotent(fullMethod string) bool {
 	if service, _, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/"); ok && readOnlyServices[service] {
 		return false
@@ -39,9 +44,15 @@ func ProtectUnlessIdempotent(fullMethod string) bool {
 	return true
 }
 
-// readOnlyServices are the services of gRPC itself whose methods only
+// readOnlyServices are the services of gRPC-go itself whose methods only
 // read, though their descriptors declare no idempotency level.
-var readOnlyServices = map[string]bool{"grpc.health.v1.Health": true, "grpc.channelz.v1.Channelz": true}
+var readOnlyServices = map[string]bool{
+	"grpc.health.v1.Health":                                true,
+	"grpc.channelz.v1.Channelz":                            true,
+	"envoy.service.status.v3.ClientStatusDiscoveryService": true,
+	"grpc.reflection.v1.ServerReflection":                  true,
+	"grpc.reflection.v1alpha.ServerReflection":             true,
+}
 
 // methodDescriptor finds the descriptor of the method fullMethod
 // ("/package.Service/Method") in protoregistry.GlobalFiles, or nil.
