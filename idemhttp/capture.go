@@ -238,6 +238,11 @@ func keep[T []byte | string](c *capture, p T) {
 		c.buf = bufPool.Get().(*[]byte)
 		c.body = (*c.buf)[:0]
 	}
+	if c.exact && cap(c.body)-len(c.body) < len(p) {
+		// The length is declared: one buffer of it, not one grown write
+		// by write.
+		c.body = slices.Grow(c.body, c.max-len(c.body))
+	}
 	c.body = append(c.body, p...)
 }
 

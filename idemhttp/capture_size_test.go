@@ -1,0 +1,52 @@
+package idemhttp_test
+
+import (
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/memstore"
+)
+
+// A body whose Content-Length the handler declared is kept in one buffer
+// of that size, not in one grown write by write: of a 1 MiB body written
+// in 32 KiB pieces, growing the kept copy costs some four times its size
+// more (3.7 against 7.8 bytes allocated per body byte in all, with its
+// record and the store's copy of that; more of both under the race
+// detector).
+func TestDeclaredBodyIsKeptInOneBuffer(t *testing.T) {
+	const size = 1 << 20
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := idemhttp.Middleware(idemhttp.Config{Store: s, MaxCapture: 2 * size})
+	piece := make([]byte, 32<<10)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("declared") {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		for range size / len(piece) {
+			_, _ = w.Write(piece)
+		}
+	}))
+	serve := func(target, key string) float64 {
+		r, _ := http.NewRequest(http.MethodPost, target, strings.NewReader("mug"))
+		r.Header.Set("Idempotency-Key", key)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		h.ServeHTTP(&discardingClient{h: http.Header{}}, r)
+		runtime.ReadMemStats(&after)
+		return float64(after.TotalAlloc-before.TotalAlloc) / size
+	}
+	serve("/orders?declared", "warm-up")
+	serve("/orders", "warm-up")
+	declared, grown := serve("/orders?declared", "declared"), serve("/orders", "grown")
+	t.Logf("bytes allocated per body byte: %.2f with its length declared, %.2f without", declared, grown)
+	if declared > grown-2 {
+		t.Errorf("a declared body cost %.2f bytes per body byte, one written without its length %.2f: want at least 2 fewer", declared, grown)
+	}
+}
