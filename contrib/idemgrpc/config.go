@@ -60,9 +60,9 @@ type Config struct {
 	// untouched, with or without a key. It must be safe for concurrent use.
 	// Defaults to ProtectUnlessIdempotent.
 	Protect func(fullMethod string) bool
-	// RequireKey makes a protected call without a key fail with
+	// RequireKey makes a protected unary call without a key fail with
 	// codes.InvalidArgument. Defaults to false: such calls pass through and
-	// nothing is recorded.
+	// nothing is recorded. It does not apply to streams (see NewStream).
 	RequireKey bool
 	// KeyScope returns the scope of a call's key, from the incoming
 	// context, so that callers cannot see or probe each other's records.
@@ -128,8 +128,9 @@ type Config struct {
 	// FailOpen passes calls through unprotected when the store fails.
 	// Defaults to false: fail closed with codes.Unavailable.
 	FailOpen bool
-	// OnEvent, when set, is called once per protected call before the
-	// interceptor returns. It must be safe for concurrent use.
+	// OnEvent, when set, is called once per protected unary call, and once
+	// per streaming call the stream interceptor refuses (NewStream),
+	// before the interceptor returns. It must be safe for concurrent use.
 	OnEvent func(Event)
 
 	// replay is ReplayMetadata lower-cased, without the never-replayed
