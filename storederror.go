@@ -50,7 +50,8 @@ type Classifier interface {
 // type of err, like "*fs.PathError"), Message from err.Error() and Cause
 // from errors.Unwrap(err).Error(). A replayed *StoredError itself, or one
 // marked with Permanent, is recorded as it is, with Permanent's class
-// when that is not empty.
+// when that is not empty. An error marked with Permanent more than once is
+// recorded as if marked once, with the outermost class that is not empty.
 //
 // A class taken from the Go type ("*errors.errorString", "*fmt.wrapError")
 // is for reading, not for branching on: it changes when the code that
@@ -60,9 +61,20 @@ func ErrorOf(err error) StoredError {
 	if err == nil {
 		return StoredError{Class: "nil"}
 	}
+	// An error marked more than once (a layer marking what another marked
+	// already) is recorded as the error marked once, under the outermost
+	// class given: a mark is no error of its own, to name as the class or
+	// cause.
 	var class string
-	if p, ok := err.(*permanentError); ok {
-		class, err = p.class, p.err
+	for {
+		p, ok := err.(*permanentError)
+		if !ok {
+			break
+		}
+		if class == "" {
+			class = p.class
+		}
+		err = p.err
 	}
 	if se, ok := err.(*StoredError); ok && se != nil {
 		// A replayed failure, marked Permanent again or not: recorded as

@@ -132,3 +132,37 @@ func TestNilStoredErrorDoesNotPanic(t *testing.T) {
 		t.Errorf("record after fn returned a nil *StoredError = %+v, %v; want it settled", rec, err)
 	}
 }
+
+// TestErrorOfMarkedTwice: an error marked with Permanent twice, as one
+// layer marks what another has marked already (an inner Do's failure, say),
+// is recorded as the error marked once: the outer class if it has one,
+// else the inner, the message, and the cause of the error itself, not the
+// message again. A replayed StoredError marked twice is recorded whole.
+func TestErrorOfMarkedTwice(t *testing.T) {
+	insufficient := errors.New("insufficient funds")
+	declinedErr := fmt.Errorf("card declined: %w", insufficient)
+	stored := &idem.StoredError{Class: "payment.declined", Message: "card declined", Cause: "insufficient funds"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want idem.StoredError
+	}{
+		{"outer class", idem.Permanent("order.failed", idem.Permanent("payment.declined", declinedErr)),
+			idem.StoredError{Class: "order.failed", Message: "card declined: insufficient funds", Cause: "insufficient funds"}},
+		{"inner class", idem.Permanent("", idem.Permanent("payment.declined", declinedErr)),
+			idem.StoredError{Class: "payment.declined", Message: "card declined: insufficient funds", Cause: "insufficient funds"}},
+		{"no class", idem.Permanent("", idem.Permanent("", declinedErr)),
+			idem.StoredError{Class: "*fmt.wrapError", Message: "card declined: insufficient funds", Cause: "insufficient funds"}},
+		{"three marks", idem.Permanent("", idem.Permanent("order.failed", idem.Permanent("payment.declined", declinedErr))),
+			idem.StoredError{Class: "order.failed", Message: "card declined: insufficient funds", Cause: "insufficient funds"}},
+		{"stored", idem.Permanent("order.failed", idem.Permanent("", stored)),
+			idem.StoredError{Class: "order.failed", Message: "card declined", Cause: "insufficient funds"}},
+		{"stored without class", idem.Permanent("", idem.Permanent("", stored)), *stored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, idem.ErrorOf(tc.err)); diff != "" {
+				t.Errorf("ErrorOf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
