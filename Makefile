@@ -64,6 +64,7 @@ ifneq ($(strip $(bench_pkgs)),)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 endif
 	@set -e; for m in $(extra_mods); do echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
+	@set -e; for m in . bench $(extra_mods); do if ! (cd $$m && $(GO) mod tidy -diff >/dev/null); then echo "go mod tidy needed in $$m"; exit 1; fi; done
 
 fuzz: deps
 	$(GO) run ./internal/cmd/withservers -- env FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
