@@ -302,6 +302,8 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 // stops; so it does when lost panics. stop then raises the first such
 // panic again, on the caller's goroutine where it can be recovered, as a
 // *PanicError carrying the panic's value and stack; a later stop does not.
+// A Heartbeat or a lost that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) instead of returning is reported so too.
 // Do and Owner.Run report a Heartbeat's panic as an error instead.
 func KeepAlive(ctx context.Context, s Store, key Key, lease Lease, every time.Duration, lost func()) (stop func()) {
 	if ctx == nil || IsNilStore(s) || key.IsZero() || lease.Token == "" {

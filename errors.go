@@ -133,8 +133,9 @@ func (e *unavailableError) Is(target error) bool { return target == ErrUnavailab
 // KeepAlive's lost callback, called from there too. It carries the panic's
 // value and the stack of the goroutine that panicked. Do and Owner.Run
 // report a Heartbeat's as an error wrapping both it and ErrLeaseLost;
-// KeepAlive's stop panics with it (see KeepAlive). A Heartbeat that ends
-// its goroutine (runtime.Goexit) instead of returning is reported so too.
+// KeepAlive's stop panics with it (see KeepAlive). A Heartbeat or a lost
+// that ends its goroutine (runtime.Goexit) instead of returning is
+// reported so too.
 type PanicError struct {
 	// Op names what panicked: "Store.Heartbeat" or "KeepAlive's lost".
 	Op string

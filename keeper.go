@@ -172,21 +172,25 @@ func (k *keeper) beat() {
 	k.endBeat = endBeat
 	k.mu.Unlock()
 
-	finished := false
+	// stage is where the beat is, for a Heartbeat or a lost that ends the
+	// goroutine instead of returning (see goexited).
+	stage := inHeartbeat
+	var pe *PanicError
 	defer func() {
-		if !finished {
-			k.goexited()
+		if stage != beatReturned {
+			k.goexited(stage, pe)
 		}
 	}()
 	l, lost, err := k.heartbeat(ctx, lease, every, failing, now, deadline)
-	finished = true
 	endBeat()
-	pe, _ := err.(*PanicError)
+	pe, _ = err.(*PanicError)
 	if lost {
+		stage = inLost
 		if lpe := k.report(pe); pe == nil {
 			pe = lpe
 		}
 	}
+	stage = beatReturned
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -217,14 +221,34 @@ func (k *keeper) beat() {
 	}
 }
 
-// goexited ends a beat whose store's Heartbeat ended the goroutine
-// (runtime.Goexit, as t.FailNow in a fake store does) instead of
-// returning: as for a Heartbeat that panics, the lease counts as lost and
-// the run is told, so that stop, waiting for the beat to end, does not wait
-// for ever.
-func (k *keeper) goexited() {
-	pe := &PanicError{Op: "Store.Heartbeat", Value: errGoexit, Stack: debug.Stack()}
-	_ = k.report(pe) // a panic of lost meanwhile is second to the Heartbeat's end
+// beatStage is where a beat is: in the store's Heartbeat, in lost, or
+// returned from both.
+type beatStage uint8
+
+const (
+	inHeartbeat beatStage = iota
+	inLost
+	beatReturned
+)
+
+// goexited ends a beat whose goroutine ended (runtime.Goexit, as t.FailNow
+// does) instead of returning, in stage, so that stop, waiting for the beat
+// to end, does not wait for ever. In the store's Heartbeat: as for a
+// Heartbeat that panics, the lease counts as lost and the run is told. In
+// lost, which was told already: as for a lost that panics, unless
+// heartbeatPanic, the Heartbeat's panic that made the beat call lost, comes
+// first.
+func (k *keeper) goexited(stage beatStage, heartbeatPanic *PanicError) {
+	var pe *PanicError
+	switch {
+	case stage == inHeartbeat:
+		pe = &PanicError{Op: "Store.Heartbeat", Value: errGoexit, Stack: debug.Stack()}
+		_ = k.report(pe) // a panic of lost meanwhile is second to the Heartbeat's end
+	case heartbeatPanic != nil:
+		pe = heartbeatPanic
+	default:
+		pe = &PanicError{Op: "KeepAlive's lost", Value: errGoexit, Stack: debug.Stack()}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.endBeat != nil {
@@ -240,8 +264,8 @@ func (k *keeper) goexited() {
 	}
 }
 
-// errGoexit is the Value of the *PanicError of a Heartbeat that ended its
-// goroutine.
+// errGoexit is the Value of the *PanicError of a Heartbeat, or a lost,
+// that ended its goroutine.
 var errGoexit = errors.New("it ended its goroutine (runtime.Goexit)")
 
 // heartbeat extends lease, sent at now within ctx (k.ctx, ended by stop
