@@ -22,12 +22,15 @@ import (
 // c.Next: what the chain sets c.Request or c.Writer to stays, as in plain
 // gin.
 //
-// A chain that fails with c.Error and writes nothing leaves its response to
-// a middleware outside this one (an error renderer): it is not recorded,
-// and the key is released, so that a retry runs again. Errors attached
+// A chain that fails with c.Error and writes no body leaves its response,
+// or its body, to a middleware outside this one (an error renderer): it is
+// not recorded, and the key is released, so that a retry runs again. That
+// holds for c.AbortWithError too, which sends the status at once, and
+// after which such a renderer may still write the body. Errors attached
 // before the middleware ran are not the chain's and do not count. In
 // transaction mode (Config.BeginTx) such a chain's transaction is rolled
-// back and the middleware answers its own 500 problem, which an error
+// back; a status of 400 or more that it set goes out as it is, but for
+// any other the middleware answers its own 500 problem, which an error
 // renderer outside cannot replace: write the error response in the chain.
 //
 // Requests that match no route run the engine's NoRoute (or NoMethod)
@@ -70,12 +73,14 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 			gw.held = cfg.BeginTx != nil && r != outerR
 			c.Writer, c.Request = gw, r
 			c.Next()
-			if !gw.Written() && len(c.Errors) > outerErrs {
-				// Failed with c.Error and no body written: the response may
-				// be for a middleware outside this one to render, after the
-				// record would be taken. Nothing is recorded; the key is
-				// released. The status the chain set still goes out, and
-				// that middleware may still change it, as in plain gin.
+			if gw.Size() <= 0 && len(c.Errors) > outerErrs {
+				// Failed with c.Error and no body written, its status
+				// maybe sent (c.AbortWithError sends it at once): the
+				// body may be for a middleware outside this one to
+				// render, after the record would be taken. Nothing is
+				// recorded; the key is released. The status the chain
+				// set still goes out, and that middleware may still
+				// change it if it was not sent, as in plain gin.
 				idemhttp.Unrecorded(w)
 			}
 			if unrouted && (gw.Status() == http.StatusNotFound || gw.Status() == http.StatusMethodNotAllowed) {

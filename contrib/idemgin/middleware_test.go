@@ -669,7 +669,8 @@ func TestCErrorKeepsTheStatus(t *testing.T) {
 
 // c.AbortWithStatus sends its status at once, as in plain gin: an error
 // renderer outside the middleware does not render over it, and the retry
-// replays what the client got.
+// gets what the client got (run again: see
+// TestAbortWithErrorBodyRenderedOutside).
 func TestAbortWithStatusIsWhatTheClientGets(t *testing.T) {
 	e := engineWithRenderer(t, true)
 	e.POST("/charges", func(c *gin.Context) { _ = c.AbortWithError(http.StatusBadRequest, errors.New("bad")) })
