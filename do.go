@@ -81,8 +81,9 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //   - the result or the permanent failure cannot be recorded (an
 //     unavailable store, a result that does not encode, ErrInvalidPayload,
 //     or is too large, ErrPayloadTooLarge): Do returns fn's result with an
-//     error wrapping the store's (joined to fn's error, if any) and
-//     releases the key: the effect happened, but a retry runs fn again.
+//     error wrapping ErrNotRecorded and the store's (joined to fn's error,
+//     if any) and releases the key: the effect happened, but a retry runs
+//     fn again.
 //     The release is safe even when the store failed after applying the
 //     write (a lost reply, a context that ended while it wrote; see
 //     Store): a store rejects the release of a settled reservation with
@@ -248,7 +249,7 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 			if !errors.Is(serr, ErrStaleToken) {
 				release() // not recorded, and the key not another owner's
 			}
-			return errors.Join(err, fmt.Errorf("idem: recording the failure: %w", serr))
+			return errors.Join(err, &notRecordedError{"recording the failure", serr})
 		}
 		return err
 	}
@@ -259,7 +260,7 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 			// not another owner's.
 			release()
 		}
-		return fmt.Errorf("idem: result not recorded: %w", cerr)
+		return &notRecordedError{"result not recorded", cerr}
 	}
 	return nil
 }

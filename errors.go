@@ -42,7 +42,27 @@ var (
 	// without a lease. It is returned (or, by Owner.Run, set as Owner.Err)
 	// instead of a panic, before anything runs or is sent to a store.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
+	// ErrNotRecorded is in the error of Do when fn ran but its outcome, a
+	// result or a permanent failure, could not be recorded (the store's
+	// own error is wrapped beside it): the effect may have happened, and
+	// the key is released, so a retry runs fn again; unless the lease had
+	// been lost (ErrStaleToken), when what the new owner records stands.
+	// In a caller's transaction, such an error must roll back: an outcome
+	// committed without its record would be done again by the retry.
+	ErrNotRecorded = errors.New("idem: outcome not recorded")
 )
+
+// notRecordedError is the error of a settle call that could not record an
+// outcome: it reads as the store's error, prefixed with what was not
+// recorded, and is ErrNotRecorded as well as the store's error.
+type notRecordedError struct {
+	what string // "result not recorded", "recording the failure"
+	err  error
+}
+
+func (e *notRecordedError) Error() string        { return "idem: " + e.what + ": " + e.err.Error() }
+func (e *notRecordedError) Unwrap() error        { return e.err }
+func (e *notRecordedError) Is(target error) bool { return target == ErrNotRecorded }
 
 // InFlightError reports an InFlight outcome as an error.
 type InFlightError struct {

@@ -247,8 +247,11 @@ func insertOrder(ctx context.Context, tx pgx.Tx, req OrderRequest) (Order, error
 	if err := tx.QueryRow(ctx, `INSERT INTO orders (sku) VALUES ($1) RETURNING id`, req.SKU).Scan(&o.ID); err != nil {
 		return Order{}, err
 	}
-	if req.SKU == "gone" {
+	switch req.SKU {
+	case "gone":
 		return Order{}, idem.Permanent("out_of_stock", errOutOfStock)
+	case "gone-unrecordable": // a failure too large to record
+		return Order{}, idem.Permanent("out_of_stock", fmt.Errorf("%w: %s", errOutOfStock, strings.Repeat("x", idem.DefaultMaxPayload)))
 	}
 	return o, nil
 }
@@ -313,37 +316,41 @@ func TestReadmeDoInTransaction(t *testing.T) {
 	}
 }
 
-// The README's recipe for recording a permanent failure in this form: keep
-// Do's error outside the closure and commit when it is permanent. The
-// failure is recorded with what the function wrote, and a retry gets it
-// back as a *idem.StoredError without running the function.
+// placeRecordingFailures runs the README's recipe for recording a
+// permanent failure in the "Outside HTTP" form: Do's error is kept outside
+// the closure, and the transaction commits when it is a permanent failure
+// that was recorded. runs counts the function's runs.
+func placeRecordingFailures(ctx context.Context, pool *pgxpool.Pool, store *pgstore.Store, key idem.Key, req OrderRequest, runs *int) error {
+	var runErr error
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, runErr = idem.Do(ctx, store.WithTx(tx), key, req, func(ctx context.Context) (Order, error) {
+			*runs++
+			return insertOrder(ctx, tx, req)
+		}, nil)
+		if idem.IsPermanent(runErr) && !errors.Is(runErr, idem.ErrNotRecorded) {
+			return nil
+		}
+		return runErr
+	})
+	if err != nil {
+		return err
+	}
+	return runErr
+}
+
+// The README's recipe records a permanent failure with what the function
+// wrote, and a retry gets it back as a *idem.StoredError without running
+// the function.
 func TestReadmeDoInTransactionRecordsPermanentFailure(t *testing.T) {
 	pool, store := newOrdersStore(t)
 	ctx := context.Background()
 	key, _ := idem.NewKey(idem.MustNamespace("orders"), "order-3")
 	runs := 0
-	place := func(req OrderRequest) error {
-		var runErr error
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, runErr = idem.Do(ctx, store.WithTx(tx), key, req, func(ctx context.Context) (Order, error) {
-				runs++
-				return insertOrder(ctx, tx, req)
-			}, nil)
-			if idem.IsPermanent(runErr) {
-				return nil
-			}
-			return runErr
-		})
-		if err != nil {
-			return err
-		}
-		return runErr
-	}
-	if err := place(OrderRequest{SKU: "gone"}); !errors.Is(err, errOutOfStock) {
+	if err := placeRecordingFailures(ctx, pool, store, key, OrderRequest{SKU: "gone"}, &runs); !errors.Is(err, errOutOfStock) {
 		t.Fatalf("first: %v, want the permanent failure", err)
 	}
 	var stored *idem.StoredError
-	if err := place(OrderRequest{SKU: "gone"}); !errors.As(err, &stored) || stored.Class != "out_of_stock" {
+	if err := placeRecordingFailures(ctx, pool, store, key, OrderRequest{SKU: "gone"}, &runs); !errors.As(err, &stored) || stored.Class != "out_of_stock" {
 		t.Fatalf("retry: %v, want the recorded failure as a *idem.StoredError of class out_of_stock", err)
 	}
 	if runs != 1 {
@@ -351,5 +358,28 @@ func TestReadmeDoInTransactionRecordsPermanentFailure(t *testing.T) {
 	}
 	if n := countOrders(t, pool); n != 1 {
 		t.Fatalf("%d order rows, want 1 (what the function wrote before it failed commits with the failure)", n)
+	}
+}
+
+// A permanent failure the store cannot record (its message is over the
+// store's MaxPayload) is not committed by the README's recipe: what the
+// function wrote rolls back, and a retry runs it again. Committed, the
+// order would stand with no record, and the retry would place it twice.
+func TestReadmeDoInTransactionRollsBackAnUnrecordedFailure(t *testing.T) {
+	pool, store := newOrdersStore(t)
+	ctx := context.Background()
+	key, _ := idem.NewKey(idem.MustNamespace("orders"), "order-4")
+	runs := 0
+	for i := range 2 {
+		err := placeRecordingFailures(ctx, pool, store, key, OrderRequest{SKU: "gone-unrecordable"}, &runs)
+		if !errors.Is(err, errOutOfStock) || !errors.Is(err, idem.ErrNotRecorded) {
+			t.Fatalf("attempt %d: %.200v, want the permanent failure, not recorded", i+1, err)
+		}
+	}
+	if runs != 2 {
+		t.Fatalf("the function ran %d times, want 2 (nothing recorded, so run again)", runs)
+	}
+	if n := countOrders(t, pool); n != 0 {
+		t.Fatalf("%d order rows, want 0 (each unrecorded failure rolled back)", n)
 	}
 }
