@@ -85,3 +85,39 @@ func TestTxAbortWithErrorRollsBack(t *testing.T) {
 		t.Errorf("the handler ran %d times, want 2", runs)
 	}
 }
+
+// A chain that ends with an error status and no body written (c.Status
+// alone) leaves gin's writer unwritten, as plain gin does, so that a
+// middleware outside may still render a body for it, after the record
+// would be taken: that response is not recorded, and the retry gets what
+// the first client got, the outer middleware's body, rather than a
+// recorded empty 404.
+func TestBodylessErrorStatusRenderedOutside(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw, err := idemgin.New(idemhttp.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gin.New()
+	e.Use(func(c *gin.Context) { // renders the bodyless error statuses of the chain
+		c.Next()
+		if status := c.Writer.Status(); status >= 400 && !c.Writer.Written() {
+			c.JSON(status, gin.H{"error": http.StatusText(status)})
+		}
+	}, mw)
+	runs := 0
+	e.POST("/orders/:id/cancel", func(c *gin.Context) {
+		runs++
+		c.Status(http.StatusNotFound)
+	})
+	const want = `{"error":"Not Found"}`
+	for i := range 2 {
+		w := serve(e, "POST", "/orders/7/cancel", `{}`, key("k"))
+		if w.Code != http.StatusNotFound || w.Body.String() != want || replayed(w) {
+			t.Errorf("request %d: %d %q replayed=%v, want 404 %s as the outer middleware wrote it", i, w.Code, w.Body, replayed(w), want)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("the handler ran %d times, want 2", runs)
+	}
+}

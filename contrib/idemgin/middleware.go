@@ -32,6 +32,11 @@ import (
 // back; a status of 400 or more that it set goes out as it is, but for
 // any other the middleware answers its own 500 problem, which an error
 // renderer outside cannot replace: write the error response in the chain.
+// Likewise a chain that ends with an error status (400 or more) set by
+// c.Status alone, no body written: gin sends it only after the middleware
+// returns, and a middleware outside may render a body for it first, so it
+// is not recorded either (but in transaction mode, where it is sent before
+// the middleware returns, as a replay is).
 //
 // Requests that match no route run the engine's NoRoute (or NoMethod)
 // handlers protected like a route; the 404 or 405 they, or gin itself,
@@ -81,6 +86,16 @@ func New(cfg idemhttp.Config) (gin.HandlerFunc, error) {
 				// recorded; the key is released. The status the chain
 				// set still goes out, and that middleware may still
 				// change it if it was not sent, as in plain gin.
+				idemhttp.Unrecorded(w)
+			}
+			if !gw.Written() && !gw.held && gw.Status() >= http.StatusBadRequest {
+				// An error status alone (c.Status), which gin's writer
+				// still holds unsent when the middleware returns, as
+				// plain gin does: a middleware outside may render a body
+				// for it, after the record would be taken. Not recorded;
+				// the key is released. (A held response is sent before
+				// the middleware returns, as a replay is: nothing is
+				// rendered over it.)
 				idemhttp.Unrecorded(w)
 			}
 			if unrouted && (gw.Status() == http.StatusNotFound || gw.Status() == http.StatusMethodNotAllowed) {
