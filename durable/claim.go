@@ -192,11 +192,12 @@ func (c *claimed) unwatch() {
 // rows, in pick order, as long as it holds their cost; it keeps what is
 // left. It returns each leased row with its inbox, read in the same
 // statement unless too large (see claimInboxSignals) (kind 0), then a line per bucket with due rows (kind 1; see
-// rateHeadsSQL).
+// rateHeadsSQL), then, if it locked fewer than $2 rows, the line of
+// claimNextDueSQL (kind 2).
 const claimSQL = `
 WITH RECURSIVE conf AS (
     SELECT * FROM unnest($7::text[], $8::float8[], $9::float8[]) AS c(name, rate, burst)
-), ` + rateHeadsSQL + `, free AS (` + claimFreeRowsSQL + `
+), ` + rateHeadsSQL + `, ` + claimPriosSQL + `, free AS (` + claimFreeRowsSQL + `
 ), limited AS (
     SELECT i.id, i.concurrency_key, i.rate_limit, i.rate_weight, i.priority, i.eligible_at FROM durable_instance i
     WHERE i.id IN (
@@ -225,21 +226,26 @@ FROM (` + claimLeasedRowsSQL + `
            h.key, h.known, h.due, coalesce(h.head_cost, 0),
            coalesce((SELECT s.tokens FROM spent s WHERE s.key = h.key), h.tokens, 0), 0, NULL
     FROM heads h
+    UNION ALL` + claimNextDueSQL + `
 ) out
 ORDER BY kind, priority, eligible_at, id`
 
 // claimFreeSQL is claimSQL for a queue with no rate-limited rows, which
 // makes the picker's every claim while it has none: it leases only rows
 // that name no bucket and reports nothing. Being much smaller, it takes a
-// fraction of claimSQL's time to plan. It takes $1 to $6 of claimSQL.
+// fraction of claimSQL's time to plan. It takes $1 to $6 of claimSQL and,
+// like it, ends with the line of claimNextDueSQL if it locked fewer than
+// $2 rows.
 const claimFreeSQL = `
-WITH picked AS (` + claimFreeRowsSQL + `
-), ` + claimSlottedSQL + `, leased AS (` + claimLeaseSQL + `
+WITH RECURSIVE picked AS (` + claimFreeRowsSQL + `
+), ` + claimSlottedSQL + `, ` + claimPriosSQL + `, leased AS (` + claimLeaseSQL + `
     ` + claimReturningSQL + `
 )
 SELECT ` + claimColumnsSQL + `
-FROM (` + claimLeasedRowsSQL + `) out
-ORDER BY priority, eligible_at, id`
+FROM (` + claimLeasedRowsSQL + `
+    UNION ALL` + claimNextDueSQL + `
+) out
+ORDER BY kind, priority, eligible_at, id`
 
 // ratedSQL, sent with claimFreeSQL, reports whether queue $1 has runnable
 // rows that name a bucket, which claimFreeSQL leaves to claimSQL.
@@ -279,6 +285,39 @@ const (
     WHERE i.id = slotted.id AND slotted.slot IS NOT NULL`
 	claimReturningSQL = `RETURNING i.id, i.fsm, i.fsm_version, i.step, i.state, i.correlation_key, i.concurrency_key, i.attempt, i.claims,
               i.awaiting, i.priority, i.eligible_at, i.rate_limit`
+
+	// claimPriosSQL lists the priorities of the runnable rows of queue
+	// $1, lowest first, an index descent each (a loose index scan), for
+	// claimNextDueSQL; it ends with a NULL.
+	claimPriosSQL = `prios(priority) AS (
+    SELECT min(i.priority) FROM durable_instance i WHERE i.status = 'runnable' AND i.queue = $1
+    UNION ALL
+    SELECT (SELECT min(i.priority) FROM durable_instance i
+            WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority > p.priority)
+    FROM prios p WHERE p.priority IS NOT NULL
+)`
+
+	// claimNextDueSQL is the last line of a claim (kind 2) that locked
+	// fewer than $2 rows (picked), so that the picker need not wait for
+	// its next poll to start the rows scheduled for later: in due, the
+	// microseconds from the statement's now() until the earliest runnable
+	// row of queue $1 that is not eligible yet becomes so, rounded up; no
+	// line when there is none. A claim that locked $2 rows, which the
+	// picker follows with another at once, computes nothing: its filter
+	// is decided before the rest is evaluated. It takes, for each
+	// priority (claimPriosSQL), the first future row in eligible order,
+	// an index descent each; the same now() as the claim's rules out a
+	// row that became eligible between the two.
+	claimNextDueSQL = `
+    SELECT 2, 0, '', 0, '', NULL, '', '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
+           '', true, n.us, 0, 0, 0, NULL
+    FROM (SELECT ceil(extract(epoch FROM min(d.eligible_at) - now()) * 1000000)::bigint AS us
+          FROM prios p CROSS JOIN LATERAL (
+              SELECT i.eligible_at FROM durable_instance i
+              WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority = p.priority AND i.eligible_at > now()
+              ORDER BY i.eligible_at
+              LIMIT 1) d) n
+    WHERE (SELECT count(*) FROM picked) < $2 AND n.us IS NOT NULL`
 
 	// claimColumnsSQL and claimLeasedRowsSQL are the result: the leased
 	// rows (kind 0), to which each statement adds its lines.
@@ -331,6 +370,11 @@ type claimResult struct {
 	// with claimSQL, waiting is not empty; with claimFreeSQL (and
 	// ratedSQL), the claim leased none of them and claimSQL should.
 	rated bool
+	// nextDue is how long after the statement's now() the earliest
+	// runnable row of the queue that was not eligible then becomes so:
+	// known (not 0) only when the claim locked fewer rows than it asked
+	// for and there is such a row (claimNextDueSQL).
+	nextDue time.Duration
 }
 
 // claimRated leases up to n runnable rows of queue to owner, within the
@@ -407,6 +451,10 @@ func scanClaim(rows pgx.Rows, queue string) (res claimResult, err error) {
 			return res, err
 		}
 		res.picked = int(npicked)
+		if kind == 2 {
+			res.nextDue = time.Duration(due) * time.Microsecond
+			continue
+		}
 		if kind == 1 {
 			w.fsm, w.step, w.due = c.fsm, c.step, int(due)
 			res.waiting = append(res.waiting, w)

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -101,6 +102,10 @@ WHERE instance_id = $1
 type commitResult struct {
 	committed bool // false: fenced off, nothing changed
 	runnable  bool // the row is runnable now, in its queue
+	// later, when not 0, is how long after the commit the row is runnable
+	// again, in its queue (a Retry with a delay): the picker's timer is
+	// moved to then, with no claim.
+	later time.Duration
 	// ended holds the instances the commit ended: the row, and the
 	// descendants a Cancel outcome cancelled with it. Their Waits are
 	// woken once the commit has returned (Client.ended).
@@ -147,7 +152,11 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 		if err != nil {
 			return res, err
 		}
-		return commitResult{committed: n == 1, runnable: n == 1 && o.delay == 0, wake: waiters}, nil
+		res := commitResult{committed: n == 1, runnable: n == 1 && o.delay == 0, wake: waiters}
+		if n == 1 {
+			res.later = o.delay
+		}
+		return res, nil
 
 	case KindAwait:
 		var deadline *int64

@@ -393,7 +393,15 @@
 // commits nothing. Pickers poll every Config.PollInterval; inserts,
 // signals, retries, reaps, await timeouts and the rows a stopping engine
 // hands back also send a NOTIFY that wakes the pickers of the queue on
-// every engine at once, a hint only.
+// every engine at once, a hint only. A row scheduled for later (InsertOpts
+// ScheduleIn, EligibleAt, ScheduleAt; a Retry outcome with a delay, the
+// default backoff; RetryOpts.At) starts when it becomes eligible, not at
+// the next poll, once the picker knows of it: from a claim that found
+// fewer rows than it had room for, which learns when the earliest row not
+// yet eligible becomes so, or at once when this engine's client made it.
+// A row another process schedules is learnt at the picker's next claim,
+// its next poll at the latest: it starts on time if that comes before it
+// is eligible, else up to one PollInterval late.
 // A timer wakes parked rows whose await deadline passed, and a collector
 // deletes done, failed and cancelled rows older than Config.GCRetention, in
 // batches (a row cancelled while its step ran, once that step has returned

@@ -244,6 +244,28 @@ func (c *Client) pokeLocal(queue string) {
 	}
 }
 
+// madeLocal tells this client's running engine, if it has one, of a row
+// of queue it made (inserted, retried): eligible at at, or at once when
+// at is zero or past. A row eligible at once pokes the picker, as
+// pokeLocal does; a row for later moves the picker's timer to at, if
+// sooner, with no claim until then. Either way no wake-up hint from the
+// database is needed.
+func (c *Client) madeLocal(queue string, at time.Time) {
+	if at.IsZero() || !at.After(time.Now()) {
+		c.pokeLocal(queue)
+		return
+	}
+	c.mu.Lock()
+	e := c.run
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	if q, ok := e.queues[queue]; ok {
+		q.scheduled(at)
+	}
+}
+
 // committed wakes, once a transaction of the engine's has committed, the
 // Waits on the instances it ended and this engine's pickers of the queues
 // in which it made other rows runnable (the commit's wake-up hints reach

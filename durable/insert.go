@@ -124,6 +124,23 @@ type row struct {
 // that a wake-up hint is worth sending.
 func (r *row) now() bool { return r.eligible == nil && r.in <= 0 }
 
+// eligibleAt is, as this process's clock sees it at now, when an
+// instance inserted with opts becomes eligible (see newRow); zero: at
+// once.
+func eligibleAt(opts *InsertOpts, now time.Time) time.Time {
+	switch {
+	case opts == nil:
+		return time.Time{}
+	case !opts.EligibleAt.IsZero():
+		return opts.EligibleAt
+	case !opts.ScheduleAt.IsZero():
+		return opts.ScheduleAt
+	case opts.ScheduleIn > 0:
+		return now.Add(opts.ScheduleIn)
+	}
+	return time.Time{}
+}
+
 // queueOf is the queue an instance of args goes to.
 func queueOf(args Args, opts *InsertOpts) string {
 	if opts != nil && opts.Queue != "" {
@@ -251,7 +268,7 @@ const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() ||
 func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
 	id, err := insertOne(ctx, c.pool, args, opts, c.cfg.MaxPayload)
 	if err == nil {
-		c.pokeLocal(queueOf(args, opts))
+		c.madeLocal(queueOf(args, opts), eligibleAt(opts, time.Now()))
 	}
 	return id, err
 }
@@ -369,8 +386,9 @@ SELECT correlation_guard, id FROM durable_instance WHERE correlation_guard = ANY
 func (c *Client) InsertAll(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
 	res, err := insertAll(ctx, c.pool, params, c.cfg.MaxPayload)
 	if err == nil {
+		now := time.Now()
 		for _, p := range params {
-			c.pokeLocal(queueOf(p.Args, p.Opts))
+			c.madeLocal(queueOf(p.Args, p.Opts), eligibleAt(p.Opts, now))
 		}
 	}
 	return res, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,7 +40,7 @@ func (c *Client) InsertOrSignal(ctx context.Context, args Args, opts *InsertOpts
 		return 0, false, err
 	}
 	if inserted {
-		c.pokeLocal(queueOf(args, opts))
+		c.madeLocal(queueOf(args, opts), eligibleAt(opts, time.Now()))
 	}
 	if woke != "" {
 		c.pokeLocal(woke)

@@ -16,14 +16,17 @@ type queue struct {
 	concurrency int
 	prefetch    int
 	wakeCh      chan struct{} // a poke for the picker; holds at most one
+	// dueCh tells the picker that soonest has news: holds at most one.
+	dueCh chan struct{}
 
 	// The picker's own: the rate limits its claims apply, whether the
 	// queue had rows that name a bucket at the last claim, what the last
-	// claim round reported on the buckets, and when it last reported
-	// unknown ones.
+	// claim round reported on the buckets and on the earliest row not yet
+	// eligible, and when it last reported unknown ones.
 	rates     rateLimits
 	rated     bool
 	waiting   []rateWaiting
+	nextDue   time.Duration
 	unknownAt time.Time
 
 	mu       sync.Mutex
@@ -31,11 +34,15 @@ type queue struct {
 	buffer   []*claimed // claimed, not yet running, in pick order
 	running  int
 	stopping bool
+	// soonest is the earliest moment at which a row this engine made
+	// (inserted, retried, committed) becomes eligible, since the picker
+	// last looked (see scheduled); zero: none.
+	soonest time.Time
 }
 
 func newQueue(e *engine, name string, qc QueueConfig) *queue {
 	q := &queue{e: e, name: name, concurrency: qc.Concurrency, prefetch: qc.Prefetch, wakeCh: make(chan struct{}, 1),
-		rates: newRateLimits(e.c.cfg.RateLimits)}
+		dueCh: make(chan struct{}, 1), rates: newRateLimits(e.c.cfg.RateLimits)}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -48,6 +55,40 @@ func (q *queue) wake() {
 	}
 }
 
+// scheduled tells the picker, without blocking, that a row of the queue
+// becomes eligible at at, a moment this engine knows without asking the
+// database (a row it inserted, or retried, for later): the picker brings
+// its timer forward to it, if that is sooner, and claims nothing until
+// then.
+func (q *queue) scheduled(at time.Time) {
+	q.mu.Lock()
+	if q.soonest.IsZero() || at.Before(q.soonest) {
+		q.soonest = at
+	}
+	q.mu.Unlock()
+	select {
+	case q.dueCh <- struct{}{}:
+	default:
+	}
+}
+
+// takeSoonest returns, and forgets, the moment scheduled recorded.
+func (q *queue) takeSoonest() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at := q.soonest
+	q.soonest = time.Time{}
+	return at
+}
+
+// earliest is the earlier of two moments, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
 // room is how many rows the picker may claim now.
 func (q *queue) room() (room, running, buffered int) {
 	q.mu.Lock()
@@ -58,18 +99,36 @@ func (q *queue) room() (room, running, buffered int) {
 // pick is the picker: at once, then on every poke and every PollInterval,
 // it claims as many rows as there is room for, repeating while claims come
 // back full, until the engine stops. When rows wait for a rate limit's
-// tokens it comes back when the tokens are due, if that is sooner.
+// tokens it comes back when the tokens are due, if that is sooner; and
+// when rows are scheduled for later, when the earliest of them it knows
+// of becomes eligible, if that is sooner: one its claim found
+// (claimNextDueSQL), or one this engine made (scheduled). Its one timer
+// is moved, never doubled, and stopped with it.
 func (q *queue) pick() {
 	defer q.e.pickers.Done()
 	cfg := &q.e.c.cfg
 	t := time.NewTimer(0)
 	defer t.Stop()
+	// armed is when t fires; due, the earliest moment a row not yet
+	// eligible becomes so, as far as the picker knows (zero: none).
+	armed, due := time.Now(), time.Time{}
 	for {
+		claimNow := true
 		select {
 		case <-q.e.stopping:
 			return
 		case <-q.wakeCh:
 		case <-t.C:
+		case <-q.dueCh:
+			claimNow = false
+		}
+		due = earliest(due, q.takeSoonest())
+		if !claimNow {
+			if !due.IsZero() && due.Before(armed) {
+				armed = due
+				t.Reset(time.Until(due))
+			}
+			continue
 		}
 		next := cfg.PollInterval
 		for {
@@ -81,12 +140,15 @@ func (q *queue) pick() {
 				break
 			}
 			ctx, cancel := q.e.dbContext()
-			q.waiting = nil
+			q.waiting, q.nextDue = nil, 0
 			cs, err := q.claimRows(ctx, room)
 			cancel()
 			if err != nil {
 				cfg.Logger.Error("durable: claim failed", slog.String("queue", q.name), slog.Any("error", err))
 				break
+			}
+			if q.nextDue > 0 {
+				due = earliest(due, time.Now().Add(q.nextDue))
 			}
 			if wait := q.reportRateLimits(cs); wait > 0 {
 				next = min(next, wait)
@@ -101,6 +163,17 @@ func (q *queue) pick() {
 				break
 			}
 		}
+		// A moment past is forgotten: a claim since has taken its rows,
+		// or learnt of them again if they were not eligible yet (the
+		// database's clock decides), or there was no room, and the
+		// worker that makes room pokes the picker.
+		now := time.Now()
+		if !due.After(now) {
+			due = time.Time{}
+		} else {
+			next = min(next, due.Sub(now))
+		}
+		armed = now.Add(next)
 		t.Reset(next)
 	}
 }
@@ -285,6 +358,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	}
 	if res.runnable {
 		q.wake()
+	}
+	if res.later > 0 {
+		q.scheduled(time.Now().Add(res.later))
 	}
 }
 

@@ -237,7 +237,8 @@ type rateWaiting struct {
 // that names a bucket it uses claimFreeSQL; when that finds some, it
 // claims the rest of n with claimSQL at once, and keeps using it until a
 // claim finds none. It keeps the claim's report on the buckets for
-// reportRateLimits.
+// reportRateLimits, and in q.nextDue what it learnt of the earliest row
+// not yet eligible (claimResult.nextDue), for the picker's timer.
 func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claimed, int, error) {
 	cfg := &q.e.c.cfg
 	res, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, cfg.LeaseTTL, lim, q.rates, q.rated)
@@ -257,9 +258,13 @@ func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claime
 			res.rows = append(res.rows, more.rows...)
 			res.picked += more.picked
 			res.waiting, res.rated = more.waiting, more.rated
+			if more.nextDue > 0 && (res.nextDue == 0 || more.nextDue < res.nextDue) {
+				res.nextDue = more.nextDue
+			}
 		}
 	}
 	q.rated = res.rated
+	q.nextDue = res.nextDue
 	granted := map[string]int{}
 	for _, c := range res.rows {
 		if c.rateKey != "" {

@@ -88,8 +88,10 @@ func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int
 	if err != nil {
 		return 0, err
 	}
-	if retryAt(opts) == nil {
+	if at := retryAt(opts); at == nil {
 		c.pokeLocal(queue)
+	} else {
+		c.madeLocal(queue, *at)
 	}
 	return id, nil
 }
