@@ -1,0 +1,78 @@
+package durable_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem/durable"
+)
+
+// A claim its engine hands back frees its concurrency key's slot and wakes
+// the engines serving the queues in which rows of that key wait, as a
+// step's end does: a claim still buffered when the engine stops (drain),
+// and a step interrupted by the engine's hard stop that then fails. The
+// row waiting on the key, in a queue that only an engine polling hourly
+// serves, runs at once.
+func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"drain", "hard-stop"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			closeAtCleanup(t, release)
+			holder := mustFSM(t, durable.FSMConfig[struct{}]{
+				Name: "holder", Initial: "a", Queue: "holders",
+				Steps: map[string]durable.StepFunc[struct{}]{
+					"a": func(ctx context.Context, _ *durable.Step[struct{}]) (durable.Outcome, error) {
+						select {
+						case <-release:
+							return durable.Done(nil), nil
+						case <-ctx.Done():
+							return durable.Outcome{}, ctx.Err()
+						}
+					},
+				},
+			})
+			waiter := mustFSM(t, durable.FSMConfig[struct{}]{
+				Name: "waiter", Initial: "a", Queue: "waiters",
+				Steps: map[string]durable.StepFunc[struct{}]{
+					"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
+				},
+			})
+			cfg := fast(holder, waiter)
+			// One worker and one buffered claim: with "drain", a row with
+			// no key runs and the keyed one waits in the buffer.
+			cfg.Queues = map[string]durable.QueueConfig{"holders": {Concurrency: 1, Prefetch: 1}}
+			b := setup(t, cfg)
+			if how == "drain" {
+				b.insert(t, holder.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "runs"})
+			}
+			keyed := b.insert(t, holder.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "keyed", ConcurrencyKey: "k"})
+			startClient(t, b.client)
+			b.waitStatus(t, keyed, durable.StatusExecuting) // claimed: buffered, or running
+			waiterID := b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"})
+			idleEngine(t, b, cfg, "waiters")
+			if in := b.get(t, waiterID); in.Status != durable.StatusRunnable {
+				t.Fatalf("the waiter is %s while the keyed holder is claimed; want runnable", in.Status)
+			}
+			hints := listenForHints(t, b)
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if how == "hard-stop" {
+				cancel() // the running step's context is cancelled at once
+			}
+			defer cancel()
+			stopped := make(chan error, 1)
+			go func() { stopped <- b.client.Stop(stopCtx) }()
+			hints.wait(t, "waiters", "the slot the handed-back claim freed")
+			b.waitStatus(t, waiterID, durable.StatusDone)
+			close(release) // with "drain", the running step returns: Stop ends
+			if err := <-stopped; how == "drain" && err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			if in := b.get(t, keyed); in.Status != durable.StatusRunnable || in.Attempt != 1 {
+				t.Fatalf("the keyed holder is %s at attempt %d; want handed back: runnable at attempt 1", in.Status, in.Attempt)
+			}
+		})
+	}
+}
