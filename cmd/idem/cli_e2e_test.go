@@ -475,21 +475,30 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{append(proxy, "--ttl", "0s"), nil, "idem proxy: --ttl must be positive"},
-		{append(proxy, "--lease", "-1s"), nil, "idem proxy: --lease must be positive"},
+		{append(proxy, "--ttl", "0s"), nil, "idem proxy: --ttl 0s: want more than 0, such as 24h\n"},
+		{proxy, []string{"IDEM_TTL=0"}, "idem proxy: --ttl 0s: want more than 0, such as 24h (--ttl from IDEM_TTL)\n"},
+		{append(proxy, "--lease", "-1s"), nil, "idem proxy: --lease -1s: want more than 0, such as 30s\n"},
 		{append(proxy, "--ttl", "10s"), nil, "idem proxy: --ttl 10s is shorter than --lease 30s"},
 		{append(proxy, "--ttl", "1m", "--lease", "2m"), nil, "idem proxy: --ttl 1m0s is shorter than --lease 2m0s"},
 		{proxy, []string{"IDEM_TTL=5s"}, "idem proxy: --ttl 5s is shorter than --lease 30s"},
-		{append(proxy, "--timeout", "0s"), nil, "idem proxy: --timeout must be positive"},
-		{append(proxy, "--store-timeout", "0s"), nil, "idem proxy: --store-timeout must be positive"},
-		{append(proxy, "--max-body", "-1"), nil, "idem proxy: --max-body must be positive"},
-		{append(proxy, "--max-capture", "0"), nil, "idem proxy: --max-capture must be positive"},
+		{proxy, []string{"IDEM_TTL=5s"}, "(--ttl from IDEM_TTL)\n"},
+		{append(proxy, "--ttl", "5s"), []string{"IDEM_LEASE=10s"}, "or a shorter --lease (--lease from IDEM_LEASE)\n"},
+		{append(proxy, "--timeout", "0s"), nil, "idem proxy: --timeout 0s: want more than 0, such as 1m\n"},
+		{append(proxy, "--store-timeout", "0s"), nil, "idem proxy: --store-timeout 0s: want more than 0, such as 10s\n"},
+		{proxy, []string{"IDEM_STORE_TIMEOUT=-1s"}, "idem proxy: --store-timeout -1s: want more than 0, such as 10s (--store-timeout from IDEM_STORE_TIMEOUT)\n"},
+		{append(proxy, "--max-body", "-1"), nil, "idem proxy: --max-body -1: want a number of bytes more than 0, such as 1048576\n"},
+		{append(proxy, "--max-capture", "0"), nil, "idem proxy: --max-capture 0: want a number of bytes more than 0, such as 1048576\n"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0", "--max-capture", "300000000"}, nil,
 			"idem proxy: --max-capture 300000000 is more than a Redis store records: at most 200539392"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0"}, []string{"IDEM_MAX_CAPTURE=300000000"},
+			"idem proxy: --max-capture 300000000 is more than a Redis store records: at most 200539392 (--max-capture from IDEM_MAX_CAPTURE)\n"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:" + store, "--listen", "127.0.0.1:0", "--max-capture", "400000000"}, nil,
 			"idem proxy: --max-capture 400000000 is more than a SQLite store records: at most 374212800"},
-		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval must not be negative"},
-		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout must be positive"},
+		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval -1s: want 0 (never) or more, such as 10m\n"},
+		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout 0s: want more than 0, such as 30s\n"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, []string{"IDEM_LISTEN=8080"},
+			"idem proxy: --listen \"8080\": missing port in address; want host:port, such as 127.0.0.1:8080 (or :8080 for every interface) (--listen from IDEM_LISTEN)\n"},
+		{proxy, []string{"IDEM_ADMIN=http://127.0.0.1:0"}, "idem proxy: --admin \"http://127.0.0.1:0\": want host:port, such as 127.0.0.1:8080, not a URL (--admin from IDEM_ADMIN)\n"},
 		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},
 		{proxy, []string{"IDEM_TTL=soon"}, "idem proxy: invalid value \"soon\" in IDEM_TTL"},
 		// The flag package takes --migrate alone, and stops at "false".
@@ -517,11 +526,18 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append([]string{"durable", "retry", "--id", "1", "--key", "k"}, db...), nil, "idem durable retry: give --id or --key, not both"},
 		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--key", "k"}, db...), nil, "idem durable signal: give --id or --key, not both"},
 		{append([]string{"durable", "cancel", "--id", "-1"}, db...), nil, "idem durable cancel: --id -1"},
-		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, "idem durable signal: --payload is not JSON"},
-		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil, "idem durable retry: --at is not an RFC 3339 time"},
+		{append([]string{"durable", "cancel"}, db...), []string{"IDEM_DURABLE_CANCEL_ID=-1"}, "idem durable cancel: --id -1: want an instance id, 1 or more (--id from IDEM_DURABLE_CANCEL_ID)\n"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, `idem durable signal: --payload "{": want a JSON value, such as '{"ok": true}' or null` + "\n"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "1"}, db...), []string{"IDEM_PAYLOAD={"}, "(--payload from IDEM_PAYLOAD)\n"},
+		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil,
+			`idem durable retry: --at "tomorrow": want an RFC 3339 time, such as 2026-11-27T10:00:00Z or 2026-11-27T11:00:00+01:00 (leave --at out for now)` + "\n"},
+		{append([]string{"durable", "retry", "--id", "1"}, db...), []string{"IDEM_AT=2026-11-27"}, `idem durable retry: --at "2026-11-27": want an RFC 3339 time`},
+		{append([]string{"durable", "retry", "--id", "1"}, db...), []string{"IDEM_AT=2026-11-27"}, "(leave --at out for now) (--at from IDEM_AT)\n"},
 		{append([]string{"durable", "list", "--limit", "-1"}, db...), nil, "idem durable list: --limit -1: want 0 to 10000"},
 		{append([]string{"durable", "list", "--limit", "10001"}, db...), nil, "idem durable list: --limit 10001"},
+		{append([]string{"durable", "list"}, db...), []string{"IDEM_LIMIT=10001"}, "idem durable list: --limit 10001: want 0 to 10000 (--limit from IDEM_LIMIT)\n"},
 		{append([]string{"durable", "list", "--status", "bogus"}, db...), nil, "idem durable list: --status \"bogus\": want one of runnable"},
+		{append([]string{"durable", "list"}, db...), []string{"IDEM_STATUS=bogus"}, "cancelled (--status from IDEM_STATUS)\n"},
 		{[]string{"durable", "stats", "--db", "postgres://127.0.0.1:99999/db"}, nil, "idem durable stats: bad postgres DSN"},
 	} {
 		r := runIdem(t, t.TempDir(), tc.env, tc.args...)
@@ -543,7 +559,7 @@ func TestVersion(t *testing.T) {
 	}
 	for _, args := range [][]string{{"version", "-h"}, {"version", "--help"}, {"help", "version"}} {
 		r := runIdem(t, t.TempDir(), nil, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "print the version of idem and of Go") || r.stderr != "" {
+		if r.code != 0 || !strings.Contains(r.stdout, "Print the version of idem and of Go") || r.stderr != "" {
 			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 0 and what the command does on stdout", args, r.code, r.stdout, r.stderr)
 		}
 	}

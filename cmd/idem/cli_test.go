@@ -185,8 +185,20 @@ func TestCreatedbHintIsQuoted(t *testing.T) {
 	}
 }
 
+// vcs is the build settings of key-value pairs kv, as Go records the
+// version control information of a build from a checkout.
+func vcs(kv ...string) []debug.BuildSetting {
+	var s []debug.BuildSetting
+	for i := 0; i+1 < len(kv); i += 2 {
+		s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+	}
+	return s
+}
+
 // TestVersionLine: idem version prints the module version, or (devel)
-// when the build has none, and the Go version.
+// when the build has none, followed then by the commit it was built from
+// (its first 12 hex digits), the commit's time and whether the checkout
+// had uncommitted changes, when Go recorded them; and the Go version.
 func TestVersionLine(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -197,6 +209,26 @@ func TestVersionLine(t *testing.T) {
 		{"release", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "v1.2.3"}}, true, "idem v1.2.3 go1.26.8 "},
 		{"no version", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem"}}, true, "idem (devel) go1.26.8 "},
 		{"no build info", nil, false, "idem (devel) " + runtime.Version() + " "},
+		{"checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "(devel)"}, Settings: vcs(
+			"vcs.revision", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b", "vcs.time", "2026-11-27T10:00:00Z", "vcs.modified", "false")},
+			true, "idem (devel) rev 1a2b3c4d5e6f (2026-11-27T10:00:00Z) go1.26.8 "},
+		{"checkout modified", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "(devel)"}, Settings: vcs(
+			"vcs.revision", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b", "vcs.time", "2026-11-27T10:00:00Z", "vcs.modified", "true")},
+			true, "idem (devel) rev 1a2b3c4d5e6f (2026-11-27T10:00:00Z, uncommitted changes) go1.26.8 "},
+		{"checkout without time", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem"}, Settings: vcs(
+			"vcs.revision", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b", "vcs.modified", "true")},
+			true, "idem (devel) rev 1a2b3c4d5e6f (uncommitted changes) go1.26.8 "},
+		{"short revision", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem"}, Settings: vcs(
+			"vcs.revision", "r42", "vcs.modified", "false")},
+			true, "idem (devel) rev r42 go1.26.8 "},
+		// A module version says which commit already (a pseudo-version
+		// names it, +dirty for uncommitted changes): nothing is added.
+		{"pseudo-version", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "v0.0.0-20261127100000-1a2b3c4d5e6f+dirty"}, Settings: vcs(
+			"vcs.revision", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b", "vcs.time", "2026-11-27T10:00:00Z", "vcs.modified", "true")},
+			true, "idem v0.0.0-20261127100000-1a2b3c4d5e6f+dirty go1.26.8 "},
+		{"no commit yet", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/idemgo/idem", Version: "(devel)"}, Settings: vcs(
+			"vcs", "git", "vcs.modified", "true")},
+			true, "idem (devel) go1.26.8 "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := versionLine(tc.bi, tc.ok)

@@ -141,10 +141,10 @@ func durableList(ctx context.Context, d *durableCall) error {
 	}
 	o.Status = durable.Status(*status)
 	if o.Status != "" && !slices.Contains(statuses(), o.Status) {
-		return usagef("--status %q: want one of %s", *status, statusNames())
+		return d.fromVariable("status", usagef("--status %q: want one of %s", *status, statusNames()))
 	}
 	if o.Limit < 0 || o.Limit > durable.MaxListLimit {
-		return usagef("--limit %d: want 0 to %d", o.Limit, durable.MaxListLimit)
+		return d.fromVariable("limit", usagef("--limit %d: want 0 to %d", o.Limit, durable.MaxListLimit))
 	}
 	c, err := d.client(ctx)
 	if err != nil {
@@ -185,7 +185,7 @@ func durableInspect(ctx context.Context, d *durableCall) error {
 	if err := d.parse(); err != nil {
 		return err
 	}
-	if _, err := targetOf(*id, *key); err != nil {
+	if _, err := d.targetOf(*id, *key); err != nil {
 		return err
 	}
 	c, err := d.client(ctx)
@@ -217,9 +217,9 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 		return missingFlag("--name is required")
 	}
 	if !json.Valid([]byte(*payload)) {
-		return usagef("--payload is not JSON: %q", *payload)
+		return d.fromVariable("payload", usagef(`--payload %q: want a JSON value, such as '{"ok": true}' or null`, *payload))
 	}
-	t, err := targetOf(*id, *key)
+	t, err := d.targetOf(*id, *key)
 	if err != nil {
 		return err
 	}
@@ -233,11 +233,17 @@ func durableSignal(ctx context.Context, d *durableCall) error {
 	return printJSON(d.stdout, map[string]any{"signalled": true, "target": targetString(*id, *key), "name": *name})
 }
 
+// fromVariable is the package's fromVariable for the subcommand's flag
+// name: err naming the IDEM_* variable the flag's value came from.
+func (d *durableCall) fromVariable(name string, err error) error {
+	return fromVariable(d.fs, d.getenv, name, err)
+}
+
 // targetOf is the durable.Target of --id or --key.
-func targetOf(id int64, key string) (durable.Target, error) {
+func (d *durableCall) targetOf(id int64, key string) (durable.Target, error) {
 	switch {
 	case id < 0:
-		return durable.Target{}, usagef("--id %d: want an instance id, 1 or more", id)
+		return durable.Target{}, d.fromVariable("id", usagef("--id %d: want an instance id, 1 or more", id))
 	case id > 0 && key != "":
 		return durable.Target{}, usagef("give --id or --key, not both")
 	case id > 0:
@@ -257,7 +263,7 @@ func durableCancel(ctx context.Context, d *durableCall) error {
 	if err := d.parse(); err != nil {
 		return err
 	}
-	t, err := targetOf(*id, *key)
+	t, err := d.targetOf(*id, *key)
 	if err != nil {
 		return err
 	}
@@ -282,14 +288,14 @@ func durableRetry(ctx context.Context, d *durableCall) error {
 	if err := d.parse(); err != nil {
 		return err
 	}
-	t, err := targetOf(*id, *key)
+	t, err := d.targetOf(*id, *key)
 	if err != nil {
 		return err
 	}
 	var opts durable.RetryOpts
 	if *at != "" {
 		if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
-			return usagef("--at is not an RFC 3339 time: %w", err)
+			return d.fromVariable("at", usagef("--at %q: want an RFC 3339 time, such as 2026-11-27T10:00:00Z or 2026-11-27T11:00:00+01:00 (leave --at out for now)", *at))
 		}
 	}
 	c, err := d.client(ctx)

@@ -66,8 +66,8 @@ func TestBodyTimeoutFlag(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{append(proxy, "--body-timeout", "-1s"), nil, "idem proxy: --body-timeout must not be negative"},
-		{proxy, []string{"IDEM_BODY_TIMEOUT=-1ms"}, "idem proxy: --body-timeout must not be negative"},
+		{append(proxy, "--body-timeout", "-1s"), nil, "idem proxy: --body-timeout -1s: want 0 (no bound) or more, such as 1m\n"},
+		{proxy, []string{"IDEM_BODY_TIMEOUT=-1ms"}, "idem proxy: --body-timeout -1ms: want 0 (no bound) or more, such as 1m (--body-timeout from IDEM_BODY_TIMEOUT)\n"},
 		{proxy, []string{"IDEM_BODY_TIMEOUT=soon"}, `idem proxy: invalid value "soon" in IDEM_BODY_TIMEOUT (for --body-timeout)`},
 	} {
 		r := runIdem(t, t.TempDir(), tc.env, tc.args...)

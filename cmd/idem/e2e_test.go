@@ -720,8 +720,8 @@ func TestStartupErrors(t *testing.T) {
 		{"upstream with a password", []string{"proxy", "--upstream", "ftp://admin:secret@127.0.0.1"}, nil, "not an absolute http or https URL"},
 		{"sqlite in memory", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite::memory:"}, nil, "for a store in memory use the DSN memory"},
 		{"sqlite URL", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite://idem.db"}, nil, "not a URL"},
-		{"negative purge interval", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--purge-interval", "-1s"}, nil, "--purge-interval must not be negative"},
-		{"zero shutdown timeout", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout must be positive"},
+		{"negative purge interval", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--purge-interval", "-1s"}, nil, "--purge-interval -1s: want 0 (never) or more"},
+		{"zero shutdown timeout", []string{"proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout 0s: want more than 0"},
 		{"unreachable durable database", []string{"durable", "stats", "--db", "host=127.0.0.1 port=1 user=u password=secret connect_timeout=2"}, nil, "unreachable"},
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
 	} {

@@ -318,7 +318,8 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("idem version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { // no flags to list
-		fmt.Fprintf(fs.Output(), "usage: idem version (or idem --version)\n\n%s, e.g. idem v1.2.3 %s %s/%s\n", versionSummary, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(fs.Output(), "usage: idem version (or idem --version)\n\n%s%s, e.g. idem v1.2.3 %s %s/%s;\na build without a module version says (devel) and the commit it was built from, if known.\n",
+			strings.ToUpper(versionSummary[:1]), versionSummary[1:], runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	}
 	if err := parseWithHelp(fs, args, getenv, stdout); err != nil {
 		return err
@@ -328,8 +329,15 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 }
 
 // versionLine is what idem version prints, from the build information
-// debug.ReadBuildInfo returns: "idem v1.2.3 go1.26.1 linux/amd64", with
-// "(devel)" for a build without a module version.
+// debug.ReadBuildInfo returns: "idem v1.2.3 go1.26.1 linux/amd64" for a
+// build with a module version (a release, or the pseudo-version Go gives
+// a build from a checkout, which names its commit and ends in +dirty for
+// uncommitted changes). A build without one says "(devel)", followed by
+// what Go recorded of the checkout it was built from, if anything: "idem
+// (devel) rev 1a2b3c4d5e6f (2026-11-27T10:00:00Z, uncommitted changes)
+// go1.26.1 linux/amd64", the revision cut to 12 characters when longer
+// and hexadecimal, as pseudo-versions cut it. The Go version and the
+// platform are always the last two words.
 func versionLine(bi *debug.BuildInfo, ok bool) string {
 	version, goVersion := "", runtime.Version()
 	if ok {
@@ -338,10 +346,50 @@ func versionLine(bi *debug.BuildInfo, ok bool) string {
 			goVersion = bi.GoVersion
 		}
 	}
-	if version == "" {
+	if version == "" || version == "(devel)" {
 		version = "(devel)"
+		if ok {
+			version += checkoutOf(bi.Settings)
+		}
 	}
 	return fmt.Sprintf("idem %s %s %s/%s\n", version, goVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+// checkoutOf is what versionLine says of the checkout a build was made
+// from, from the vcs.* build settings: " rev REVISION (TIME, uncommitted
+// changes)", each part only when recorded; "" without a revision (a
+// build with -buildvcs=false, by go run, or from a checkout with no
+// commit yet).
+func checkoutOf(settings []debug.BuildSetting) string {
+	var revision, commitTime string
+	modified := false
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.time":
+			commitTime = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision == "" {
+		return ""
+	}
+	if len(revision) > 12 && strings.Trim(revision, "0123456789abcdef") == "" {
+		revision = revision[:12]
+	}
+	var about []string
+	if commitTime != "" {
+		about = append(about, commitTime)
+	}
+	if modified {
+		about = append(about, "uncommitted changes")
+	}
+	if len(about) == 0 {
+		return " rev " + revision
+	}
+	return fmt.Sprintf(" rev %s (%s)", revision, strings.Join(about, ", "))
 }
 
 // errUsage is returned after a flag error was already printed.

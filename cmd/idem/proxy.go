@@ -69,31 +69,34 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return fromVariable(fs, getenv, "namespace", err)
 	}
+	// A value out of range is named with the value, what the flag takes,
+	// and the variable it came from when the command line did not set it.
 	for _, c := range []struct {
-		msg string
-		ok  bool
+		name, value, want string
+		ok                bool
 	}{
-		{"--ttl must be positive", f.ttl > 0},
-		{"--lease must be positive", f.lease > 0},
-		{"--timeout must be positive", f.timeout > 0},
-		{"--store-timeout must be positive", f.storeTimeout > 0},
-		{"--max-body must be positive", f.maxBody > 0},
-		{"--max-capture must be positive", f.maxCapture > 0},
-		{"--purge-interval must not be negative (0: never)", f.purgeEvery >= 0},
-		{"--body-timeout must not be negative (0: no bound)", f.bodyTimeout >= 0},
-		{"--shutdown-timeout must be positive", f.drain > 0},
+		{"ttl", f.ttl.String(), "more than 0, such as 24h", f.ttl > 0},
+		{"lease", f.lease.String(), "more than 0, such as 30s", f.lease > 0},
+		{"timeout", f.timeout.String(), "more than 0, such as 1m", f.timeout > 0},
+		{"store-timeout", f.storeTimeout.String(), "more than 0, such as 10s", f.storeTimeout > 0},
+		{"max-body", fmt.Sprint(f.maxBody), "a number of bytes more than 0, such as 1048576", f.maxBody > 0},
+		{"max-capture", fmt.Sprint(f.maxCapture), "a number of bytes more than 0, such as 1048576", f.maxCapture > 0},
+		{"purge-interval", f.purgeEvery.String(), "0 (never) or more, such as 10m", f.purgeEvery >= 0},
+		{"body-timeout", f.bodyTimeout.String(), "0 (no bound) or more, such as 1m", f.bodyTimeout >= 0},
+		{"shutdown-timeout", f.drain.String(), "more than 0, such as 30s", f.drain > 0},
 	} {
 		if !c.ok {
-			return usagef("%s", c.msg)
+			return fromVariable(fs, getenv, c.name, usagef("--%s %s: want %s", c.name, c.value, c.want))
 		}
 	}
 	if kind, most := recordLimit(f.store); most > 0 && recordRoom(f.maxCapture) > most {
-		return usagef("--max-capture %d is more than a %s store records: at most %d", f.maxCapture, kind, captureFor(most))
+		return fromVariable(fs, getenv, "max-capture", usagef("--max-capture %d is more than a %s store records: at most %d", f.maxCapture, kind, captureFor(most)))
 	}
 	// A record lives at least as long as its lease (see idem.Store): a
 	// shorter --ttl would not be the time responses are kept.
 	if f.ttl < f.lease {
-		return usagef("--ttl %s is shorter than --lease %s: a record lives at least as long as its lease, so responses would be kept for %s; give --ttl %s or more, or a shorter --lease", f.ttl, f.lease, f.lease, f.lease)
+		err := usagef("--ttl %s is shorter than --lease %s: a record lives at least as long as its lease, so responses would be kept for %s; give --ttl %s or more, or a shorter --lease", f.ttl, f.lease, f.lease, f.lease)
+		return fromVariable(fs, getenv, "lease", fromVariable(fs, getenv, "ttl", err))
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
@@ -161,7 +164,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 
 	ln, err := listen("--listen", f.listen)
 	if err != nil {
-		return err
+		return fromVariable(fs, getenv, "listen", err)
 	}
 	if upstreamIsSelf(up, ln.Addr()) {
 		_ = ln.Close()
@@ -183,7 +186,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		aln, err := listen("--admin", f.admin)
 		if err != nil {
 			_ = ln.Close()
-			return err
+			return fromVariable(fs, getenv, "admin", err)
 		}
 		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdleTimeout, ErrorLog: logger}
 		go func() {
