@@ -2,7 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"math"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgo/idem"
 )
@@ -43,9 +47,49 @@ type beginCall struct {
 	now      int64 // Unix ms
 }
 
+// inlineMax is the longest part (result, stored error or recorded
+// request) that beginScript answers with itself. A Begin that finds a
+// record so copies at most this much of it, past beginReadAhead, into the
+// server's Lua heap, which maxmemory does not count and which keeps its
+// garbage until Lua's collector runs. A longer part stays in the record
+// and Begin reads it with GET: a round trip more, which costs more than
+// copying 64 KiB twice (into the Lua heap, and out of it into the reply).
+const inlineMax = 64 << 10
+
+// recordReads is how many times in a row Begin reads a record the script
+// left to it, only to find it replaced meanwhile, before it has the script
+// answer with the record's parts whatever their size: a bound on the
+// round trips of a Begin on a key that is being replaced again and again.
+const recordReads = 2
+
 // run runs beginScript with fp (b.fp's bytes), the new record rec and its
-// time to live.
+// time to live, and reads the record when the script leaves it to Begin.
 func (b *beginCall) run(ctx context.Context, fp, rec []byte, ttl int64) (idem.Outcome, error) {
+	inline := int64(inlineMax)
+	for reads := 0; ; reads++ {
+		if reads == recordReads {
+			inline = math.MaxInt64
+		}
+		reply, err := b.decide(ctx, fp, rec, ttl, inline)
+		if err != nil {
+			return idem.Outcome{}, err
+		}
+		o, token, err := b.outcome(reply)
+		if err != nil || token == "" {
+			return o, err
+		}
+		o, found, err := b.readRecord(ctx, token)
+		if err != nil || found {
+			return o, err
+		}
+		if err := ctx.Err(); err != nil {
+			return idem.Outcome{}, err
+		}
+	}
+}
+
+// decide runs beginScript once, answering with parts up to inline bytes.
+func (b *beginCall) decide(ctx context.Context, fp, rec []byte, ttl, inline int64) ([]any, error) {
 	var unheard func([]any, error) // made only where await may use it: Begin is hot
 	cctx, cancel := ctx, context.CancelFunc(nil)
 	if ctx.Done() != nil {
@@ -57,7 +101,7 @@ func (b *beginCall) run(ctx context.Context, fp, rec []byte, ttl int64) (idem.Ou
 			if err != nil {
 				return
 			}
-			if o, err := b.outcome(reply); err == nil && o.Kind == idem.Fresh {
+			if o, _, err := b.outcome(reply); err == nil && o.Kind == idem.Fresh {
 				rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 				defer stop()
 				_ = b.s.FailTransient(rctx, b.key, o.Lease)
@@ -80,13 +124,52 @@ func (b *beginCall) run(ctx context.Context, fp, rec []byte, ttl int64) (idem.Ou
 			defer cancel()
 		}
 		return beginScript.Run(cctx, b.s.calls, []string{b.rkey},
-			b.now, fp, b.token, rec, b.leaseExp, ttl, mode,
+			b.now, fp, b.token, rec, b.leaseExp, ttl, mode, inline,
 		).Slice()
 	}, unheard)
 	if err != nil {
-		return idem.Outcome{}, callError(ctx, "begin", err)
+		return nil, callError(ctx, "begin", err)
 	}
-	return b.outcome(reply)
+	return reply, nil
+}
+
+// readRecord reads the record the script answered codeReadRecord for,
+// with GET, and answers from it as the script would have: it is the
+// record with that token, whose fingerprint, request and (once settled)
+// status and tail no call changes. found is false when the key holds
+// another record by then (replaced, deleted, evicted), or none: the
+// script must decide again.
+func (b *beginCall) readRecord(ctx context.Context, token string) (o idem.Outcome, found bool, err error) {
+	if b.s.beforeRecordRead != nil {
+		b.s.beforeRecordRead()
+	}
+	v, err := await(ctx, &b.s.apart, b.s.outlives(ctx), func() (string, error) {
+		return b.s.calls.Get(ctx, b.rkey).Result()
+	}, nil)
+	if errors.Is(err, redis.Nil) {
+		return idem.Outcome{}, false, nil
+	}
+	if err != nil {
+		return idem.Outcome{}, false, callError(ctx, "begin", err)
+	}
+	rec, part, err := decodeParts(v)
+	if err != nil {
+		return idem.Outcome{}, false, corruptError("begin", b.rkey, part, err)
+	}
+	if recordToken(v) != token {
+		return idem.Outcome{}, false, nil
+	}
+	switch {
+	case rec.Fingerprint != b.fp:
+		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: rec.Fingerprint, SubmittedHash: b.fp, RecordedRequest: rec.Request}, true, nil
+	case rec.Status == idem.StatusCommitted:
+		return idem.Outcome{Kind: idem.PriorResult, Result: rec.Result}, true, nil
+	case rec.Status == idem.StatusFailed:
+		return idem.Outcome{Kind: idem.PriorError, Error: rec.Error}, true, nil
+	}
+	// In progress with the same fingerprint: the script never leaves that
+	// to Begin, and a record's status never goes back to in progress.
+	return idem.Outcome{}, false, replyError("begin", "a record left to Begin in progress")
 }
 
 // fresh is the Fresh outcome of this call's reservation.
@@ -98,11 +181,12 @@ func (b *beginCall) fresh(fence, leaseExp int64, takenOver bool) idem.Outcome {
 	}
 }
 
-// outcome decodes the reply of beginScript.
-func (b *beginCall) outcome(reply []any) (idem.Outcome, error) {
+// outcome decodes the reply of beginScript: the outcome, or for
+// codeReadRecord the token of the record Begin must read to find it.
+func (b *beginCall) outcome(reply []any) (o idem.Outcome, readToken string, err error) {
 	code, ok := int64Of(first(reply))
 	if !ok {
-		return idem.Outcome{}, replyError("begin", reply)
+		return idem.Outcome{}, "", replyError("begin", reply)
 	}
 	switch {
 	case code == codeFresh && len(reply) == 4:
@@ -110,44 +194,48 @@ func (b *beginCall) outcome(reply []any) (idem.Outcome, error) {
 		leaseExp, ok2 := int64Of(reply[2])
 		takenOver, ok3 := int64Of(reply[3])
 		if !ok1 || !ok2 || !ok3 {
-			return idem.Outcome{}, replyError("begin", reply)
+			return idem.Outcome{}, "", replyError("begin", reply)
 		}
-		return b.fresh(fence, leaseExp, takenOver == 1), nil
+		return b.fresh(fence, leaseExp, takenOver == 1), "", nil
 	case code == codePriorResult && len(reply) == 2:
 		result, ok := bytesOf(reply[1])
 		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
+			return idem.Outcome{}, "", replyError("begin", reply)
 		}
-		return idem.Outcome{Kind: idem.PriorResult, Result: result}, nil
+		return idem.Outcome{Kind: idem.PriorResult, Result: result}, "", nil
 	case code == codePriorError && len(reply) == 2:
 		enc, ok := reply[1].(string)
 		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
+			return idem.Outcome{}, "", replyError("begin", reply)
 		}
 		se, err := decodeStoredError(enc)
 		if err != nil {
-			return idem.Outcome{}, corruptError("begin", b.rkey, "error", err)
+			return idem.Outcome{}, "", corruptError("begin", b.rkey, "error", err)
 		}
-		return idem.Outcome{Kind: idem.PriorError, Error: se}, nil
+		return idem.Outcome{Kind: idem.PriorError, Error: se}, "", nil
 	case code == codeMismatch && len(reply) == 3:
 		fpBytes, ok1 := bytesOf(reply[1])
 		request, ok2 := bytesOf(reply[2])
 		if !ok1 || !ok2 {
-			return idem.Outcome{}, replyError("begin", reply)
+			return idem.Outcome{}, "", replyError("begin", reply)
 		}
 		recorded, err := idem.ParseFingerprint(fpBytes)
 		if err != nil {
-			return idem.Outcome{}, corruptError("begin", b.rkey, "fingerprint", err)
+			return idem.Outcome{}, "", corruptError("begin", b.rkey, "fingerprint", err)
 		}
-		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: recorded, SubmittedHash: b.fp, RecordedRequest: request}, nil
+		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: recorded, SubmittedHash: b.fp, RecordedRequest: request}, "", nil
 	case code == codeInFlight && len(reply) == 2:
 		leaseExp, ok := int64Of(reply[1])
 		if !ok {
-			return idem.Outcome{}, replyError("begin", reply)
+			return idem.Outcome{}, "", replyError("begin", reply)
 		}
 		// Sub caps the rest of a lease "for good" (math.MaxInt64, one
 		// millisecond more once rounded up) instead of wrapping around.
-		return idem.Outcome{Kind: idem.InFlight, RetryAfter: timeOf(leaseExp).Sub(timeOf(b.now))}, nil
+		return idem.Outcome{Kind: idem.InFlight, RetryAfter: timeOf(leaseExp).Sub(timeOf(b.now))}, "", nil
+	case code == codeReadRecord && len(reply) == 2:
+		if token, ok := reply[1].(string); ok && token != "" {
+			return idem.Outcome{}, token, nil
+		}
 	}
-	return idem.Outcome{}, replyError("begin", reply)
+	return idem.Outcome{}, "", replyError("begin", reply)
 }

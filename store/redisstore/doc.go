@@ -68,11 +68,14 @@
 // key (EVALSHA, falling back to EVAL when the server has lost its script
 // cache), so each transition is atomic and the decision of Begin is the
 // one idem.Decide takes. On Redis 7.0 and later, Begin's script starts
-// with SET … NX GET, so a Begin of a new key costs the server that one
-// command; on an older server, which lacks it, the script reads the key
-// first. A record whose stored expires_at has passed
-// counts as absent in every script and in Get, whether or not Redis has
-// evicted it yet. Redis evicts it by its own clock: each record's TTL is
+// with SET … NX, so a Begin of a new key costs the server that one
+// command; on an older server the script reads the key first. The scripts
+// read a record in parts (GETRANGE), never whole: what a script copies
+// into the server's Lua heap, which maxmemory does not count, is bounded.
+// A Begin that finds a result, stored error or recorded request over
+// 64 KiB answers with it after a GET of the record, a round trip more. A
+// record whose stored expires_at has passed counts as absent in every
+// script and in Get, whether or not Redis has evicted it yet. Redis evicts it by its own clock: each record's TTL is
 // set to the retention (PEXPIRE) when it is created, so it lives in Redis
 // as long as the retention, whatever the skew between the clocks.
 // PurgeExpired deletes expired records sooner and counts them.

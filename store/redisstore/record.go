@@ -133,3 +133,10 @@ func decodeParts(v string) (*idem.Record, string, error) {
 	}
 	return rec, "", nil
 }
+
+// recordToken returns the token of v, a record decodeParts accepts.
+func recordToken(v string) string {
+	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
+	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
+	return v[headerLen+nfp : headerLen+nfp+ntok]
+}

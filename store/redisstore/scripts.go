@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The Lua scripts below make every state transition of a record atomic. Each
 // touches exactly one key, KEYS[1], the record (see record.go), so each works
@@ -25,7 +29,13 @@ const (
 	codePriorError  = 3 // {3, stored error as JSON}
 	codeMismatch    = 4 // {4, recorded fingerprint, recorded request}
 	codeInFlight    = 5 // {5, lease_expires_at}
+	codeReadRecord  = 6 // {6, token}: the answer is the record's, too large to pass through the script
 )
+
+// beginReadAhead is how much of a record beginScript reads at once, from
+// its start: the header, the fingerprint and the token of every record
+// the store writes, and the whole of a small record, in one GETRANGE.
+const beginReadAhead = 4096
 
 // recordHeader is the Lua that reads a record's header from v, as
 // record.go lays it out, into st, tko, fence, exp, lease, nfp, ntok and
@@ -42,60 +52,87 @@ local _, st, tko, fence, _, exp, lease, nfp, ntok, nreq = struct.unpack('>c4c1Bi
 //	ARGV: now, fingerprint, token, the new record (fence 1, not a
 //	      takeover), its lease_expires_at, its time to live (ms, for PX),
 //	      "get" to read the key first even on Redis 7.0 or later (for the
-//	      tests of the path of older servers)
+//	      tests of the path of older servers), the largest part (result,
+//	      stored error, recorded request) to answer with
 //
-// From Redis 7.0, the script first writes the new record with SET … NX
-// GET, which answers with the record already at the key, if any: a Begin
-// of a new key is that one command. Before 7.0 (which has neither SET …
-// NX GET nor redis.REDIS_VERSION_NUM), it reads the key with GET. It then
-// answers as idem.Decide does for a live record, and otherwise (an
-// expired record, or a takeover of a lapsed lease) writes the new record
-// with fence+1: the fence keeps counting while the old record is still
-// there.
+// The script writes the new record with SET … NX, which answers whether
+// the key was absent: a Begin of a new key is that one command. Before
+// Redis 7.0 (which lacks redis.REDIS_VERSION_NUM) it reads the key first
+// instead, and writes when it finds nothing. It then answers as
+// idem.Decide does for a live record, and otherwise (an expired record,
+// or a takeover of a lapsed lease) writes the new record with fence+1:
+// the fence keeps counting while the old record is still there.
+//
+// It reads the record with GETRANGE, never whole: its first
+// beginReadAhead bytes, then of the rest only the part it answers with,
+// so that what it copies into the server's Lua heap (which maxmemory does
+// not count, and which keeps garbage until Lua's collector runs) is
+// bounded. A result, stored error or recorded request longer than the
+// last argument is not copied at all: the script answers codeReadRecord
+// with the record's token, and Begin reads the record with GET (see
+// beginCall.readRecord).
 var beginScript = redis.NewScript(`
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
 local v
 if redis.REDIS_VERSION_NUM and ARGV[7] ~= 'get' then
-	v = redis.call('SET', key, ARGV[4], 'NX', 'GET', 'PX', ARGV[6])
-	if not v then
+	if redis.call('SET', key, ARGV[4], 'NX', 'PX', ARGV[6]) then
 		return {1, 1, ARGV[5], 0}
 	end
+	v = redis.call('GETRANGE', key, 0, ` + strconv.Itoa(beginReadAhead-1) + `)
 else
-	v = redis.call('GET', key)
-end
-local prior = 0
-local takeover = 0
-if v then` + recordHeader + `
-	prior = fence
-	if now < exp then
-		local tok = string.sub(v, 47 + nfp, 46 + nfp + ntok)
-		if tok == ARGV[3] and st == 'p' then
-			return {1, fence, lease, tko}
-		end
-		local fp = string.sub(v, 47, 46 + nfp)
-		local tail = 47 + nfp + ntok + nreq
-		if fp ~= ARGV[2] then
-			return {4, fp, string.sub(v, 47 + nfp + ntok, tail - 1)}
-		end
-		if st == 'c' then
-			return {2, string.sub(v, tail)}
-		end
-		if st == 'f' then
-			return {3, string.sub(v, tail)}
-		end
-		if now < lease then
-			return {5, lease}
-		end
-		takeover = 1
+	v = redis.call('GETRANGE', key, 0, ` + strconv.Itoa(beginReadAhead-1) + `)
+	if v == '' and redis.call('SET', key, ARGV[4], 'NX', 'PX', ARGV[6]) then
+		return {1, 1, ARGV[5], 0}
 	end
 end
-local rec = ARGV[4]
-if prior > 0 or takeover == 1 then
-	rec = string.sub(rec, 1, 5) .. struct.pack('>Bi8', takeover, prior + 1) .. string.sub(rec, 15)
+-- The key holds a value: v is its start, and the whole of it when shorter
+-- than the read-ahead.` + recordHeader + `
+local whole = #v < ` + strconv.Itoa(beginReadAhead) + `
+local takeover = 0
+if now < exp then
+	local head = 46 + nfp + ntok -- the offset of the request
+	local tail = head + nreq -- the offset of the tail
+	if #v < head and not whole then
+		v = redis.call('GETRANGE', key, 0, head - 1)
+	end
+	local tok = string.sub(v, 47 + nfp, head)
+	if tok == ARGV[3] and st == 'p' then
+		return {1, fence, lease, tko}
+	end
+	local inline = tonumber(ARGV[8])
+	local fp = string.sub(v, 47, 46 + nfp)
+	if fp ~= ARGV[2] then
+		if nreq > inline then
+			return {6, tok}
+		end
+		if #v >= tail or whole then
+			return {4, fp, string.sub(v, head + 1, tail)}
+		end
+		return {4, fp, redis.call('GETRANGE', key, head, tail - 1)}
+	end
+	if st == 'c' or st == 'f' then
+		local code = 3
+		if st == 'c' then
+			code = 2
+		end
+		if whole then
+			return {code, string.sub(v, tail + 1)}
+		end
+		if redis.call('STRLEN', key) - tail > inline then
+			return {6, tok}
+		end
+		return {code, redis.call('GETRANGE', key, tail, -1)}
+	end
+	if now < lease then
+		return {5, lease}
+	end
+	takeover = 1
 end
+local rec = ARGV[4]
+rec = string.sub(rec, 1, 5) .. struct.pack('>Bi8', takeover, fence + 1) .. string.sub(rec, 15)
 redis.call('SET', key, rec, 'PX', ARGV[6])
-return {1, prior + 1, ARGV[5], takeover}
+return {1, fence + 1, ARGV[5], takeover}
 `)
 
 // ownerCheck begins every script that needs the current lease: it reads

@@ -31,7 +31,7 @@ func newTestStore(t *testing.T) (*Store, *idemtest.Clock) {
 }
 
 // TestBeginRepeated sends the script of one Begin twice, as go-redis does
-// when the first reply is lost, on both its paths (SET … NX GET, and GET
+// when the first reply is lost, on both its paths (SET … NX, and GET
 // first as before Redis 7.0): the repeat must get the same Fresh lease
 // back, not InFlight, while another caller still gets InFlight.
 func TestBeginRepeated(t *testing.T) {

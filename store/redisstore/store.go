@@ -27,9 +27,12 @@ type Store struct {
 	calls redis.UniversalClient
 	cfg   Config
 	// getFirst makes Begin read the key first, as on a server before
-	// Redis 7.0, instead of writing with SET … NX GET: set by the tests
+	// Redis 7.0, instead of writing first with SET … NX: set by the tests
 	// of that path.
 	getFirst bool
+	// beforeRecordRead, when set (by the tests), is called by a Begin
+	// between its script, which left the record to it, and its GET.
+	beforeRecordRead func()
 	// apart counts the commands made in a goroutine of their own for
 	// callers that may leave first (see await), which Drain waits for.
 	apart leftCalls

@@ -92,7 +92,7 @@ func TestConformance(t *testing.T) {
 
 // TestConformanceBeginByGet runs the suite with every Begin reading its
 // key first, as its script does on a server before Redis 7.0, instead of
-// writing with SET … NX GET.
+// writing first with SET … NX.
 func TestConformanceBeginByGet(t *testing.T) {
 	t.Parallel()
 	client := sharedClient(t)
