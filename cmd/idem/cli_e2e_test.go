@@ -1048,7 +1048,10 @@ func TestRedisReplicaIsRefused(t *testing.T) {
 // TestReadCommandsRefuseTheMemoryStore: idem inspect and idem purge with
 // --store memory say that the memory store lives inside its proxy,
 // instead of reporting on a new, empty store ("no live record", "purged
-// 0"), as a usage mistake (exit code 2).
+// 0"), as a usage mistake (exit code 2). idem migrate --store memory
+// succeeds, saying there is no schema, as for Redis: what it reports is
+// true of every memory store, the proxy's too, so a deployment that runs
+// idem migrate before idem proxy with one IDEM_STORE works unchanged.
 func TestReadCommandsRefuseTheMemoryStore(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"inspect", "--key", "k"}, {"purge"}} {
@@ -1056,6 +1059,10 @@ func TestReadCommandsRefuseTheMemoryStore(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, "lives and ends inside the idem proxy") || r.stdout != "" {
 			t.Errorf("idem %s --store memory: exit %d, stdout %q, stderr %q; want 2 and a message saying where the memory store lives", args[0], r.code, r.stdout, r.stderr)
 		}
+	}
+	r := runIdem(t, t.TempDir(), []string{"IDEM_STORE=memory"}, "migrate")
+	if r.code != 0 || r.stdout != "memory store: no schema to migrate\n" || r.stderr != "" {
+		t.Errorf("IDEM_STORE=memory idem migrate: exit %d, stdout %q, stderr %q; want 0 and \"memory store: no schema to migrate\" on stdout only", r.code, r.stdout, r.stderr)
 	}
 }
 
