@@ -106,6 +106,10 @@ type commitResult struct {
 	// again, in its queue (a Retry with a delay): the picker's timer is
 	// moved to then, with no claim.
 	later time.Duration
+	// parkedFor, when not 0, is how long after the commit the await
+	// deadline of the row falls (an AwaitTimeout that parked it): the
+	// engine's await timer is moved to then, with no query.
+	parkedFor time.Duration
 	// ended holds the instances the commit ended: the row, and the
 	// descendants a Cancel outcome cancelled with it. Their Waits are
 	// woken once the commit has returned (Client.ended).
@@ -189,6 +193,9 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			return res, err
 		}
 		res.committed, res.runnable = n == 1, n == 1 && tag.RowsAffected() == 1
+		if res.committed && !res.runnable {
+			res.parkedFor = o.timeout
+		}
 		return res, nil
 
 	case KindChildren:

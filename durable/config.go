@@ -57,9 +57,9 @@ type Config struct {
 
 	// PollInterval is how often each queue's picker looks for runnable
 	// rows when nothing woke it earlier, and how often expired await
-	// deadlines are looked for. A row scheduled for later does not wait
-	// for it once its engine knows of it (see the package documentation).
-	// Defaults to 1s.
+	// deadlines are looked for. A row scheduled for later, and an await
+	// deadline, do not wait for it once the engine knows of them (see the
+	// package documentation). Defaults to 1s.
 	PollInterval time.Duration
 
 	// PollOnly turns the LISTEN/NOTIFY wake-up hints off. Inserts and

@@ -402,7 +402,13 @@
 // A row another process schedules is learnt at the picker's next claim,
 // its next poll at the latest: it starts on time if that comes before it
 // is eligible, else up to one PollInterval late.
-// A timer wakes parked rows whose await deadline passed, and a collector
+// A timer wakes parked rows whose await deadline passed (AwaitTimeout):
+// at the engine's start, when the earliest deadline it knows of passes,
+// and every PollInterval at the latest. It learns that deadline from its
+// own look for the rows past theirs, and at once from the Await outcomes
+// its engine commits; a deadline another process sets after the look is
+// learnt at the next, and fires on time if that comes before it, else up
+// to one PollInterval late. A collector
 // deletes done, failed and cancelled rows older than Config.GCRetention, in
 // batches (a row cancelled while its step ran, once that step has returned
 // or its lease has expired).

@@ -32,6 +32,10 @@ type engine struct {
 
 	heldMu sync.Mutex
 	held   map[*claimed]struct{} // claims this run leases: buffered and running
+
+	// deadlines tells the await timer of the deadlines of the rows this
+	// run parks.
+	deadlines *awaitDeadlines
 }
 
 // Start starts the engine: for each queue of Config.Queues a picker and
@@ -73,6 +77,8 @@ func (c *Client) Start(ctx context.Context) error {
 		stopping: make(chan struct{}),
 		stopped:  make(chan struct{}),
 		held:     make(map[*claimed]struct{}),
+
+		deadlines: newAwaitDeadlines(),
 	}
 	e.workCtx, e.hardStop = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), runKey{}, e))
 	e.bgCtx, e.bgCancel = context.WithCancel(context.WithoutCancel(ctx))

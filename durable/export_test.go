@@ -31,3 +31,6 @@ const InboxHeadSQL = inboxHeadSQL
 // WaitsOn counts the Waits registered, in this process, on c's pool: for
 // the test that they unregister.
 func WaitsOn(c *Client) int { return endWaits.count(c.pool) }
+
+// DueSQL is the await timer's statement, for the test of its plan.
+const DueSQL = dueSQL

@@ -362,6 +362,9 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	if res.later > 0 {
 		q.scheduled(time.Now().Add(res.later))
 	}
+	if res.parkedFor > 0 {
+		e.deadlines.parked(time.Now().Add(res.parkedFor))
+	}
 }
 
 // handBackLapsed gives back the row of a claim whose lease may have lapsed
