@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +76,68 @@ func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A claim whose lease lapsed while it waited in the buffer (no heartbeat
+// could extend it), and which its engine therefore hands back instead of
+// running it, frees its concurrency key's slot and wakes the engines
+// serving the queues in which rows of that key wait, as a step's end
+// does. The row waiting on the key is in a queue that only an engine
+// polling hourly serves; the handed-back row, claimed again, holds its
+// step until the test lets it go, so that no commit sends the hint in its
+// stead.
+func TestClaimHandedBackAfterItsLeaseLapsedWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
+	t.Parallel()
+	started, release, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	var firstRuns atomic.Int32
+	holder := mustFSM(t, durable.FSMConfig[string]{
+		Name: "holder", Initial: "a", Queue: "holders",
+		Steps: map[string]durable.StepFunc[string]{
+			"a": func(ctx context.Context, s *durable.Step[string]) (durable.Outcome, error) {
+				if s.State == "first" {
+					return holdFirstRun(ctx, &firstRuns, started, done) // holds the worker until its lease lapses
+				}
+				<-release // its lease lapsing or not
+				return durable.Done(nil), nil
+			},
+		},
+	})
+	waiter := mustFSM(t, durable.FSMConfig[struct{}]{
+		Name: "waiter", Initial: "a", Queue: "waiters",
+		Steps: map[string]durable.StepFunc[struct{}]{
+			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
+		},
+	})
+	b := setup(t, nil)
+	first := b.insert(t, holder.With("first"), nil)
+	keyed := b.insert(t, holder.With("keyed"), &durable.InsertOpts{ConcurrencyKey: "k"})
+
+	// One worker, and room to claim the keyed instance ahead, in the same
+	// statement as the first.
+	cfg := fast(holder, waiter)
+	cfg.Queues = map[string]durable.QueueConfig{"holders": {Concurrency: 1, Prefetch: 1}}
+	cfg.LeaseTTL, cfg.HeartbeatInterval, cfg.ReaperInterval = 2*time.Second, 500*time.Millisecond, time.Hour
+	hang := newHeartbeatHang()
+	startClient(t, newClient(t, hangingPool(t, b.url, hang), cfg, &recorder{}))
+	t.Cleanup(hang.lift)
+	closeAtCleanup(t, release)
+	closeAtCleanup(t, done)
+	<-started
+	b.waitStatus(t, keyed, durable.StatusExecuting) // buffered
+	waiterID := b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"})
+	idleEngine(t, b, cfg, "waiters")
+	if in := b.get(t, waiterID); in.Status != durable.StatusRunnable {
+		t.Fatalf("the waiter is %s while the keyed instance is claimed; want runnable", in.Status)
+	}
+	hints := listenForHints(t, b)
+	hang.on.Store(true) // the buffered claim's lease lapses within LeaseTTL
+
+	hints.wait(t, "waiters", "the slot freed by the claim handed back once its lease lapsed in the buffer")
+	hang.lift()
+	close(release)
+	b.waitStatus(t, waiterID, durable.StatusDone)
+	if in := b.waitStatus(t, keyed, durable.StatusDone); in.Attempt != 1 {
+		t.Errorf("the keyed instance is done at attempt %d; want 1: its lapsed claim handed back, not reaped", in.Attempt)
+	}
+	b.waitStatus(t, first, durable.StatusDone)
 }
