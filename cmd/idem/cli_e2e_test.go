@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -393,13 +394,62 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{[]string{"help", "frobnicate"}, "unknown command"},
 		{[]string{"--store", "memory", "migrate"}, `idem: "--store" is a flag: flags go after the command (idem <command> [flags])`},
 		{[]string{"durable", "--db", "x", "list"}, `idem durable: "--db" is a flag: flags go after the subcommand (idem durable <subcommand> --db URL [flags])`},
-		{[]string{"proxy", "--bogus"}, "-upstream"},
+		// A flag mistake is named in one line, then the usage line and
+		// where to find the flags: the full help would scroll the mistake
+		// away (TestFlagMistakesAreShort).
+		{[]string{"proxy", "--bogus"}, "idem proxy: flag provided but not defined: -bogus\nusage: idem proxy --upstream URL"},
 		{[]string{"inspect", "--key", "k", "extra"}, `idem inspect: unexpected arguments: ["extra"]: it takes only flags ('idem inspect -h' lists them)`},
 		{[]string{"durable", "list", "--db", "x", "extra"}, `idem durable list: unexpected arguments: ["extra"]: it takes only flags ('idem durable list -h' lists them)`},
 	} {
 		r := runIdem(t, t.TempDir(), nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
 			t.Errorf("idem %q: exit %d, stdout %q, stderr %q; want 2 and the usage, with %q, on stderr only", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestFlagMistakesAreShort: a flag the command does not have, a value
+// its flag's type cannot take, or a flag without its value is named in
+// one line after the command, as other errors are, followed by the
+// command's usage line (the first line of its -h) and where the flags
+// are listed (for idem version, which has none, its help): three lines
+// on stderr, exit 2, so that the mistake does not scroll away behind the
+// full help, for every command and subcommand.
+func TestFlagMistakesAreShort(t *testing.T) {
+	t.Parallel()
+	bad := map[string][]string{ // the flag mistakes tried besides --bogus
+		"proxy":           {"--ttl", "banana"},
+		"purge":           {"--namespace"},
+		"durable list":    {"--limit", "ten"},
+		"durable inspect": {"--id", "x"},
+	}
+	commands := []string{"proxy", "migrate", "purge", "inspect", "version",
+		"durable list", "durable inspect", "durable signal", "durable cancel", "durable retry", "durable stats", "durable buckets", "durable migrate"}
+	for _, command := range commands {
+		path := strings.Fields(command)
+		help := runIdem(t, t.TempDir(), nil, append(slices.Clone(path), "-h")...)
+		synopsis, _, _ := strings.Cut(help.stdout, "\n")
+		if help.code != 0 || !strings.HasPrefix(synopsis, "usage: idem "+command) {
+			t.Fatalf("idem %s -h: exit %d, stdout %q", command, help.code, help.stdout)
+		}
+		listed := "the flags"
+		if command == "version" { // which has none
+			listed = "its help"
+		}
+		mistakes := [][]string{{"--bogus"}}
+		if b, ok := bad[command]; ok {
+			mistakes = append(mistakes, b)
+		}
+		for _, m := range mistakes {
+			args := append(slices.Clone(path), m...)
+			r := runIdem(t, t.TempDir(), nil, args...)
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			if r.code != 2 || r.stdout != "" || len(lines) != 3 ||
+				!strings.HasPrefix(lines[0], "idem "+command+": ") || !strings.Contains(lines[0], "-"+strings.TrimLeft(m[0], "-")) ||
+				lines[1] != synopsis || lines[2] != "Run 'idem "+command+" -h' for "+listed+"." {
+				t.Errorf("idem %q: exit %d, stdout %q, stderr:\n%s\nwant 2 and on stderr only: \"idem %s: \" naming %s, then %q, then \"Run 'idem %s -h' for %s.\"",
+					args, r.code, r.stdout, r.stderr, command, m[0], synopsis, command, listed)
+			}
 		}
 	}
 }
@@ -499,7 +549,9 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, []string{"IDEM_LISTEN=8080"},
 			"idem proxy: --listen \"8080\": missing port in address; want host:port, such as 127.0.0.1:8080 (or :8080 for every interface) (--listen from IDEM_LISTEN)\n"},
 		{proxy, []string{"IDEM_ADMIN=http://127.0.0.1:0"}, "idem proxy: --admin \"http://127.0.0.1:0\": want host:port, such as 127.0.0.1:8080, not a URL (--admin from IDEM_ADMIN)\n"},
-		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace"},
+		{append(proxy, "--namespace", "a b"), nil, "idem proxy: --namespace: \"a b\" has ' ' at byte 1 (allowed: a-z 0-9 - _)\n"},
+		{append(proxy, "--namespace", ""), nil, "idem proxy: --namespace: empty\n"},
+		{proxy, []string{"IDEM_NAMESPACE=A"}, "idem proxy: --namespace: \"A\" has 'A' at byte 0 (allowed: a-z 0-9 - _) (--namespace from IDEM_NAMESPACE)\n"},
 		{proxy, []string{"IDEM_TTL=soon"}, "idem proxy: invalid value \"soon\" in IDEM_TTL"},
 		// The flag package takes --migrate alone, and stops at "false".
 		{append(proxy, "--migrate", "false", "--ttl", "1h"), nil, "idem proxy: --migrate takes no separate value: write --migrate=false (--migrate alone means true)"},
@@ -517,7 +569,8 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{[]string{"migrate", "--store", "sqlite:idem.db?_busy_timeout=5000&_journal_mode=WAL"}, nil, "not a SQLite URI or parameters"},
 		{[]string{"migrate", "--store", "sqlite:idem.db?_fk=1"}, nil, "not a SQLite URI or parameters"},
 		{[]string{"migrate", "--store", "sqlite:idem.db?busy_timeout=5000"}, nil, "not a SQLite URI or parameters"},
-		{[]string{"purge", "--store", "sqlite:" + store, "--namespace", "a b"}, nil, "idem purge: --namespace"},
+		{[]string{"purge", "--store", "sqlite:" + store, "--namespace", "a b"}, nil, "idem purge: --namespace: \"a b\" has ' ' at byte 1 (allowed: a-z 0-9 - _)\n"},
+		{[]string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--namespace", "a.b"}, nil, "idem inspect: --namespace: \"a.b\" has '.' at byte 1 (allowed: a-z 0-9 - _)\n"},
 		{[]string{"purge", "--store", "memory"}, nil, "idem purge: --store memory"},
 		{[]string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--scope", "s", "--authorization", "Bearer t"}, nil, "idem inspect: give --scope or --authorization, not both"},
 		{[]string{"inspect", "--store", "sqlite:" + store, "--key", strings.Repeat("k", 1000)}, nil, "idem inspect: --key"},
@@ -527,6 +580,14 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--key", "k"}, db...), nil, "idem durable signal: give --id or --key, not both"},
 		{append([]string{"durable", "cancel", "--id", "-1"}, db...), nil, "idem durable cancel: --id -1"},
 		{append([]string{"durable", "cancel"}, db...), []string{"IDEM_DURABLE_CANCEL_ID=-1"}, "idem durable cancel: --id -1: want an instance id, 1 or more (--id from IDEM_DURABLE_CANCEL_ID)\n"},
+		// Ids are 1 or more: --id 0 is a value refused, not --id left out.
+		{append([]string{"durable", "inspect", "--id", "0"}, db...), nil, "idem durable inspect: --id 0: want an instance id, 1 or more\n"},
+		{append([]string{"durable", "inspect", "--id", "0", "--key", "k"}, db...), nil, "idem durable inspect: --id 0: want an instance id, 1 or more\n"},
+		{append([]string{"durable", "signal", "--name", "go", "--id", "0"}, db...), nil, "idem durable signal: --id 0: want an instance id, 1 or more\n"},
+		{append([]string{"durable", "retry", "--id", "0"}, db...), nil, "idem durable retry: --id 0: want an instance id, 1 or more\n"},
+		{append([]string{"durable", "cancel"}, db...), []string{"IDEM_DURABLE_CANCEL_ID=0"}, "idem durable cancel: --id 0: want an instance id, 1 or more (--id from IDEM_DURABLE_CANCEL_ID)\n"},
+		{append([]string{"durable", "list", "--after", "-3"}, db...), nil, "idem durable list: --after -3: want an instance id, 0 (from the first) or more\n"},
+		{append([]string{"durable", "list"}, db...), []string{"IDEM_AFTER=-1"}, "idem durable list: --after -1: want an instance id, 0 (from the first) or more (--after from IDEM_AFTER)\n"},
 		{append([]string{"durable", "signal", "--name", "go", "--id", "1", "--payload", "{"}, db...), nil, `idem durable signal: --payload "{": want a JSON value, such as '{"ok": true}' or null` + "\n"},
 		{append([]string{"durable", "signal", "--name", "go", "--id", "1"}, db...), []string{"IDEM_PAYLOAD={"}, "(--payload from IDEM_PAYLOAD)\n"},
 		{append([]string{"durable", "retry", "--id", "1", "--at", "tomorrow"}, db...), nil,
@@ -977,6 +1038,7 @@ func TestCommandLineWinsOverAnExcludedVariable(t *testing.T) {
 		{[]string{"IDEM_SCOPE=s"}, []string{"inspect", "--store", "sqlite:" + store, "--key", "k", "--authorization", "Bearer t"}, 1, q(`no live record for key "k" in namespace http (scope "`) + `[0-9a-f]{32}"\)`},
 		{[]string{"IDEM_DURABLE_CANCEL_KEY=k"}, []string{"durable", "cancel", "--id", "1", "--db", db}, 1, "unreachable"},
 		{[]string{"IDEM_DURABLE_SIGNAL_ID=1"}, []string{"durable", "signal", "--name", "go", "--key", "k", "--db", db}, 1, "unreachable"},
+		{[]string{"IDEM_DURABLE_SIGNAL_ID=0"}, []string{"durable", "signal", "--name", "go", "--key", "k", "--db", db}, 1, "unreachable"},
 		{[]string{"IDEM_SCOPE=s", "IDEM_AUTHORIZATION=Bearer t"}, []string{"inspect", "--store", "sqlite:" + store, "--key", "k"}, 2, "give --scope or --authorization, not both"},
 		{[]string{"IDEM_DURABLE_RETRY_KEY=k"}, []string{"durable", "retry", "--id", "1", "--key", "k2", "--db", db}, 2, "give --id or --key, not both"},
 	} {

@@ -34,12 +34,21 @@ func noEnv(string) (string, bool) { return "", false }
 
 // TestParseErrorsSayWhatIsAccepted: a value a flag or its IDEM_*
 // variable cannot take is reported with what the flag accepts, not the
-// flag package's bare "parse error", and the usage that follows is the
-// flag package's own.
+// flag package's bare "parse error". A flag's mistake is followed by the
+// usage line and where the flags are listed, not by the whole help, which
+// would scroll the mistake away; the whole help, asked for with -h, is
+// the flag package's own, from its own values.
 func TestParseErrorsSayWhatIsAccepted(t *testing.T) {
 	var plain bytes.Buffer
 	ref, _, _ := testFlags(&plain)
-	ref.PrintDefaults()
+	ref.Usage()
+	usageLine, _, _ := strings.Cut(plain.String(), "\n")
+
+	var help bytes.Buffer
+	fs, _, _ := testFlags(&help)
+	if err := parse(fs, []string{"-h"}, noEnv); !errors.Is(err, flag.ErrHelp) || help.String() != plain.String() {
+		t.Errorf("-h: %v, help:\n%s\nwant flag.ErrHelp and the flag package's:\n%s", err, help.String(), plain.String())
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -65,8 +74,9 @@ func TestParseErrorsSayWhatIsAccepted(t *testing.T) {
 			msg := out.String()
 			if err != errUsage {
 				msg = err.Error()
-			} else if !strings.HasSuffix(msg, plain.String()) {
-				t.Errorf("usage after the error:\n%s\nwant the flag package's:\n%s", msg, plain.String())
+			} else if lines := strings.Split(msg, "\n"); len(lines) != 4 || !strings.HasPrefix(lines[0], "idem test: ") ||
+				lines[1] != usageLine || lines[2] != "Run 'idem test -h' for the flags." || lines[3] != "" {
+				t.Errorf("after the error:\n%s\nwant one line naming it, %q and \"Run 'idem test -h' for the flags.\"", msg, usageLine)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {

@@ -89,17 +89,28 @@ type durableCall struct {
 	stdout io.Writer
 	dsn    string // --db
 	pool   *pgxpool.Pool
+	// given holds the flags that have a value from the command line or
+	// from their IDEM_* variable, once parsed: an --id 0 given is refused,
+	// where --id left out (0 too) is not.
+	given map[string]bool
 }
 
 // parse parses the subcommand's flags, IDEM_* variables first. Help asked
 // for goes to stdout, errors to stderr, as the other commands'. Of --id
 // and --key, one given on the command line wins over the other's
-// variable (commandLineWins).
+// variable (commandLineWins), which then counts as not given.
 func (d *durableCall) parse() error {
 	if err := parseWithHelp(d.fs, d.args, d.getenv, d.stdout); err != nil {
 		return err
 	}
-	commandLineWins(d.fs, "id", "key")
+	d.given = map[string]bool{}
+	d.fs.VisitAll(func(f *flag.Flag) {
+		if _, set := d.getenv(envName(commandOf(d.fs), f.Name)); set {
+			d.given[f.Name] = true
+		}
+	})
+	d.fs.Visit(func(f *flag.Flag) { d.given[f.Name] = true })
+	delete(d.given, commandLineWins(d.fs, "id", "key"))
 	return nil
 }
 
@@ -134,7 +145,7 @@ func durableList(ctx context.Context, d *durableCall) error {
 	d.fs.StringVar(&o.Queue, "queue", "", "only instances of this queue")
 	d.fs.StringVar(&o.FSM, "fsm", "", "only instances of this FSM")
 	d.fs.StringVar(&o.CorrelationKey, "key", "", "only instances carrying this correlation key (variable "+envName(commandOf(d.fs), "key")+")")
-	d.fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id (paging)")
+	d.fs.Int64Var(&o.AfterID, "after", 0, "only instances with a larger id, for paging (0: from the first)")
 	d.fs.IntVar(&o.Limit, "limit", durable.DefaultListLimit, fmt.Sprintf("most instances listed, at most %d (0: %d)", durable.MaxListLimit, durable.DefaultListLimit))
 	if err := d.parse(); err != nil {
 		return err
@@ -142,6 +153,9 @@ func durableList(ctx context.Context, d *durableCall) error {
 	o.Status = durable.Status(*status)
 	if o.Status != "" && !slices.Contains(statuses(), o.Status) {
 		return d.fromVariable("status", usagef("--status %q: want one of %s", *status, statusNames()))
+	}
+	if o.AfterID < 0 {
+		return d.fromVariable("after", usagef("--after %d: want an instance id, 0 (from the first) or more", o.AfterID))
 	}
 	if o.Limit < 0 || o.Limit > durable.MaxListLimit {
 		return d.fromVariable("limit", usagef("--limit %d: want 0 to %d", o.Limit, durable.MaxListLimit))
@@ -239,10 +253,11 @@ func (d *durableCall) fromVariable(name string, err error) error {
 	return fromVariable(d.fs, d.getenv, name, err)
 }
 
-// targetOf is the durable.Target of --id or --key.
+// targetOf is the durable.Target of --id or --key. An --id given is 1
+// or more: --id 0 is refused as a value, not taken for --id left out.
 func (d *durableCall) targetOf(id int64, key string) (durable.Target, error) {
 	switch {
-	case id < 0:
+	case id < 0 || id == 0 && d.given["id"]:
 		return durable.Target{}, d.fromVariable("id", usagef("--id %d: want an instance id, 1 or more", id))
 	case id > 0 && key != "":
 		return durable.Target{}, usagef("give --id or --key, not both")

@@ -420,8 +420,14 @@ func isUsage(err error) bool {
 // parse parses args into fs after applying IDEM_* environment variables
 // (envName names them; fs's name is "idem " and the command); the command
 // line wins. A value a flag cannot take is reported with what
-// the flag accepts. Errors, and help asked for with -h or --help, are
-// printed to fs.Output(); parseWithHelp prints help elsewhere.
+// the flag accepts. Help asked for with -h or --help is printed whole to
+// fs.Output() (parseWithHelp prints it elsewhere); a flag mistake (a
+// flag fs does not have, a value its type cannot take, a flag without
+// its value, arguments left over) is printed there in one line naming
+// the command, followed, for the flag package's mistakes, by the usage
+// line and "Run 'idem … -h' for the flags." ("for its help." for a
+// command without flags), not by the whole help, which would scroll the
+// mistake away.
 func parse(fs *flag.FlagSet, args []string, getenv env) error {
 	return parseWithHelp(fs, args, getenv, nil)
 }
@@ -462,7 +468,13 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		_, _ = printed.WriteTo(help)
 		return err
 	case err != nil:
-		_, _ = printed.WriteTo(out)
+		// Not the help the flag package printed after its error: the
+		// mistake would scroll away behind it.
+		listed := "the flags"
+		if !hasFlags(fs) { // idem version
+			listed = "its help"
+		}
+		fmt.Fprintf(out, "%s: %v\n%s\nRun '%s -h' for %s.\n", fs.Name(), err, synopsisOf(fs), fs.Name(), listed)
 		return errUsage
 	case fs.NArg() > 0:
 		if name, v, ok := boolGivenApart(fs, args); ok {
@@ -480,6 +492,26 @@ func parseWithHelp(fs *flag.FlagSet, args []string, getenv env, help io.Writer) 
 		}
 	})
 	return envErr
+}
+
+// synopsisOf is the first line of fs's help, the command's usage line
+// ("usage: idem proxy --upstream URL …"), which every command's help
+// opens with.
+func synopsisOf(fs *flag.FlagSet) string {
+	out := fs.Output()
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	fs.Usage()
+	fs.SetOutput(out)
+	synopsis, _, _ := strings.Cut(help.String(), "\n")
+	return synopsis
+}
+
+// hasFlags reports whether fs has any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
 }
 
 // fromVariable is err, a usage error about the value of fs's flag name
@@ -505,20 +537,23 @@ func fromVariable(fs *flag.FlagSet, getenv env, name string, err error) error {
 // variable: the command line wins, as it does over the variable of the
 // same flag, and the other flag is put back to its default. Both set on
 // the command line, or both by variables, are left for the command to
-// refuse.
-func commandLineWins(fs *flag.FlagSet, a, b string) {
+// refuse. It returns the name of the flag it put back, if any.
+func commandLineWins(fs *flag.FlagSet, a, b string) (putBack string) {
 	fa, fb := fs.Lookup(a), fs.Lookup(b)
 	if fa == nil || fb == nil {
-		return
+		return ""
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true }) // the command line's, not the variables'
 	switch {
 	case set[a] && !set[b]:
 		_ = fb.Value.Set(fb.DefValue)
+		return b
 	case set[b] && !set[a]:
 		_ = fa.Value.Set(fa.DefValue)
+		return a
 	}
+	return ""
 }
 
 // boolGivenApart reports whether the first of args that fs did not parse

@@ -20,10 +20,14 @@ import (
 	"github.com/idemgo/idem/idemhttp"
 )
 
+// parseNamespace is the namespace of --namespace s. Its usage error says
+// what is wrong with s after "--namespace: ", without the library's
+// "idem: invalid namespace: ", which after "idem proxy: " would say idem
+// twice.
 func parseNamespace(s string) (idem.Namespace, error) {
 	ns, err := idem.NewNamespace(s)
 	if err != nil {
-		return "", usagef("--namespace: %w", err)
+		return "", usagef("--namespace: %s", strings.TrimPrefix(err.Error(), idem.ErrInvalidNamespace.Error()+": "))
 	}
 	return ns, nil
 }
