@@ -267,6 +267,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	k, err := idem.ParseKey(ns, *keyFlag)
 	if err != nil {
+		if ke, ok := errors.AsType[*idem.KeyError](err); ok { // its Detail, without "idem: invalid idempotency key: "
+			return fromVariable(fs, getenv, "key", usagef("--key: %s", ke.Detail))
+		}
 		return fromVariable(fs, getenv, "key", usagef("--key: %w", err))
 	}
 	if *auth != "" {
