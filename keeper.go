@@ -243,12 +243,23 @@ func (k *keeper) goexited(stage beatStage, heartbeatPanic *PanicError) {
 	switch {
 	case stage == inHeartbeat:
 		pe = &PanicError{Op: "Store.Heartbeat", Value: errGoexit, Stack: debug.Stack()}
-		_ = k.report(pe) // a panic of lost meanwhile is second to the Heartbeat's end
+		// Deferred, the beat ends even when lost, told now, ends the
+		// goroutine again; a panic of lost meanwhile is second to the
+		// Heartbeat's end.
+		defer k.endGoexited(pe)
+		_ = k.report(pe)
+		return
 	case heartbeatPanic != nil:
 		pe = heartbeatPanic
 	default:
 		pe = &PanicError{Op: "KeepAlive's lost", Value: errGoexit, Stack: debug.Stack()}
 	}
+	k.endGoexited(pe)
+}
+
+// endGoexited ends, for goexited, a beat whose goroutine ended, with pe
+// its *PanicError unless one came first.
+func (k *keeper) endGoexited(pe *PanicError) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.endBeat != nil {

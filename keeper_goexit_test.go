@@ -65,6 +65,7 @@ func TestKeepAliveLostGoexitIsReported(t *testing.T) {
 	}{
 		{"lease lost", func(s idem.Store) idem.Store { return leaseLostHeartbeats{s} }, "KeepAlive's lost"},
 		{"heartbeat panicked", func(s idem.Store) idem.Store { return panickyHeartbeats{s} }, "Store.Heartbeat"},
+		{"heartbeat ended its goroutine", func(s idem.Store) idem.Store { return goexitHeartbeats{s} }, "Store.Heartbeat"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := newMem(t, nil)
