@@ -69,8 +69,8 @@
 // cache), so each transition is atomic and the decision of Begin is the
 // one idem.Decide takes. On Redis 7.0 and later, Begin's script starts
 // with SET … NX, so a Begin of a new key costs the server that one
-// command; on an older server the script reads the key first. The scripts
-// read a record in parts (GETRANGE), never whole: what a script copies
+// command; on an older server the script reads the key first. Begin's
+// script reads a record in parts (GETRANGE), never whole: what it copies
 // into the server's Lua heap, which maxmemory does not count, is bounded.
 // A Begin that finds a result, stored error or recorded request over
 // 64 KiB answers with it after a GET of the record, a round trip more. A

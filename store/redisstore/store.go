@@ -262,53 +262,56 @@ func await[T any](ctx context.Context, counted *leftCalls, apart bool, call func
 // nothing left to release it. Drain does not stop the store: calls made
 // meanwhile are left to the caller.
 func (s *Store) Drain(ctx context.Context) error {
+	return s.apart.idle(ctx)
+}
+
+// leftCalls counts the commands made in a goroutine of their own (see
+// await), whose callers may have left; the zero leftCalls counts none.
+// Counting is an atomic add: the lock is taken, at the count's return to
+// 0, only while a Drain waits.
+type leftCalls struct {
+	n       atomic.Int64
+	waiting atomic.Int32 // Drains waiting in idle
+	mu      sync.Mutex
+	wake    []chan struct{} // closed at the count's next return to 0
+}
+
+func (l *leftCalls) add() { l.n.Add(1) }
+
+func (l *leftCalls) done() {
+	if l.n.Add(-1) == 0 && l.waiting.Load() > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, c := range l.wake {
+			close(c)
+		}
+		l.wake = nil
+	}
+}
+
+// idle returns once no command is counted, or ctx ends (with its error).
+func (l *leftCalls) idle(ctx context.Context) error {
+	if l.n.Load() == 0 {
+		return nil
+	}
+	l.waiting.Add(1)
+	defer l.waiting.Add(-1)
+	c := make(chan struct{})
+	l.mu.Lock()
+	l.wake = append(l.wake, c)
+	l.mu.Unlock()
+	// Counted after waiting: a done that brought the count to 0 before
+	// it saw a Drain waiting is seen here.
+	if l.n.Load() == 0 {
+		return nil
+	}
 	select {
-	case <-s.apart.idle():
+	case <-c:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
-
-// leftCalls counts the commands made in a goroutine of their own (see
-// await), whose callers may have left; the zero leftCalls counts none.
-type leftCalls struct {
-	mu sync.Mutex
-	n  int
-	// none is made when n leaves 0 and closed when it is back at 0.
-	none chan struct{}
-}
-
-func (l *leftCalls) add() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == 0 {
-		l.none = make(chan struct{})
-	}
-	l.n++
-}
-
-func (l *leftCalls) done() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n--
-	if l.n == 0 {
-		close(l.none)
-	}
-}
-
-// idle returns a channel that is closed once no command is counted.
-func (l *leftCalls) idle() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == 0 {
-		return closedChan
-	}
-	return l.none
-}
-
-// closedChan is a channel that is closed.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // settleTimeout is how long after its caller's deadline a Begin whose
 // caller left goes on reading its answer, to release the reservation it

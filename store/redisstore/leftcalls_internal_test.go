@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// leftCalls.idle waits while a command is counted, returns when the count
+// is back at 0, and loses no wake-up when calls and Drains race: 200
+// rounds of 8 calls ending while 4 Drains wait each end every Drain.
+func TestLeftCallsIdle(t *testing.T) {
+	var l leftCalls
+	ctx := context.Background()
+	if err := l.idle(ctx); err != nil {
+		t.Fatalf("idle with nothing counted = %v, want nil at once", err)
+	}
+	l.add()
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := l.idle(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("idle with a call counted = %v, want its context's error", err)
+	}
+	l.done()
+	if err := l.idle(ctx); err != nil {
+		t.Fatalf("idle after the call ended = %v, want nil", err)
+	}
+	for round := range 200 {
+		var calls, drains sync.WaitGroup
+		for range 8 {
+			l.add()
+			calls.Go(l.done)
+		}
+		errs := make(chan error, 4)
+		for range 4 {
+			drains.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				errs <- l.idle(ctx)
+			})
+		}
+		calls.Wait()
+		drains.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: a Drain waiting while the calls ended = %v, want nil", round, err)
+			}
+		}
+	}
+}
