@@ -240,11 +240,21 @@ func keep[T []byte | string](c *capture, p T) {
 	}
 	if c.exact && cap(c.body)-len(c.body) < len(p) {
 		// The length is declared: one buffer of it, not one grown write
-		// by write.
-		c.body = slices.Grow(c.body, c.max-len(c.body))
+		// by write; beyond exactGrowth, a buffer twice as large, up to
+		// that length, so that a response that is slow to come, or never
+		// does, holds no more than twice what it wrote.
+		want := c.max
+		if want > exactGrowth {
+			want = min(want, max(2*cap(c.body), exactGrowth, len(c.body)+len(p)))
+		}
+		c.body = slices.Grow(c.body, want-len(c.body))
 	}
 	c.body = append(c.body, p...)
 }
+
+// exactGrowth is the most a body of declared length is given room for
+// ahead of its writes (see keep).
+const exactGrowth = 1 << 20
 
 // outerField is a header as it was before the handler ran: the values
 // slice in the header, and a copy of the values.

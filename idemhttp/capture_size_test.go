@@ -50,3 +50,33 @@ func TestDeclaredBodyIsKeptInOneBuffer(t *testing.T) {
 		t.Errorf("a declared body cost %.2f bytes per body byte, one written without its length %.2f: want at least 2 fewer", declared, grown)
 	}
 }
+
+// A handler that declares a large body and writes little of it (slow to
+// come, or cut short) does not have the whole declared length held for
+// it: of a declared 8 MiB, 64 KiB written allocates a buffer of at most
+// 1 MiB, not 8.
+func TestDeclaredBodyIsNotReservedWhole(t *testing.T) {
+	const declared, written = 8 << 20, 64 << 10
+	s, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := idemhttp.Middleware(idemhttp.Config{Store: s, MaxCapture: 2 * declared})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(declared))
+		_, _ = w.Write(make([]byte, written)) // and no more: cut short, not recorded
+	}))
+	serve := func(key string) uint64 {
+		r, _ := http.NewRequest(http.MethodPost, "/orders", strings.NewReader("mug"))
+		r.Header.Set("Idempotency-Key", key)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		h.ServeHTTP(&discardingClient{h: http.Header{}}, r)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	serve("warm-up")
+	if n := serve("short"); n > 3<<20 {
+		t.Errorf("a response declaring %d bytes that wrote %d allocated %d bytes, want under 3 MiB", declared, written, n)
+	}
+}
