@@ -58,8 +58,9 @@
 // compressing servers read it; identity only; the coding refused with
 // q=0) gets a body recorded in gzip (x-gzip) or deflate decoded as it is
 // sent, without Content-Encoding and of undeclared length (chunked), its
-// other headers as recorded (for HEAD, without the Content-Length of the
-// coded body); a body that breaks while decoded is cut off
+// other headers as recorded but for those that name the coded bytes (for
+// HEAD, the Content-Length of the coded body; a strong ETag, sent weak;
+// Content-Digest, Repr-Digest, Digest and Content-MD5, not sent); a body that breaks while decoded is cut off
 // (http.ErrAbortHandler), one whose coding's header does not read is
 // replayed as recorded. Other codings, several stacked, and a range of
 // the coded bytes (Content-Range) are replayed as recorded whatever the

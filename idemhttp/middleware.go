@@ -509,8 +509,10 @@ func (x *exchange) replay(b []byte) {
 		if head {
 			delete(h, "Content-Encoding") // as the GET's replay sends it
 			delete(h, "Content-Length")
+			decodedValidators(h)
 		} else if body = decoded(name, rec.body); body != nil {
 			delete(h, "Content-Encoding")
+			decodedValidators(h)
 			if _, typed := h["Content-Type"]; !typed && x.m.cfg.replaySet["Content-Type"] {
 				// Sent first with its coding, which net/http does not
 				// sniff: the decoded body is not sniffed either.
@@ -531,6 +533,19 @@ func (x *exchange) replay(b []byte) {
 		return
 	}
 	_, _ = x.cw.w.Write(rec.body)
+}
+
+// decodedValidators mends, in h, the recorded header of a body replayed
+// decoded: a strong ETag, which names the coded bytes, becomes weak (the
+// decoded body is the same content, not the same bytes), and digests of
+// the coded bytes go.
+func decodedValidators(h http.Header) {
+	if tag := h["Etag"]; len(tag) == 1 && !strings.HasPrefix(tag[0], "W/") {
+		h["Etag"] = []string{"W/" + tag[0]}
+	}
+	for _, name := range []string{"Content-Md5", "Content-Digest", "Repr-Digest", "Digest"} {
+		delete(h, name)
+	}
 }
 
 // sendDecoded writes body, a recorded body being decoded, to the client.

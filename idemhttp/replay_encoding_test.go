@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -281,5 +282,40 @@ func TestReplayOfGzipRangeIsAsRecorded(t *testing.T) {
 	if res.Header.Get("Content-Encoding") != "gzip" || res.Header.Get("Content-Range") != "bytes 0-39/81" || !bytes.Equal(b, part) {
 		t.Errorf("retry: Content-Encoding %q, Content-Range %q, %d bytes; want the range as recorded",
 			res.Header.Get("Content-Encoding"), res.Header.Get("Content-Range"), len(b))
+	}
+}
+
+// A body replayed decoded is the same content, not the same bytes: its
+// strong ETag is sent weak, and a digest of the coded bytes is not sent;
+// replayed as recorded, both are as they were.
+func TestDecodedReplayWeakensItsValidators(t *testing.T) {
+	s, _ := memstore.New(memstore.Config{})
+	mw := idemhttp.Middleware(idemhttp.Config{Store: s, ReplayHeaders: append(slices.Clone(idemhttp.DefaultReplayHeaders), "Content-Digest")})
+	coded := gzipped(t, `{"id":1}`)
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Content-Digest", "sha-256=:abc=:")
+		_, _ = w.Write(coded)
+	})))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	for i, tc := range []struct{ accept, etag, digest string }{
+		{"gzip", `"v1"`, "sha-256=:abc=:"}, // the first answer
+		{"gzip", `"v1"`, "sha-256=:abc=:"}, // replayed as recorded
+		{"", `W/"v1"`, ""},                 // replayed decoded
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("Idempotency-Key", "validators")
+		req.Header.Set("Accept-Encoding", tc.accept)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if got, digest := res.Header.Get("ETag"), res.Header.Get("Content-Digest"); got != tc.etag || digest != tc.digest {
+			t.Errorf("answer %d (Accept-Encoding %q): ETag %q, Content-Digest %q; want %q, %q", i, tc.accept, got, digest, tc.etag, tc.digest)
+		}
 	}
 }
