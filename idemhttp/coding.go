@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -18,14 +19,14 @@ import (
 
 // unacceptedCoding is the coding a replay decodes, "gzip" or "deflate",
 // when coding (the recorded Content-Encoding's values) names that coding
-// alone (gzip also as x-gzip) and accept (the retry's Accept-Encoding
-// field lines) does not accept it (see acceptsCoding); else "", the body
-// replayed as recorded.
-func unacceptedCoding(coding, accept []string) string {
+// alone (gzip also as x-gzip) and the retry, whose header is retry, does
+// not accept it (see acceptsCoding); else "", the body replayed as
+// recorded.
+func unacceptedCoding(coding []string, retry http.Header) string {
 	if len(coding) != 1 {
 		return ""
 	}
-	if name := decodableCoding(coding[0]); name != "" && !acceptsCoding(accept, name) {
+	if name := decodableCoding(coding[0]); name != "" && !acceptsCoding(retry["Accept-Encoding"], name) {
 		return name
 	}
 	return ""

@@ -505,7 +505,7 @@ func (x *exchange) replay(b []byte) {
 	// decode alone.
 	var body io.Reader
 	_, ranged := h["Content-Range"]
-	if name := unacceptedCoding(coding, x.req().Header["Accept-Encoding"]); name != "" && bodyAllowed(rec.status) && !ranged {
+	if name := unacceptedCoding(coding, x.req().Header); name != "" && bodyAllowed(rec.status) && !ranged {
 		if head {
 			delete(h, "Content-Encoding") // as the GET's replay sends it
 			delete(h, "Content-Length")
