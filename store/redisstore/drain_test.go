@@ -30,21 +30,7 @@ func TestDrainBeforeClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := idemtest.RandomNamespace(t)
-	req := mustRequest(t, `{}`)
-	if _, err := s.Begin(ctx, mustKey(t, ns, "warm"), req, nil); err != nil { // connects, and loads the script
-		t.Fatal(err)
-	}
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
-	key := mustKey(t, ns, "left")
-	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = s.Begin(cctx, key, req, nil)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Begin on a paused server: %v, want context.DeadlineExceeded", err)
-	}
+	key, req := leaveABeginOnAPausedServer(t, s, admin)
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Drain(dctx); err != nil {

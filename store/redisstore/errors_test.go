@@ -364,23 +364,33 @@ func TestAutoPipelineContextEnds(t *testing.T) {
 func TestAutoPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	t.Parallel()
 	_, admin, s := privateAutoPipelined(t, redisstore.Config{AutoPipeline: true, Lease: time.Hour})
+	key, req := leaveABeginOnAPausedServer(t, s, admin)
+	waitFresh(t, s, key, req, "the unheard one")
+}
+
+// leaveABeginOnAPausedServer pauses the server of s for 500 ms (with
+// admin, a client of its own) and makes a Begin whose caller leaves after
+// 50 ms, its command left in flight; it returns the Begin's key and
+// request. A Begin before the pause connects and loads the script.
+func leaveABeginOnAPausedServer(t *testing.T, s *redisstore.Store, admin *redis.Client) (idem.Key, idem.Request) {
+	t.Helper()
 	ctx := context.Background()
 	ns := idemtest.RandomNamespace(t)
 	req := mustRequest(t, `{}`)
-	if _, err := s.Begin(ctx, mustKey(t, ns, "warm"), req, nil); err != nil { // connects, and loads the script
+	if _, err := s.Begin(ctx, mustKey(t, ns, "warm"), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.Do(ctx, "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	key := mustKey(t, ns, "unheard")
+	key := mustKey(t, ns, "left")
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err := s.Begin(cctx, key, req, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Begin on a paused server: %v, want context.DeadlineExceeded", err)
 	}
-	waitFresh(t, s, key, req, "the unheard one")
+	return key, req
 }
 
 // waitFresh waits up to 5 s for a Begin of key to answer Fresh: for the
