@@ -233,24 +233,44 @@ ORDER BY kind, priority, eligible_at, id`
 // claimFreeSQL is claimSQL for a queue with no rate-limited rows, which
 // makes the picker's every claim while it has none: it leases only rows
 // that name no bucket and reports nothing. Being much smaller, it takes a
-// fraction of claimSQL's time to plan. It takes $1 to $6 of claimSQL and,
-// like it, ends with the line of claimNextDueSQL if it locked fewer than
-// $2 rows.
+// fraction of claimSQL's time to plan and to run. It takes $1 to $6 of
+// claimSQL. It leaves out claimSQL's line of claimNextDueSQL, which costs
+// every claim some time even when a full claim computes nothing: a claim
+// that locked fewer than $2 rows is followed by nextDueSQL instead.
 const claimFreeSQL = `
-WITH RECURSIVE picked AS (` + claimFreeRowsSQL + `
-), ` + claimSlottedSQL + `, ` + claimPriosSQL + `, leased AS (` + claimLeaseSQL + `
+WITH picked AS (` + claimFreeRowsSQL + `
+), ` + claimSlottedSQL + `, leased AS (` + claimLeaseSQL + `
     ` + claimReturningSQL + `
 )
 SELECT ` + claimColumnsSQL + `
-FROM (` + claimLeasedRowsSQL + `
-    UNION ALL` + claimNextDueSQL + `
-) out
-ORDER BY kind, priority, eligible_at, id`
+FROM (` + claimLeasedRowsSQL + `) out
+ORDER BY priority, eligible_at, id`
 
 // ratedSQL, sent with claimFreeSQL, reports whether queue $1 has runnable
-// rows that name a bucket, which claimFreeSQL leaves to claimSQL.
+// rows that name a bucket, which claimFreeSQL leaves to claimSQL, and the
+// now() of the claim's transaction, for nextDueSQL.
 const ratedSQL = `
-SELECT EXISTS (SELECT 1 FROM durable_instance WHERE status = 'runnable' AND queue = $1 AND rate_limit IS NOT NULL)`
+SELECT EXISTS (SELECT 1 FROM durable_instance WHERE status = 'runnable' AND queue = $1 AND rate_limit IS NOT NULL), now()`
+
+// nextDueSQL follows a claim of claimFreeSQL that locked fewer rows than
+// it asked for, so that the picker need not wait for its next poll to
+// start the rows scheduled for later. It returns the microseconds from
+// its own now() until the earliest runnable row of queue $1 that was not
+// eligible at the claim's now() ($2) becomes so, rounded up; NULL when
+// there is none. Not more than 0: such a row became eligible between the
+// claim and this statement, and no claim has seen it yet. Rows eligible
+// at $2 are left out: the claim passed them over (locked by another
+// transaction, their key full), and counting them would send the picker
+// back at once for nothing. It takes, for each priority (claimPriosSQL),
+// the first row eligible after $2, an index descent each.
+const nextDueSQL = `
+WITH RECURSIVE ` + claimPriosSQL + `
+SELECT ceil(extract(epoch FROM min(d.eligible_at) - now()) * 1000000)::bigint
+FROM prios p CROSS JOIN LATERAL (
+    SELECT i.eligible_at FROM durable_instance i
+    WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority = p.priority AND i.eligible_at > $2
+    ORDER BY i.eligible_at
+    LIMIT 1) d`
 
 // The parts claimSQL and claimFreeSQL share.
 const (
@@ -288,7 +308,7 @@ const (
 
 	// claimPriosSQL lists the priorities of the runnable rows of queue
 	// $1, lowest first, an index descent each (a loose index scan), for
-	// claimNextDueSQL; it ends with a NULL.
+	// claimNextDueSQL and nextDueSQL; it ends with a NULL.
 	claimPriosSQL = `prios(priority) AS (
     SELECT min(i.priority) FROM durable_instance i WHERE i.status = 'runnable' AND i.queue = $1
     UNION ALL
@@ -373,8 +393,13 @@ type claimResult struct {
 	// nextDue is how long after the statement's now() the earliest
 	// runnable row of the queue that was not eligible then becomes so:
 	// known (not 0) only when the claim locked fewer rows than it asked
-	// for and there is such a row (claimNextDueSQL).
+	// for and there is such a row (claimNextDueSQL, nextDueSQL).
 	nextDue time.Duration
+	// becameDue reports that a row not eligible at the claim's now()
+	// became so before nextDueSQL looked: the picker claims again at
+	// once. Each such row sends it back once, since the next claim's
+	// now() is later than the row's eligible time.
+	becameDue bool
 }
 
 // claimRated leases up to n runnable rows of queue to owner, within the
@@ -425,10 +450,38 @@ func claimRated(ctx context.Context, db dbtx, queue string, n int, owner string,
 	if res, err = scanClaim(rows, queue); err != nil {
 		return res, err
 	}
-	if err := br.QueryRow().Scan(&res.rated); err != nil {
+	var claimedAt time.Time
+	if err := br.QueryRow().Scan(&res.rated, &claimedAt); err != nil {
 		return res, err
 	}
-	return res, br.Close()
+	if err := br.Close(); err != nil {
+		return res, err
+	}
+	// A short claim of a queue with rate-limited rows is followed by
+	// claimSQL (claimRound), which finds the next due row itself.
+	// A failed lookup is not the claim's failure, which would hand its
+	// rows back: the picker finds the row at its next poll.
+	if res.picked < n && !res.rated {
+		res.nextDue, res.becameDue, _ = nextDue(ctx, db, queue, claimedAt)
+	}
+	return res, nil
+}
+
+// nextDue runs nextDueSQL for queue after a claim whose now() was
+// claimedAt: how long until the earliest row not eligible at claimedAt
+// becomes so (0: there is none), or whether one already has.
+func nextDue(ctx context.Context, db dbtx, queue string, claimedAt time.Time) (time.Duration, bool, error) {
+	var us *int64
+	if err := db.QueryRow(ctx, nextDueSQL, queue, claimedAt).Scan(&us); err != nil {
+		return 0, false, err
+	}
+	switch {
+	case us == nil:
+		return 0, false, nil
+	case *us <= 0:
+		return 0, true, nil
+	}
+	return time.Duration(*us) * time.Microsecond, false, nil
 }
 
 // scanClaim reads, and closes, the result of claimSQL or claimFreeSQL. On

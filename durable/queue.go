@@ -27,6 +27,7 @@ type queue struct {
 	rated     bool
 	waiting   []rateWaiting
 	nextDue   time.Duration
+	becameDue bool // a row became eligible since the last claim's now(): claim again
 	unknownAt time.Time
 
 	mu       sync.Mutex
@@ -140,7 +141,7 @@ func (q *queue) pick() {
 				break
 			}
 			ctx, cancel := q.e.dbContext()
-			q.waiting, q.nextDue = nil, 0
+			q.waiting, q.nextDue, q.becameDue = nil, 0, false
 			cs, err := q.claimRows(ctx, room)
 			cancel()
 			if err != nil {
@@ -159,7 +160,7 @@ func (q *queue) pick() {
 				h(PickStopEvent{Queue: q.name, Worker: q.e.owner, Count: len(cs), Demand: room})
 			}
 			q.push(cs)
-			if len(cs) < room {
+			if len(cs) < room && !q.becameDue {
 				break
 			}
 		}

@@ -237,8 +237,9 @@ type rateWaiting struct {
 // that names a bucket it uses claimFreeSQL; when that finds some, it
 // claims the rest of n with claimSQL at once, and keeps using it until a
 // claim finds none. It keeps the claim's report on the buckets for
-// reportRateLimits, and in q.nextDue what it learnt of the earliest row
-// not yet eligible (claimResult.nextDue), for the picker's timer.
+// reportRateLimits, and in q.nextDue and q.becameDue what it learnt of the
+// earliest row not yet eligible (claimResult.nextDue, becameDue), for the
+// picker's timer.
 func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claimed, int, error) {
 	cfg := &q.e.c.cfg
 	res, err := claimRated(ctx, q.e.c.pool, q.name, n, q.e.owner, cfg.LeaseTTL, lim, q.rates, q.rated)
@@ -264,7 +265,7 @@ func (q *queue) claimRound(ctx context.Context, n int, lim keyLimits) ([]*claime
 		}
 	}
 	q.rated = res.rated
-	q.nextDue = res.nextDue
+	q.nextDue, q.becameDue = res.nextDue, res.becameDue
 	granted := map[string]int{}
 	for _, c := range res.rows {
 		if c.rateKey != "" {
