@@ -168,10 +168,12 @@ func TestReapedRowsWakeTheEnginesOfTheirQueue(t *testing.T) {
 // rows a graceful stop hands back do.
 func TestRowsHandedBackByAHardStopSendAWakeUpHint(t *testing.T) {
 	t.Parallel()
+	running := make(chan struct{})
 	fsm := mustFSM(t, durable.FSMConfig[struct{}]{
 		Name: "hard-stopped", Initial: "a",
 		Steps: map[string]durable.StepFunc[struct{}]{
 			"a": func(ctx context.Context, _ *durable.Step[struct{}]) (durable.Outcome, error) {
+				close(running)
 				<-ctx.Done() // fails once the hard stop cancels it
 				return durable.Outcome{}, ctx.Err()
 			},
@@ -180,7 +182,13 @@ func TestRowsHandedBackByAHardStopSendAWakeUpHint(t *testing.T) {
 	b := setup(t, fast(fsm))
 	id := b.insert(t, fsm.With(struct{}{}), nil)
 	startClient(t, b.client)
-	b.waitStatus(t, id, durable.StatusExecuting)
+	// Running, not only claimed (executing in the table): a row claimed
+	// and not yet running is handed back with no step event.
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the step did not start")
+	}
 
 	hints := listenForHints(t, b) // the insert's hint is behind us
 
