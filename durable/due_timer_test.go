@@ -35,6 +35,16 @@ func TestScheduledRowStartsWhenEligibleNotAtTheNextPoll(t *testing.T) {
 			b.insert(t, fsm.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "done", ScheduleIn: delay})
 			return time.Now().Add(delay)
 		}},
+		// A row that names a rate-limit bucket is claimed by claimSQL,
+		// not claimFreeSQL: its claims, too, must learn of it.
+		"rate-limited-scheduled-before-start": {false, func(t *testing.T, b *testBundle, fsm *durable.FSM[struct{}]) time.Time {
+			b.insert(t, fsm.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "done", ScheduleIn: delay, RateLimit: "api"})
+			return time.Now().Add(delay)
+		}},
+		"rate-limited-insert-schedule-in": {true, func(t *testing.T, b *testBundle, fsm *durable.FSM[struct{}]) time.Time {
+			b.insert(t, fsm.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "done", ScheduleIn: delay, RateLimit: "api"})
+			return time.Now().Add(delay)
+		}},
 		"insert-eligible-at": {true, func(t *testing.T, b *testBundle, fsm *durable.FSM[struct{}]) time.Time {
 			at := time.Now().Add(delay)
 			b.insert(t, fsm.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "done", EligibleAt: at})
@@ -107,6 +117,7 @@ func TestScheduledRowStartsWhenEligibleNotAtTheNextPoll(t *testing.T) {
 			cfg := fast(fsm)
 			cfg.PollInterval = time.Hour
 			cfg.PollOnly = true // no hint, no listener's poke: only the picker's timer
+			cfg.RateLimits = map[string]durable.RateLimit{"api": {Limit: 100, Burst: 10}}
 			b = setup(t, cfg)
 			var eligible time.Time
 			if !sc.started {
@@ -138,7 +149,7 @@ func TestScheduledRowStartsWhenEligibleNotAtTheNextPoll(t *testing.T) {
 				// A row this engine inserted for later moves the picker's
 				// timer without a claim: the one claim since is the one
 				// that took it.
-				if strings.HasPrefix(name, "insert") && r.picks != picks+1 {
+				if strings.Contains(name, "insert") && r.picks != picks+1 {
 					t.Fatalf("%d picks from the insert to the step; want 1, the one that took the row", r.picks-picks)
 				}
 			case <-time.After(15 * time.Second):
