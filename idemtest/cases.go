@@ -434,11 +434,14 @@ func testExpiry(t *testing.T, b *bundle) {
 	if _, err := b.store.Get(ctx, k); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Get of an expired record: %v, want ErrNotFound", err)
 	}
-	// Expired counts as absent, even for another request.
+	// Expired counts as absent, even for another request: the Begin
+	// reserves the key anew, taking nothing over. The new record may start
+	// its fence again from 1 (see idem.Lease); its token is new.
 	o := begin(t, b.store, k, request(t, `{"a":2}`), nil)
 	wantKind(t, o, idem.Fresh)
-	if o.Lease.Fence <= lease.Fence {
-		t.Errorf("fence %d after expiry, want more than %d", o.Lease.Fence, lease.Fence)
+	if o.TakenOver || o.Lease.Fence < 1 || o.Lease.Token == lease.Token {
+		t.Errorf("Begin after expiry = lease %+v (taken over %v), want a new token, a fence of 1 or more, and no takeover (the old lease had fence %d)",
+			o.Lease, o.TakenOver, lease.Fence)
 	}
 }
 

@@ -96,8 +96,9 @@ type refRecord struct {
 	token string
 	fence int64
 	// created is the Begin that made the reservation; createdAlt, when
-	// set, is the CreatedAt of the record a takeover replaced, which the
-	// contract allows as well (it says nothing of CreatedAt on takeover).
+	// set, is the time of the Begin that created the record one or more
+	// takeovers replaced, which a store may keep as CreatedAt as well (the
+	// contract says nothing of CreatedAt on takeover).
 	created, createdAlt time.Time
 	expires             time.Time
 	leaseEnd            time.Time // zero unless in progress
@@ -576,7 +577,12 @@ func (r *modelRun) beginOp(k modelKey, payload string, opts *idem.BeginOpts) mod
 				racing: st.pairing,
 			}
 			if takeover {
+				// A store that keeps CreatedAt on takeover keeps the
+				// first Begin's through every later takeover.
 				n.createdAlt = rec.created
+				if !rec.createdAlt.IsZero() {
+					n.createdAlt = rec.createdAlt
+				}
 			}
 			st.recs[k] = n
 			st.tokens[l.Token] = true
