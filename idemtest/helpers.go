@@ -3,6 +3,7 @@ package idemtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func begin(t *testing.T, s idem.Store, k idem.Key, r idem.Request, opts *idem.Be
 func wantKind(t *testing.T, o idem.Outcome, want idem.Kind) {
 	t.Helper()
 	if o.Kind != want {
-		t.Fatalf("outcome = %s, want %s (%+v)", o.Kind, want, o)
+		t.Fatalf("outcome = %s, want %s (%s)", o.Kind, want, describeOutcome(o))
 	}
 }
 
@@ -80,4 +81,41 @@ func sameTime(a, b time.Time) bool { return a.Equal(b) }
 var recordOpts = cmp.Options{
 	cmp.Comparer(func(a, b idem.Key) bool { return a == b }),
 	cmp.Comparer(func(a, b idem.Fingerprint) bool { return a == b }),
+}
+
+// describePayload shows a JSON payload as text for a failure message,
+// with clobberHint's explanation when it applies.
+func describePayload(b []byte) string { return string(b) + clobberHint(b) }
+
+// clobberHint explains a payload of '#' only: the suite wrote it over a
+// slice a call had returned (see clobber), so the store handed out its own
+// buffer and the record changed with the caller's slice. It is empty for
+// any other payload ('#' alone is not JSON).
+func clobberHint(b []byte) string {
+	if len(b) > 0 && len(bytes.Trim(b, "#")) == 0 {
+		return " (the suite wrote '#' over a slice a call returned: the store handed out its own buffer, not a copy; see idem.Store, Buffers)"
+	}
+	return ""
+}
+
+// describeStoredError shows a stored error for a failure message.
+func describeStoredError(e *idem.StoredError) string {
+	if e == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%+v", *e)
+}
+
+// describeRecord shows r for a failure message, its payloads as text.
+func describeRecord(r idem.Record) string {
+	return fmt.Sprintf("{Key:%v Status:%s Fingerprint:%v Request:%s Result:%s Error:%s Fence:%d CreatedAt:%v ExpiresAt:%v LeaseExpiresAt:%v}",
+		r.Key, r.Status, r.Fingerprint, describePayload(r.Request), describePayload(r.Result), describeStoredError(r.Error),
+		r.Fence, r.CreatedAt, r.ExpiresAt, r.LeaseExpiresAt)
+}
+
+// describeOutcome shows o for a failure message, its payloads as text.
+func describeOutcome(o idem.Outcome) string {
+	return fmt.Sprintf("{Kind:%s Lease:%+v TakenOver:%v Result:%s Error:%s RecordedHash:%v SubmittedHash:%v RecordedRequest:%s RetryAfter:%v}",
+		o.Kind, o.Lease, o.TakenOver, describePayload(o.Result), describeStoredError(o.Error),
+		o.RecordedHash, o.SubmittedHash, describePayload(o.RecordedRequest), o.RetryAfter)
 }

@@ -597,14 +597,14 @@ func (r *modelRun) beginOp(k modelKey, payload string, opts *idem.BeginOpts) mod
 		case rec.fp != req.Fingerprint:
 			// Mismatch, whatever the record's state.
 			if o.Kind != idem.Mismatch || o.RecordedHash != rec.fp || o.SubmittedHash != req.Fingerprint {
-				return "", fmt.Errorf("= %s %+v, want mismatch recorded %s submitted %s", o.Kind, o, rec.fp, req.Fingerprint)
+				return "", fmt.Errorf("= %s, want mismatch recorded %s submitted %s (outcome %s)", o.Kind, rec.fp, req.Fingerprint, describeOutcome(o))
 			}
 			if same, err := sameJSONDoc(o.RecordedRequest, rec.request); err != nil || !same {
 				return "", fmt.Errorf("mismatch recorded request %s, want %s (%v)", o.RecordedRequest, rec.request, err)
 			}
 		case rec.status == idem.StatusCommitted:
 			if o.Kind != idem.PriorResult || !bytes.Equal(result, rec.result) {
-				return "", fmt.Errorf("= %s %q, want prior_result %q byte for byte", o.Kind, result, rec.result)
+				return "", fmt.Errorf("= %s %q, want prior_result %q byte for byte%s", o.Kind, result, rec.result, clobberHint(result))
 			}
 		case rec.status == idem.StatusFailed:
 			if o.Kind != idem.PriorError || o.Error == nil || *o.Error != rec.err {
@@ -769,10 +769,12 @@ func (r *modelRun) getOp(k modelKey) modelOp {
 			clobber(got.Result)
 		},
 		check: func(st *modelState) (string, error) {
+			shown := got // as returned, before the suite wrote over its slices
+			shown.Request, shown.Result = request, result
 			rec := st.live(k)
 			if rec == nil {
 				if !errors.Is(err, idem.ErrNotFound) {
-					return "", fmt.Errorf("= %+v, %v, want ErrNotFound", got, err)
+					return "", fmt.Errorf("= %s, %v, want ErrNotFound", describeRecord(shown), err)
 				}
 				return "ErrNotFound", nil
 			}
@@ -780,10 +782,10 @@ func (r *modelRun) getOp(k modelKey) modelOp {
 				return "", fmt.Errorf("= %w, want the %s record", err, rec.status)
 			}
 			bad := func(what string, g, w any) (string, error) {
-				return "", fmt.Errorf("the record's %s = %v, want %v (record %+v)", what, g, w, got)
+				return "", fmt.Errorf("the record's %s = %v, want %v (record %s)", what, g, w, describeRecord(shown))
 			}
 			if same, err := sameJSONDoc(request, rec.request); err != nil || !same {
-				return bad("Request", string(request), string(rec.request))
+				return bad("Request", describePayload(request), string(rec.request))
 			}
 			switch {
 			case got.Key != r.keys[k]:
@@ -793,9 +795,9 @@ func (r *modelRun) getOp(k modelKey) modelOp {
 			case got.Fingerprint != rec.fp:
 				return bad("Fingerprint", got.Fingerprint, rec.fp)
 			case rec.status == idem.StatusCommitted && !bytes.Equal(result, rec.result):
-				return bad("Result", string(result), string(rec.result))
+				return bad("Result", describePayload(result), string(rec.result))
 			case rec.status != idem.StatusCommitted && len(result) != 0:
-				return bad("Result", string(result), "none")
+				return bad("Result", describePayload(result), "none")
 			case rec.status == idem.StatusFailed && (got.Error == nil || *got.Error != rec.err):
 				return bad("Error", got.Error, rec.err)
 			case rec.status != idem.StatusFailed && got.Error != nil:
