@@ -29,8 +29,12 @@
 //		})
 //	}
 //
-// and `go test -race -run TestConformance ./mystore` runs it. The example of
-// Exercise is a complete test file.
+// and `go test -race -run TestConformance ./mystore` runs it. The examples
+// of Exercise are complete test files: ExampleExercise_mapStore is a store
+// written from idem.Store's contract alone, on the helpers package idem
+// offers backends (CheckBegin, CheckLease and CheckPayload for the
+// arguments, BeginOpts.Durations, Decide for a Begin that finds a live
+// record, NewToken), and passes the suite.
 //
 // What the store must do for the suite:
 //
