@@ -91,6 +91,10 @@ func (o Outcome) Err() error {
 // In that case the backend writes the takeover itself (fence+1, new token and
 // lease) and answers Fresh; the returned Outcome is then meaningless.
 //
+// The Outcome shares rec's Result, Request and Error: a backend whose rec
+// is the record it keeps copies them before returning the Outcome (see
+// Store, Buffers).
+//
 // Backends that decide inside the database (SQL, Lua) must give the same
 // answers; the conformance suite checks that they do.
 func Decide(rec *Record, fp Fingerprint, now time.Time) (o Outcome, takeover bool) {

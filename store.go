@@ -46,7 +46,11 @@ const (
 // lease's end when that is later, so that a run outlasting the retention
 // (a lease longer than it, or heartbeats past it) is never joined by a
 // second one. The retention still counts from Begin: a key settled after
-// it is kept only until its last lease would have ended.
+// it is kept only until its last lease would have ended. A takeover is a
+// Begin like any other: it sets expires_at to now plus its own retention,
+// or to its lease's end if later, whatever the record's expires_at was
+// (which may move it earlier); CreatedAt may stay that of the first Begin
+// or become the takeover's.
 //
 // Errors: an unreachable or failing backend gives an error satisfying
 // errors.Is(err, ErrUnavailable); a cancelled or expired ctx gives an error
@@ -88,14 +92,16 @@ type Store interface {
 	Commit(ctx context.Context, key Key, lease Lease, result []byte) error
 
 	// FailPermanent records e as the outcome: later Begins with the same
-	// fingerprint get PriorError.
+	// fingerprint get PriorError. e counts against the payload limit by
+	// its JSON encoding (encoding/json), as CheckPayload("error", …)
+	// measures it.
 	FailPermanent(ctx context.Context, key Key, lease Lease, e StoredError) error
 
 	// FailTransient deletes the reservation, so the next Begin is Fresh.
 	FailTransient(ctx context.Context, key Key, lease Lease) error
 
 	// Heartbeat extends the lease to now+extend (the store's lease duration
-	// when extend is 0) and returns the extended lease.
+	// when extend is 0 or negative) and returns the extended lease.
 	Heartbeat(ctx context.Context, key Key, lease Lease, extend time.Duration) (Lease, error)
 
 	// PurgeExpired deletes the records of namespace ns whose expires_at is at

@@ -346,6 +346,11 @@ func testHeartbeat(t *testing.T, b *bundle) {
 	if want := b.clock.Now().Add(time.Minute); !sameTime(l3.ExpiresAt, want) {
 		t.Errorf("extended lease expires %v, want %v", l3.ExpiresAt, want)
 	}
+	l4, err := b.store.Heartbeat(ctx, k, l3, -time.Second)
+	ok(t, err, "Heartbeat with a negative extension")
+	if want := b.clock.Now().Add(Lease); !sameTime(l4.ExpiresAt, want) {
+		t.Errorf("lease extended by -1s expires %v, want %v (the store's lease, as for 0)", l4.ExpiresAt, want)
+	}
 	ok(t, b.store.Commit(ctx, k, lease, []byte(`1`)), "Commit with the lease from Begin")
 }
 
