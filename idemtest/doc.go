@@ -69,7 +69,9 @@
 // "Model/RandomSequencesMatchReference", uses pgregory.net/rapid: on a
 // failure it prints the shortest sequence of calls it found, writes it to
 // a file under testdata/rapid/ in the package's directory, and prints the
-// -rapid.failfile or -rapid.seed flag that replays it.
+// -rapid.failfile or -rapid.seed flag that replays it. Later runs replay
+// that file first: delete it once the failure is fixed (or commit it, as a
+// regression case).
 //
 // Clock and RandomNamespace are exported for a backend's own tests beside
 // the suite, and so is Crowd, for a backend that sends concurrent calls
