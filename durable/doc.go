@@ -226,6 +226,18 @@
 //
 // MigrationSQL returns the same SQL for external migration tools.
 //
+// Upgrading a large durable_instance: a migration that adds an index
+// builds it with CREATE INDEX, which blocks writes to the table while it
+// runs (Migrate applies each migration in a transaction, where CREATE
+// INDEX CONCURRENTLY cannot run). On a table too large for that pause,
+// build the index first with CREATE INDEX CONCURRENTLY under the name and
+// definition the migration gives (MigrationSQL shows them): the
+// migration's CREATE INDEX IF NOT EXISTS then finds it and returns at
+// once. Migration 007 adds durable_instance_key_waiting_idx so; 006
+// replaces durable_instance_concurrency_idx under the same name, which
+// cannot be built ahead: apply it when writes can pause for a scan of the
+// table.
+//
 // # Correlation keys and scopes
 //
 // InsertOpts.CorrelationKey is an instance's business identity ("order:42"):
