@@ -118,9 +118,13 @@ type expiryItem struct {
 
 // expiryHeap is a binary min-heap of items by expires. Records written in
 // the order they expire (one retention, a clock that does not go back)
-// are pushed at the bottom, after one comparison each.
+// are pushed at the bottom without a comparison with another item, whose
+// reading, half the heap away, would cost a cache miss in a large store.
 type expiryHeap struct {
 	items []expiryItem
+	// latest is at or after the expiry of every item: an item that
+	// expires no earlier goes at the bottom as it is.
+	latest int64
 }
 
 func (h *expiryHeap) empty() bool { return len(h.items) == 0 }
@@ -128,6 +132,10 @@ func (h *expiryHeap) empty() bool { return len(h.items) == 0 }
 // push adds it.
 func (h *expiryHeap) push(it expiryItem) {
 	h.items = append(h.items, it)
+	if len(h.items) == 1 || it.expires >= h.latest {
+		h.latest = it.expires
+		return
+	}
 	h.up(len(h.items) - 1)
 }
 
