@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/store/memstore"
@@ -51,6 +52,35 @@ func TestDoErrorSaysWhenTheOutcomeIsNotRecorded(t *testing.T) {
 			}
 			if tc.messagePrefix != "" && !strings.HasPrefix(err.Error(), tc.messagePrefix) {
 				t.Errorf("message %q, want it to start %q", err, tc.messagePrefix)
+			}
+		})
+	}
+}
+
+// When a heartbeat panics, nothing is recorded, whatever fn returns: Do's
+// error is ErrNotRecorded, also beside a permanent failure of fn's.
+func TestDoErrorIsNotRecordedAfterAHeartbeatPanic(t *testing.T) {
+	s := panickyHeartbeats{newMem(t, nil)}
+	opts := &idem.DoOpts{Begin: &idem.BeginOpts{Lease: time.Hour}, HeartbeatEvery: time.Millisecond}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		permanent bool
+	}{
+		{"result", nil, false},
+		{"permanent failure", idem.Permanent("gone", errors.New("out of stock")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := testKey(t, "heartbeat-panic-"+tc.name)
+			_, err := idem.Do(context.Background(), s, k, "req", func(ctx context.Context) (int, error) {
+				waitCancelled(t, ctx)
+				return 1, tc.err
+			}, opts)
+			if !errors.Is(err, idem.ErrNotRecorded) || idem.IsPermanent(err) != tc.permanent {
+				t.Errorf("Do = %v: ErrNotRecorded %v, IsPermanent %v; want true, %v", err, errors.Is(err, idem.ErrNotRecorded), idem.IsPermanent(err), tc.permanent)
+			}
+			if _, err := s.Get(context.Background(), k); !errors.Is(err, idem.ErrNotFound) {
+				t.Errorf("Get after Do = %v, want ErrNotFound (nothing recorded)", err)
 			}
 		})
 	}

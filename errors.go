@@ -43,10 +43,13 @@ var (
 	// instead of a panic, before anything runs or is sent to a store.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 	// ErrNotRecorded is in the error of Do when fn ran but its outcome, a
-	// result or a permanent failure, could not be recorded (the store's
-	// own error is wrapped beside it): the effect may have happened, and
-	// the key is released, so a retry runs fn again; unless the lease had
-	// been lost (ErrStaleToken), when what the new owner records stands.
+	// result or a permanent failure, may not have been recorded: the
+	// store refused or failed the write (its own error is wrapped
+	// beside), or a heartbeat panicked and nothing was written. The
+	// effect may have happened, and the key is released, so a retry runs
+	// fn again; unless the lease had been lost (ErrStaleToken), when what
+	// the new owner records stands, or the store applied a write whose
+	// reply was lost, when the record stands and the retry replays it.
 	// In a caller's transaction, such an error must roll back: an outcome
 	// committed without its record would be done again by the retry.
 	ErrNotRecorded = errors.New("idem: outcome not recorded")
@@ -56,7 +59,7 @@ var (
 // outcome: it reads as the store's error, prefixed with what was not
 // recorded, and is ErrNotRecorded as well as the store's error.
 type notRecordedError struct {
-	what string // "result not recorded", "recording the failure"
+	what string // "result not recorded", "recording the failure", "nothing recorded"
 	err  error
 }
 

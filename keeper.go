@@ -368,7 +368,7 @@ func leaseLostTo(pe *PanicError) error {
 // heartbeat (pe): whether the lease is still held cannot be told, and the
 // store is broken, so nothing is recorded.
 func nothingRecorded(pe *PanicError) error {
-	return fmt.Errorf("idem: nothing recorded: %w", leaseLostTo(pe))
+	return &notRecordedError{"nothing recorded", leaseLostTo(pe)}
 }
 
 // withRelease is err, joined to the error of the release of the key that
