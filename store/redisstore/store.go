@@ -273,7 +273,10 @@ type leftCalls struct {
 	n       atomic.Int64
 	waiting atomic.Int32 // Drains waiting in idle
 	mu      sync.Mutex
-	wake    []chan struct{} // closed at the count's next return to 0
+	// wake is made by the first Drain to wait and closed, and forgotten,
+	// at the count's next return to 0: one channel, however many Drains
+	// wait or give up meanwhile.
+	wake chan struct{}
 }
 
 func (l *leftCalls) add() { l.n.Add(1) }
@@ -282,10 +285,10 @@ func (l *leftCalls) done() {
 	if l.n.Add(-1) == 0 && l.waiting.Load() > 0 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for _, c := range l.wake {
-			close(c)
+		if l.wake != nil {
+			close(l.wake)
+			l.wake = nil
 		}
-		l.wake = nil
 	}
 }
 
@@ -296,9 +299,11 @@ func (l *leftCalls) idle(ctx context.Context) error {
 	}
 	l.waiting.Add(1)
 	defer l.waiting.Add(-1)
-	c := make(chan struct{})
 	l.mu.Lock()
-	l.wake = append(l.wake, c)
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	c := l.wake
 	l.mu.Unlock()
 	// Counted after waiting: a done that brought the count to 0 before
 	// it saw a Drain waiting is seen here.
