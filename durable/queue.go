@@ -102,8 +102,9 @@ func (q *queue) room() (room, running, buffered int) {
 // back full, until the engine stops. When rows wait for a rate limit's
 // tokens it comes back when the tokens are due, if that is sooner; and
 // when rows are scheduled for later, when the earliest of them it knows
-// of becomes eligible, if that is sooner: one its claim found
-// (claimNextDueSQL), or one this engine made (scheduled). Its one timer
+// of becomes eligible, if that is sooner: one found after a claim that
+// came back short (nextDueSQL, or claimNextDueSQL within a rate-limited
+// claim), or one this engine made (scheduled). Its one timer
 // is moved, never doubled, and stopped with it.
 func (q *queue) pick() {
 	defer q.e.pickers.Done()
