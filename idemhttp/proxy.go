@@ -77,8 +77,15 @@ type ProxyConfig struct {
 	// learns the original client and scheme. By default, since any client
 	// could forge them, they are dropped and the X-Forwarded-* headers say
 	// what the proxy sees: the client's address and Host, and http or
-	// https as the proxy was reached. Those a request's Connection header
-	// lists are hop-by-hop, and dropped either way.
+	// https as the proxy was reached, and the other X-Forwarded-* headers
+	// (X-Forwarded-Port, -Prefix, -Ssl…) and X-Real-Ip, which the proxy
+	// does not set, are dropped too. Those a request's Connection header
+	// lists are hop-by-hop, and dropped either way; so are, either way,
+	// forwarding headers spelt with underscores (X_Forwarded_For), which
+	// servers that read headers under CGI-style names
+	// (HTTP_X_FORWARDED_FOR) cannot tell from the real ones. Other
+	// headers naming a client (True-Client-IP, X-Client-IP) pass as any
+	// other: an upstream should believe only those the proxy sets.
 	TrustForwarded bool
 	// ErrorLog receives upstream errors. Defaults to the log package's
 	// standard logger.
@@ -178,6 +185,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 				pr.Out.URL.Path, pr.Out.URL.RawPath, pr.Out.URL.RawQuery = "", "", ""
 				pr.Out.URL.Opaque = "*"
 			}
+			dropForgedForwarding(pr.Out.Header, cfg.TrustForwarded)
 			if cfg.TrustForwarded {
 				forwarded(pr)
 			} else {
@@ -528,6 +536,49 @@ func forwarded(pr *httputil.ProxyRequest) {
 			out[name] = slices.Clone(v)
 		}
 	}
+}
+
+// dropForgedForwarding deletes from h, the headers of a request going
+// upstream, the forwarding headers a client could have forged beyond
+// those ReverseProxy replaces (X-Forwarded-For, -Host, -Proto and
+// Forwarded): any spelt with underscores for hyphens (X_Forwarded_For,
+// X-Real_Ip), which servers that map headers to CGI-style names
+// (HTTP_X_FORWARDED_FOR) read as the real ones, whatever the proxy set;
+// and, unless trusted (ProxyConfig.TrustForwarded), every other
+// X-Forwarded-* header (X-Forwarded-Port, -Prefix, -Ssl…) and X-Real-Ip,
+// which the proxy does not set and an upstream may believe.
+func dropForgedForwarding(h http.Header, trusted bool) {
+	for name := range h {
+		if trusted && !strings.ContainsRune(name, '_') {
+			continue
+		}
+		if len(name) > len("x-forwarded-") && sameHeaderName(name[:len("x-forwarded-")], "x-forwarded-") ||
+			sameHeaderName(name, "forwarded") || sameHeaderName(name, "x-real-ip") {
+			delete(h, name)
+		}
+	}
+}
+
+// sameHeaderName reports whether the header name reads as lower, a
+// lower-case name, once its letters are lowered and its underscores made
+// hyphens, as CGI-style servers read names.
+func sameHeaderName(name, lower string) bool {
+	if len(name) != len(lower) {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // forwardTrailers has pr.Out send, after its body, the trailers pr.In

@@ -43,7 +43,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
 	fs.BoolVar(&f.stripe, "stripe", false, "Stripe-compatible profile (5xx stored, mismatch 400)")
 	fs.BoolVar(&f.upstreamHost, "upstream-host", false, "send the upstream's host as the Host header (off: the client's Host is passed on); for an upstream that checks its own name, such as an HTTPS API on its own domain")
-	fs.BoolVar(&f.trustForwarded, "trust-forwarded", false, "keep the X-Forwarded-For/-Host/-Proto and Forwarded headers requests come with (off: replaced by what the proxy sees, as a client could forge them); for a proxy behind a load balancer or TLS terminator")
+	fs.BoolVar(&f.trustForwarded, "trust-forwarded", false, "keep the X-Forwarded-* (For, Host, Proto, Port, Prefix…), X-Real-Ip and Forwarded headers requests come with (off: X-Forwarded-For/-Host/-Proto replaced by what the proxy sees, the others dropped, as a client could forge them; spellings with underscores, X_Forwarded_For, are dropped either way); for a proxy behind a load balancer or TLS terminator")
 	fs.BoolVar(&f.batch, "batch-store-calls", true, "send the store calls of concurrent requests together (SQLite shared transactions, Postgres pipeline mode, Redis auto-pipelining)")
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed; at least --lease (a record outlives its lease, so a shorter --ttl is refused)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
