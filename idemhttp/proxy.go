@@ -142,6 +142,26 @@ type ProxyConfig struct {
 // upstream failure (502), never recorded. A body it ends by closing the
 // connection, with neither framing (HTTP/1.0 style), cannot be told from
 // one cut short: it is recorded as received.
+//
+// Facing the internet: records are scoped by Middleware.KeyScope, by
+// default the Authorization header's hash (ScopeByAuthorization). Callers
+// without one, and those of an API that authenticates by cookie or an
+// API-key header, share one scope: one who learns another's key gets, for
+// the same request (method, target and body), the other's recorded
+// response replayed, and for another request a 422 or 409 that says the
+// key is in use. Set KeyScope to what identifies the caller in such an
+// API. A request is read by net/http's server, which refuses ambiguous
+// framing (two different Content-Lengths, a transfer coding other than
+// chunked) but reads one with both Content-Length and chunked as chunked
+// and keeps its connection open: behind a front proxy that frames by
+// Content-Length and shares its connections among clients, have the
+// front refuse such requests. The proxy sends each request upstream
+// framed by itself, with the headers net/http found valid (a folded line
+// unfolded), and passes on no response header with a malformed name, nor
+// a CR or LF inside a value. The body of a request passed through (no
+// key, unprotected method) streams to the upstream as it comes, with no
+// time limit of the proxy's, as through a plain reverse proxy: bound it
+// in the server (http.Server.ReadTimeout) or the upstream.
 func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
 		return nil, fmt.Errorf("idemhttp: ProxyConfig.Upstream must be an absolute http or https URL, got %s", redacted(cfg.Upstream))
