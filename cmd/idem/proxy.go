@@ -172,7 +172,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	// OPTIONS * goes to the upstream, as any other request does, rather
 	// than being answered by the proxy's own server.
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdleTimeout, ErrorLog: logger, DisableGeneralOptionsHandler: true}
+	srv := &http.Server{ReadHeaderTimeout: clientHeaderTimeout, IdleTimeout: clientIdleTimeout, ErrorLog: logger, DisableGeneralOptionsHandler: true}
 	served := track(srv, h)
 	var ready atomic.Bool
 	var adminSrv *http.Server
@@ -188,7 +188,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			_ = ln.Close()
 			return fromVariable(fs, getenv, "admin", err)
 		}
-		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdleTimeout, ErrorLog: logger}
+		adminSrv = &http.Server{Handler: adminHandler(st, m, &ready, f.failOpen), ReadHeaderTimeout: clientHeaderTimeout, IdleTimeout: clientIdleTimeout, ErrorLog: logger}
 		go func() {
 			// Requests are still served: said, not stopped for.
 			if err := adminSrv.Serve(serveListener("--admin", aln)); !errors.Is(err, http.ErrServerClosed) {
@@ -264,6 +264,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 // each idle connection a file descriptor and a goroutine). A variable for
 // tests.
 var clientIdleTimeout = 2 * time.Minute
+
+// clientHeaderTimeout is how long idem proxy waits for a request's
+// header, whole, from the moment its first byte is awaited: a client
+// sending it slowly, or never ending it, holds a connection no longer.
+// (A header larger than net/http's 1 MiB, http.DefaultMaxHeaderBytes, is
+// answered 431.) A variable for tests.
+var clientHeaderTimeout = 10 * time.Second
 
 // serveListener is what idem proxy serves on, made of the listener it
 // opened for the flag name (--listen, --admin): that listener. Tests

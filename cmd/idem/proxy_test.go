@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,5 +321,74 @@ func TestIdleClientConnectionsAreClosed(t *testing.T) {
 	start := time.Now()
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		t.Fatalf("idle connection: read %v after %s, want the proxy to close it (EOF)", err, time.Since(start))
+	}
+}
+
+// A client that sends a request header slowly, never ending it, has its
+// connection closed after clientHeaderTimeout, and one sending a header
+// over 1 MiB gets 431: neither reaches the upstream.
+func TestSlowOrHugeRequestHeadersAreCut(t *testing.T) {
+	old := clientHeaderTimeout
+	clientHeaderTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { clientHeaderTimeout = old })
+	var reached atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+	}))
+	t.Cleanup(upstream.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p := runProxyInProcess(t, ctx, func(_ string, ln net.Listener) net.Listener { return ln },
+		"--upstream", upstream.URL, "--store", "memory", "--purge-interval", "0")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+
+	slow := dial()
+	if _, err := io.WriteString(slow, "POST /x HTTP/1.1\r\nHost: api.example\r\nX-Slow: "); err != nil {
+		t.Fatal(err)
+	}
+	// Drip the header a byte at a time until the proxy stops reading.
+	closed := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, slow)
+		closed <- err
+	}()
+	drip := time.NewTicker(50 * time.Millisecond)
+	defer drip.Stop()
+dripping:
+	for {
+		select {
+		case err := <-closed:
+			// A drip crossing the close may have the connection reset.
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("slow header: %v, want the proxy to close the connection", err)
+			}
+			break dripping
+		case <-drip.C:
+			_, _ = io.WriteString(slow, "a")
+		}
+	}
+
+	huge := dial()
+	go func() {
+		_, _ = io.WriteString(huge, "POST /x HTTP/1.1\r\nHost: api.example\r\nX-Huge: "+strings.Repeat("a", 2<<20)+"\r\nContent-Length: 0\r\n\r\n")
+	}()
+	res, err := http.ReadResponse(bufio.NewReader(huge), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("huge header: %d, want 431", res.StatusCode)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
 	}
 }
