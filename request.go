@@ -67,7 +67,9 @@ func CheckPayload(what string, b []byte, maxPayload int) error {
 	return nil
 }
 
-// CheckLease validates the key and lease arguments of the settle calls.
+// CheckLease validates the key and lease arguments of the settle calls: the
+// zero Key gives a *KeyError (ErrInvalidKey), a lease without a token
+// ErrStaleToken (no reservation is held by it).
 func CheckLease(key Key, lease Lease) error {
 	if key.IsZero() {
 		return &KeyError{Kind: ErrKeyEmpty, Detail: "zero Key"}
@@ -78,7 +80,8 @@ func CheckLease(key Key, lease Lease) error {
 	return nil
 }
 
-// NullPayload is what a store records for a nil request payload.
+// NullPayload is what a store records for a nil request payload. It is
+// shared: neither a store nor its caller may modify it.
 var NullPayload = []byte("null")
 
 // RecordedPayload is the payload a store records for r: r.Payload, or

@@ -152,7 +152,8 @@ func leaseEnd(n int64) time.Time {
 
 var _ idem.Store = (*Store)(nil)
 
-// New returns an empty Store.
+// New returns an empty Store, or an error when a duration or MaxPayload of
+// cfg is negative. The zero Store is not usable: make one with New.
 func New(cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -27,6 +27,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	ctx := context.Background()
+	if err := store.Check(ctx); err != nil { // every server reachable, and new enough
+		log.Fatal(err)
+	}
 
 	type charge struct {
 		Order  string `json:"order"`
@@ -35,11 +39,11 @@ func Example() {
 	type receipt struct {
 		ID string `json:"id"`
 	}
-	key, err := idem.ParseKey(idem.MustNamespace("payments"), "order-42")
+	key, err := idem.NewKey(idem.MustNamespace("payments"), "order-42")
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := idem.Do(context.Background(), store, key, charge{Order: "42", Amount: 1999},
+	r, err := idem.Do(ctx, store, key, charge{Order: "42", Amount: 1999},
 		func(ctx context.Context) (receipt, error) {
 			return receipt{ID: "ch_1"}, nil // call the payment provider here
 		}, nil)
@@ -47,6 +51,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println(r.ID)
+
+	// Before closing the client (deferred above): let the commands of
+	// callers that left be answered, and their reservations released.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = store.Drain(dctx)
 }
 
 // A store whose calls from concurrent goroutines share round trips,

@@ -18,7 +18,9 @@ const MinRedisVersion = "6.0"
 // minMajor and minMinor are MinRedisVersion.
 const minMajor, minMinor = 6, 0
 
-// VersionError reports a Redis server older than MinRedisVersion.
+// VersionError reports a Redis server older than MinRedisVersion. It is not
+// wrapped with idem.ErrUnavailable, as retrying cannot help: Check and
+// PurgeExpired return it; find it with errors.As.
 type VersionError struct {
 	Addr     string // the server's address
 	Found    string // the version it reports (INFO's redis_version)

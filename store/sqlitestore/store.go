@@ -166,8 +166,8 @@ func (s *Store) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, e
 	return l, nil
 }
 
-// PurgeExpired implements idem.Store. It deletes in batches of purgeBatch
-// rows, each batch its own statement, so that the write lock is never held
+// PurgeExpired implements idem.Store. It deletes in batches of 1000 rows,
+// each batch its own statement, so that the write lock is never held
 // for long. If it fails part way, the batches already deleted stay deleted
 // (they held only expired records, which count as absent anyway) and the
 // count returned is theirs.
