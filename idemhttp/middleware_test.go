@@ -129,6 +129,9 @@ func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ str
 	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control = %q, want no-store", cc)
 	}
+	if n := w.Header().Get("X-Content-Type-Options"); n != "nosniff" {
+		t.Errorf("X-Content-Type-Options = %q, want nosniff", n)
+	}
 	var p idemhttp.Problem
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 		t.Fatalf("problem body %q: %v", w.Body, err)

@@ -41,18 +41,21 @@ type Problem struct {
 type ErrorWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
 
 // WriteProblem writes p as application/problem+json with Cache-Control:
-// no-store, and Retry-After when p.RetryAfter is set.
+// no-store, X-Content-Type-Options: nosniff, and Retry-After when
+// p.RetryAfter is set.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
 	writeError(w, "application/problem+json", p, p)
 }
 
 // writeError writes body, as JSON of content type ct, as the answer to
-// problem p: its status, Cache-Control: no-store, and Retry-After when
-// p.RetryAfter is set.
+// problem p: its status, Cache-Control: no-store, X-Content-Type-Options:
+// nosniff (a browser does not take the JSON for a page), and Retry-After
+// when p.RetryAfter is set.
 func writeError(w http.ResponseWriter, ct string, p *Problem, body any) {
 	h := w.Header()
 	h.Set("Content-Type", ct)
 	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
 	if p.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retrySeconds(p.RetryAfter)))
