@@ -163,7 +163,7 @@ func (b binding) undoSavepoint(ctx context.Context) error {
 // and the fence in the answer), it releases the reservation, as
 // FailTransient would, so that the key is not held in flight until a
 // lease nobody holds lapses. The release runs in its own goroutine, with
-// ctx's values, until it is done or the lease ends.
+// ctx's values, until it is done or the lease ends, counted for Drain.
 func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, leaseEnd time.Time, ttl time.Duration) orphanFunc {
 	return func(scan func(dest ...any) error) {
 		r := newBeginRow()
@@ -171,7 +171,9 @@ func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, 
 			return // nothing reserved
 		}
 		lease := idem.Lease{Token: token, Fence: r.newFence.Int64, ExpiresAt: leaseEnd, TTL: ttl}
+		b.s.left.add() // while the call that found the reservation still counts
 		go func() {
+			defer b.s.left.done()
 			rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
 			defer cancel()
 			_ = b.FailTransient(rctx, key, lease)

@@ -92,7 +92,9 @@
 // sent in a batch, it may still take effect. A Begin that so reserves a key
 // for a caller who has left is released (as by FailTransient) when its
 // answer comes, so that the key is not held in flight under a lease nobody
-// holds. A batch whose every caller has given up has the server cancel
+// holds. Before closing the pool, call Store.Drain: it waits for those
+// answers and releases, which closing the pool would cut off. A batch
+// whose every caller has given up has the server cancel
 // the statement it runs (cut off, the server would run it on), and is cut
 // short (its connection closed) if it still runs a second later, so that
 // it does not hold its lane while the server is slow to answer. A pool tracer that traces batches (pgx.BatchTracer, as

@@ -20,13 +20,17 @@ type Store struct {
 	table table
 	sql   queries
 	lease binding // the lease-mode binding, on pool
+	// left counts the work done for callers that have left (see Drain).
+	left leftCalls
 }
 
 var _ idem.Store = (*Store)(nil)
 
 // New returns a Store on pool configured by cfg (see Config for the
 // defaults). It does no I/O: call Migrate, or run MigrationSQL with your
-// own migration tool, before first use.
+// own migration tool, before first use. The store does not own pool:
+// closing it is the caller's business, after the last call on the store
+// and, with Config.Pipeline, a Drain.
 //
 // pool may be nil for a store used only through WithTx and WithSQLTx (for
 // example by a database/sql program); the Store's own methods then fail.
@@ -40,7 +44,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.lease = binding{s: s}
 	switch {
 	case pool != nil && cfg.Pipeline:
-		s.lease.q = newPipeline(pool, cfg.PipelineLanes, cfg.PipelineDepth)
+		s.lease.q = newPipeline(pool, cfg.PipelineLanes, cfg.PipelineDepth, &s.left)
 	case pool != nil:
 		s.lease.q = poolQuerier{pool}
 	}

@@ -34,6 +34,9 @@ type pipeline struct {
 	// reported as one, its calls as its queries (without their arguments,
 	// which belong to the callers again once sent).
 	tracer pgx.BatchTracer
+	// left counts the calls sent whose callers left before the answer
+	// came, until it comes (see pipeCall.finish).
+	left *leftCalls
 
 	mu      sync.Mutex
 	queue   []*pipeCall
@@ -44,8 +47,8 @@ type pipeline struct {
 // payloads go out in several batches rather than one long write.
 const batchBytes = 1 << 20
 
-func newPipeline(pool *pgxpool.Pool, lanes, depth int) *pipeline {
-	p := &pipeline{pool: pool, lanes: lanes, depth: depth}
+func newPipeline(pool *pgxpool.Pool, lanes, depth int, left *leftCalls) *pipeline {
+	p := &pipeline{pool: pool, lanes: lanes, depth: depth, left: left}
 	p.tracer, _ = pool.Config().ConnConfig.Tracer.(pgx.BatchTracer)
 	return p
 }
@@ -96,21 +99,29 @@ type pipeCall struct {
 	resolved atomic.Bool
 
 	orphan orphanFunc // nil, or told of an answer nobody heard
+	// left counts the call from just before its caller leaves (see do)
+	// until finish.
+	left *leftCalls
 }
 
 // orphanFunc is given the answer (a way to scan its row) of a statement
-// that succeeded after its caller left.
+// that succeeded after its caller left. Work it starts that outlives it
+// must be counted in the call's leftCalls before it returns.
 type orphanFunc func(scan func(dest ...any) error)
 
 // finish records err (nil for success) and wakes the caller; or, when the
-// caller has left and the statement succeeded, tells c.orphan.
+// caller has left, tells c.orphan if the statement succeeded, and stops
+// counting the call.
 func (c *pipeCall) finish(err error) {
 	c.err = err
 	if c.watch != nil {
 		c.watch.resolve(c, false)
 	}
-	if c.state.Swap(callAnswered) == callLeft && err == nil && c.orphan != nil {
-		c.orphan(c.scan)
+	if c.state.Swap(callAnswered) == callLeft {
+		if err == nil && c.orphan != nil {
+			c.orphan(c.scan)
+		}
+		c.left.done()
 	}
 	close(c.done)
 }
@@ -269,7 +280,7 @@ func (p *pipeline) do(ctx context.Context, query string, args []any, orphan orph
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &pipeCall{ctx: ctx, query: query, args: args, done: make(chan struct{}), orphan: orphan}
+	c := &pipeCall{ctx: ctx, query: query, args: args, done: make(chan struct{}), orphan: orphan, left: p.left}
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if p.running < p.lanes {
@@ -288,11 +299,15 @@ func (p *pipeline) do(ctx context.Context, query string, args []any, orphan orph
 	for c.state.Load() == callSending {
 		runtime.Gosched() // the runner is encoding the arguments: microseconds
 	}
+	// Counted before the caller leaves, so that finish, which may run as
+	// soon as it has, stops counting a call that was counted.
+	p.left.add()
 	if c.state.CompareAndSwap(callSent, callLeft) {
 		// Sent, so it may still take effect; if it does, c.orphan
 		// will hear of it.
 		return nil, ctx.Err()
 	}
+	p.left.done()
 	<-c.done // answered just now
 	return c, c.err
 }

@@ -26,7 +26,7 @@ func pipelineOnOneLane(t *testing.T) (*pipeline, *pgxpool.Pool, func(d time.Dura
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	p := newPipeline(pool, 1, 16)
+	p := newPipeline(pool, 1, 16, new(leftCalls))
 	return p, pool, func(d time.Duration) <-chan error { return keepBusy(t, p, d) }
 }
 
@@ -216,7 +216,7 @@ func TestPipelineTracesBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	p := newPipeline(pool, 1, 16)
+	p := newPipeline(pool, 1, 16, new(leftCalls))
 	blocked := make(chan error, 1)
 	go func() {
 		_, err := p.exec(context.Background(), "SELECT pg_sleep(0.2)")
