@@ -16,6 +16,9 @@ const maxBeginAttempts = 4
 
 // Begin implements idem.Store.
 func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts *idem.BeginOpts) (idem.Outcome, error) {
+	if b.q == nil { // first: the zero Store has no configuration to check with
+		return idem.Outcome{}, b.noQuerier()
+	}
 	cfg := &b.s.cfg
 	if err := idem.CheckBegin(key, req, opts, cfg.MaxPayload); err != nil {
 		return idem.Outcome{}, err
@@ -23,9 +26,6 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 	payload := req.RecordedPayload()
 	if err := checkJSONB("request", payload); err != nil { // after CheckBegin's JSON and UTF-8 checks
 		return idem.Outcome{}, err
-	}
-	if b.q == nil {
-		return idem.Outcome{}, b.noQuerier()
 	}
 	if err := ctx.Err(); err != nil {
 		return idem.Outcome{}, ctxError("Begin", err, nil)

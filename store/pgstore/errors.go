@@ -13,8 +13,9 @@ import (
 )
 
 // errNoPool is returned by the methods of a Store made without a pool,
-// which can only be used through WithTx and WithSQLTx.
-var errNoPool = errors.New("pgstore: Store has no pool (New was given nil): use WithTx or WithSQLTx")
+// which can only be used through WithTx and WithSQLTx, and of the zero
+// Store: a programming error, which retrying cannot mend.
+var errNoPool = fmt.Errorf("pgstore: the Store has no pool (New was given nil, for WithTx and WithSQLTx only; or the Store was not made by New): %w", idem.ErrInvalidArgument)
 
 // classify turns the error of a database call made for op into the error
 // the store returns:

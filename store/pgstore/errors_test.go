@@ -235,8 +235,8 @@ func TestNoPool(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	k := mustKey(t, idemtest.RandomNamespace(t), "k")
-	if _, err := s.Begin(ctx, k, mustRequest(t, `{}`), nil); err == nil || errors.Is(err, idem.ErrUnavailable) {
-		t.Errorf("Begin on a Store without a pool: %v, want a plain error", err)
+	if _, err := s.Begin(ctx, k, mustRequest(t, `{}`), nil); !errors.Is(err, idem.ErrInvalidArgument) || errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Begin on a Store without a pool: %v, want idem.ErrInvalidArgument", err)
 	}
 	if err := s.Migrate(ctx); err == nil {
 		t.Error("Migrate on a Store without a pool succeeded")

@@ -33,7 +33,9 @@ var _ idem.Store = (*Store)(nil)
 // and, with Config.Pipeline, a Drain.
 //
 // pool may be nil for a store used only through WithTx and WithSQLTx (for
-// example by a database/sql program); the Store's own methods then fail.
+// example by a database/sql program); the Store's own methods (Migrate
+// too) then fail with an error satisfying errors.Is(err,
+// idem.ErrInvalidArgument), as do those of the zero Store.
 // New reports an invalid cfg; its messages name the field.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	t, err := cfg.validate()

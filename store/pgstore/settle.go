@@ -14,6 +14,9 @@ func (b binding) Commit(ctx context.Context, key idem.Key, lease idem.Lease, res
 	if err := idem.CheckLease(key, lease); err != nil {
 		return err
 	}
+	if b.q == nil {
+		return b.noQuerier()
+	}
 	// CheckPayload's JSON and UTF-8 checks are all the json column needs.
 	if err := idem.CheckPayload("result", result, b.s.cfg.MaxPayload); err != nil {
 		return err
@@ -29,6 +32,9 @@ func (b binding) Commit(ctx context.Context, key idem.Key, lease idem.Lease, res
 func (b binding) FailPermanent(ctx context.Context, key idem.Key, lease idem.Lease, e idem.StoredError) error {
 	if err := idem.CheckLease(key, lease); err != nil {
 		return err
+	}
+	if b.q == nil {
+		return b.noQuerier()
 	}
 	enc, err := encodeError(e, b.s.cfg.MaxPayload)
 	if err != nil {
@@ -46,6 +52,9 @@ func (b binding) FailTransient(ctx context.Context, key idem.Key, lease idem.Lea
 	if err := idem.CheckLease(key, lease); err != nil {
 		return err
 	}
+	if b.q == nil {
+		return b.noQuerier()
+	}
 	sql := b.s.sql.failTransient
 	if b.tx {
 		sql = b.s.sql.failTransientTx
@@ -57,6 +66,9 @@ func (b binding) FailTransient(ctx context.Context, key idem.Key, lease idem.Lea
 func (b binding) Heartbeat(ctx context.Context, key idem.Key, lease idem.Lease, extend time.Duration) (idem.Lease, error) {
 	if err := idem.CheckLease(key, lease); err != nil {
 		return idem.Lease{}, err
+	}
+	if b.q == nil {
+		return idem.Lease{}, b.noQuerier()
 	}
 	if extend <= 0 {
 		extend = b.s.cfg.Lease
