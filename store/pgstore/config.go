@@ -37,7 +37,7 @@ type Config struct {
 	// MaxPayload is the largest request payload, result or encoded stored
 	// error accepted, in bytes; larger ones are rejected with
 	// *idem.PayloadTooLargeError before anything is sent to the server.
-	// Defaults to idem.DefaultMaxPayload (4 MiB).
+	// Defaults to idem.DefaultMaxPayload (4 MiB); at most MaxMaxPayload.
 	MaxPayload int
 
 	// PurgeBatch is how many records PurgeExpired deletes per statement, so
@@ -73,6 +73,19 @@ type Config struct {
 	Now func() time.Time
 }
 
+// MaxMaxPayload is the largest Config.MaxPayload: a stored error is kept
+// as jsonb, whose strings and containers PostgreSQL caps at 268435455
+// bytes (256 MiB − 1), and a Get reads a record's request payload and
+// result in one row, which it caps at 1 GiB. Beyond them the server
+// refuses the write (a FailPermanent, after the effect has run) or the
+// read, and the caller sees idem.ErrUnavailable instead of a
+// *idem.PayloadTooLargeError before any I/O. A request payload is kept as
+// jsonb too, whose binary form can take up to six times its text (an
+// array of one-digit numbers), and whose arrays the server cannot build
+// beyond 2^24 elements: a request of over 32 MiB may be refused by the
+// server at Begin, before any effect.
+const MaxMaxPayload = 256<<20 - 1024
+
 // Defaults of Config fields.
 const (
 	defaultPurgeBatch    = 1000
@@ -97,6 +110,8 @@ func (c *Config) validate() (table, error) {
 		return table{}, fmt.Errorf("pgstore: Config.Lease must not be negative, got %s", c.Lease)
 	case c.MaxPayload < 0:
 		return table{}, fmt.Errorf("pgstore: Config.MaxPayload must not be negative, got %d", c.MaxPayload)
+	case c.MaxPayload > MaxMaxPayload:
+		return table{}, fmt.Errorf("pgstore: Config.MaxPayload must be at most %d (MaxMaxPayload), as PostgreSQL's jsonb holds at most 256 MiB; got %d", MaxMaxPayload, c.MaxPayload)
 	case c.PurgeBatch < 0:
 		return table{}, fmt.Errorf("pgstore: Config.PurgeBatch must not be negative, got %d", c.PurgeBatch)
 	case c.PipelineLanes < 0:

@@ -1,8 +1,11 @@
 package pgstore_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgo/idem/store/pgstore"
 )
@@ -29,6 +32,9 @@ func TestConfigValidation(t *testing.T) {
 		"negative lease":     {pgstore.Config{Lease: -1}, "Config.Lease"},
 		"negative payload":   {pgstore.Config{MaxPayload: -1}, "Config.MaxPayload"},
 		"negative batch":     {pgstore.Config{PurgeBatch: -1}, "Config.PurgeBatch"},
+		"payload of 1 GiB":   {pgstore.Config{MaxPayload: 1 << 30}, "Config.MaxPayload"},
+		"MaxMaxPayload":      {pgstore.Config{MaxPayload: pgstore.MaxMaxPayload}, ""},
+		"beyond MaxMax":      {pgstore.Config{MaxPayload: pgstore.MaxMaxPayload + 1}, "Config.MaxPayload"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := pgstore.New(nil, tc.cfg)
@@ -41,5 +47,28 @@ func TestConfigValidation(t *testing.T) {
 				t.Errorf("Table() = %q, want the default %q", s.Table(), pgstore.DefaultTable)
 			}
 		})
+	}
+}
+
+// TestMaxMaxPayloadFitsJSONB: the encoded stored error that MaxMaxPayload
+// admits, all of it one message, fits the error_payload column's jsonb
+// (a FailPermanent refused by the server would fail after the effect ran,
+// as idem.ErrUnavailable), and one string past jsonb's cap does not: the
+// limit is the server's, not a guess.
+func TestMaxMaxPayloadFitsJSONB(t *testing.T) {
+	tb := setup(t, pgstore.Config{})
+	ctx := ctxT(t)
+	envelope := len(`{"class":"","message":""}`)
+	var size int
+	if err := tb.pool.QueryRow(ctx, `SELECT pg_column_size(jsonb_build_object('class', '', 'message', repeat('m', $1::int)))`,
+		pgstore.MaxMaxPayload-envelope).Scan(&size); err != nil {
+		t.Fatalf("a stored error of MaxMaxPayload bytes as jsonb: %v", err)
+	}
+	if size < pgstore.MaxMaxPayload-envelope {
+		t.Fatalf("pg_column_size = %d, less than the message alone", size)
+	}
+	_, err := tb.pool.Exec(ctx, `SELECT jsonb_build_object('message', repeat('m', 268435455))`)
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "54000" {
+		t.Fatalf("a jsonb string of 268435455 bytes: %v, want SQLSTATE 54000 (program limit exceeded)", err)
 	}
 }
