@@ -19,9 +19,39 @@ import (
 // scope and runs again, and requests authenticated by anything but the
 // Authorization header (cookies, an API-key header) share the empty scope.
 // Such APIs set Config.KeyScope to a function returning the authenticated
-// caller's id.
+// caller's id, or use ScopeByHeader or ScopeByCookie.
 func ScopeByAuthorization(r *http.Request) string {
-	lines := r.Header["Authorization"]
+	return scopeOf(r.Header["Authorization"])
+}
+
+// ScopeByHeader returns a KeyScope that scopes keys by the value of the
+// header name (an API-key header such as X-Api-Key), as
+// ScopeByAuthorization does by the Authorization header: a hash of its
+// lines, never the value; empty (one shared scope) for requests without
+// it.
+func ScopeByHeader(name string) func(*http.Request) string {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) string { return scopeOf(r.Header[name]) }
+}
+
+// ScopeByCookie returns a KeyScope that scopes keys by the value of the
+// cookie name (a session cookie), hashed as ScopeByAuthorization hashes
+// its header; empty (one shared scope) for requests without it. Only that
+// cookie counts: the others a browser sends come and go between a request
+// and its retry, which would then run again in another scope.
+func ScopeByCookie(name string) func(*http.Request) string {
+	return func(r *http.Request) string {
+		c, err := r.Cookie(name)
+		if err != nil {
+			return ""
+		}
+		return scopeOf([]string{c.Value})
+	}
+}
+
+// scopeOf is the scope of a credential sent in lines: the first 128 bits
+// of the SHA-256 of the lines joined by newlines, in hex; empty for none.
+func scopeOf(lines []string) string {
 	var sum [sha256.Size]byte
 	switch {
 	case len(lines) > 1:

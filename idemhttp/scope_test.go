@@ -54,3 +54,35 @@ func TestScopeByAuthorizationSeveralLines(t *testing.T) {
 		t.Errorf("two lines: scope %s, want %s", got, want)
 	}
 }
+
+// ScopeByHeader scopes by the named header (any spelling of its name) as
+// ScopeByAuthorization does by Authorization, and ScopeByCookie by the
+// named cookie's value alone, whatever other cookies come with it; both
+// give the shared empty scope to a request without it.
+func TestScopeByHeaderAndCookie(t *testing.T) {
+	hash := func(v string) string { sum := sha256.Sum256([]byte(v)); return hex.EncodeToString(sum[:16]) }
+	byKey := ScopeByHeader("x-api-key")
+	bySession := ScopeByCookie("session")
+	r := httptest.NewRequest("POST", "/", nil)
+	if byKey(r) != "" || bySession(r) != "" {
+		t.Fatalf("no header, no cookie: scopes %q, %q; want both empty", byKey(r), bySession(r))
+	}
+	r.Header.Set("X-Api-Key", "key-1")
+	r.Header.Set("Authorization", "Bearer other")
+	r.Header.Set("Cookie", "theme=dark; session=s-1; _ga=123")
+	if got, want := byKey(r), hash("key-1"); got != want {
+		t.Errorf("ScopeByHeader = %q, want %q (the hash of X-Api-Key alone)", got, want)
+	}
+	if got, want := bySession(r), hash("s-1"); got != want {
+		t.Errorf("ScopeByCookie = %q, want %q (the hash of the session cookie alone)", got, want)
+	}
+	r.Header.Set("Cookie", "_ga=456; session=s-1")
+	if got, want := bySession(r), hash("s-1"); got != want {
+		t.Errorf("ScopeByCookie with other cookies changed = %q, want %q", got, want)
+	}
+	r.Header.Set("X-Api-Key", "key-2")
+	r.Header.Set("Cookie", "session=s-2")
+	if byKey(r) == hash("key-1") || bySession(r) == hash("s-1") {
+		t.Errorf("another key or session gave the first one's scope")
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 type proxyFlags struct {
 	listen, upstream, store, admin, namespace string
+	scopeBy                                   string
 	requireKey, failOpen, migrate, stripe     bool
 	batch, upstreamHost, trustForwarded       bool
 	ttl, lease, timeout, purgeEvery, drain    time.Duration
@@ -38,6 +39,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.StringVar(&f.store, "store", DefaultDSN, "store DSN: memory, "+storeDSNs)
 	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
 	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
+	fs.StringVar(&f.scopeBy, "scope-by", "authorization", "what keeps callers' keys apart: authorization (a hash of the Authorization header), header:NAME (of that header, such as header:X-Api-Key), cookie:NAME (of that cookie alone, such as cookie:session), or none (one key space: for callers whose keys cannot meet); callers without it share one scope")
 	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
 	fs.BoolVar(&f.failOpen, "fail-open", false, "forward requests unprotected when the store is down (off: answer 503), also from start-up while a store server cannot be reached, which is tried again in the background")
 	fs.BoolVar(&f.migrate, "migrate", true, "create or upgrade the store's schema at start-up")
@@ -68,6 +70,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	ns, err := parseNamespace(f.namespace)
 	if err != nil {
 		return fromVariable(fs, getenv, "namespace", err)
+	}
+	keyScope, err := parseScopeBy(f.scopeBy)
+	if err != nil {
+		return fromVariable(fs, getenv, "scope-by", err)
 	}
 	// A value out of range is named with the value, what the flag takes,
 	// and the variable it came from when the command line did not set it.
@@ -146,7 +152,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		TrustForwarded: f.trustForwarded,
 		ErrorLog:       log.New(upErrs, "", 0),
 		Middleware: idemhttp.Config{
-			Store: st, Namespace: ns, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
+			Store: st, Namespace: ns, KeyScope: keyScope, RequireKey: f.requireKey, Profile: profile, FailOpen: f.failOpen,
 			MaxBody: f.maxBody, MaxCapture: int(f.maxCapture), Retention: f.ttl, Lease: f.lease, StoreTimeout: f.storeTimeout,
 			BodyTimeout: f.bodyTimeout,
 			OnEvent: func(e idemhttp.Event) {
@@ -369,4 +375,35 @@ func recordLimit(dsn string) (kind string, most int) {
 		return "SQLite", sqlitestore.MaxMaxPayload
 	}
 	return "", 0
+}
+
+// parseScopeBy reads --scope-by: authorization, header:NAME, cookie:NAME or
+// none, into the middleware's KeyScope.
+func parseScopeBy(s string) (func(*http.Request) string, error) {
+	kind, name, named := strings.Cut(s, ":")
+	switch {
+	case s == "authorization":
+		return idemhttp.ScopeByAuthorization, nil
+	case s == "none":
+		return idemhttp.NoScope, nil
+	case named && kind == "header" && isToken(name):
+		return idemhttp.ScopeByHeader(name), nil
+	case named && kind == "cookie" && isToken(name):
+		return idemhttp.ScopeByCookie(name), nil
+	}
+	return nil, usagef("--scope-by %q: want authorization, header:NAME (such as header:X-Api-Key), cookie:NAME (such as cookie:session) or none", s)
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110), as header and
+// cookie names are.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
