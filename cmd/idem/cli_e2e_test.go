@@ -544,6 +544,8 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 			"idem proxy: --max-capture 300000000 is more than a Redis store records: at most 200539392 (--max-capture from IDEM_MAX_CAPTURE)\n"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "sqlite:" + store, "--listen", "127.0.0.1:0", "--max-capture", "400000000"}, nil,
 			"idem proxy: --max-capture 400000000 is more than a SQLite store records: at most 374212800"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "postgres://127.0.0.1:1/db", "--listen", "127.0.0.1:0", "--max-capture", "300000000"}, nil,
+			"idem proxy: --max-capture 300000000 is more than a PostgreSQL store records: at most 200539392"},
 		{append(proxy, "--purge-interval", "-1s"), nil, "idem proxy: --purge-interval -1s: want 0 (never) or more, such as 10m\n"},
 		{append(proxy, "--shutdown-timeout", "0s"), nil, "idem proxy: --shutdown-timeout 0s: want more than 0, such as 30s\n"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "memory"}, []string{"IDEM_LISTEN=8080"},

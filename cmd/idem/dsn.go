@@ -331,7 +331,7 @@ func openPostgres(ctx context.Context, dsn string, o storeOpts) (*openedStore, e
 		pool.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), note: passwordNote(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, failed: stale.failed, close: pool.Close}, nil
+	return &openedStore{Store: s, kind: "postgres", name: redact(dsn), note: passwordNote(dsn), table: tableName(o.table, pgstore.DefaultTable), migrate: s.Migrate, ping: pool.Ping, failed: stale.failed, close: func() { closeDraining(s, pool.Close, storeCloseWait) }}, nil
 }
 
 // notReadOnly refuses a Postgres server at (a redacted DSN) whose
@@ -416,27 +416,35 @@ func openRedis(ctx context.Context, dsn string, o storeOpts) (*openedStore, erro
 		_ = client.Close()
 		return nil, err
 	}
-	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { closeRedis(s, client, redisCloseWait) }}, nil
+	return &openedStore{Store: s, kind: "redis", name: redact(dsn), ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }, close: func() { closeDraining(s, func() { _ = client.Close() }, storeCloseWait) }}, nil
 }
 
-// redisCloseWait bounds how long closing a Redis store may take: a server
-// that hangs would otherwise hold the exit for as long as the client waits
-// for its batches (30 s per node with auto-pipelining).
-const redisCloseWait = 5 * time.Second
+// storeCloseWait bounds how long closing a Redis or Postgres store may
+// take: a server that hangs would otherwise hold the exit for as long as
+// its client waits for the batches under way (30 s per node for Redis's
+// auto-pipelining; for ever for a Postgres pool's connections).
+const storeCloseWait = 5 * time.Second
 
-// closeRedis closes client, the Redis store s's, within wait: first it lets
-// the commands of callers that left be answered (s.Drain), so that a Begin
-// of theirs that reserved its key is also released, then closes the
-// client. A server that does not answer within wait is given up on: the
-// keys such commands reserve stay reserved until their leases end.
-func closeRedis(s *redisstore.Store, client redis.UniversalClient, wait time.Duration) {
+// drainer is a store that answers, in the background, the commands of
+// callers that left: pgstore's and redisstore's Store.
+type drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// closeDraining closes the client of s (with closeClient) within wait:
+// first it lets the commands of callers that left be answered (s.Drain),
+// so that a Begin of theirs that reserved its key is also released, then
+// closes the client. A server that does not answer within wait is given
+// up on: the keys such commands reserve stay reserved until their leases
+// end.
+func closeDraining(s drainer, closeClient func(), wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_ = s.Drain(ctx)
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		_ = client.Close()
+		closeClient()
 	}()
 	select {
 	case <-closed:

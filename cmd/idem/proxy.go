@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/store/pgstore"
 	"github.com/idemgo/idem/store/redisstore"
 	"github.com/idemgo/idem/store/sqlitestore"
 )
@@ -373,6 +374,8 @@ func recordLimit(dsn string) (kind string, most int) {
 		return "Redis", redisstore.MaxMaxPayload
 	case strings.HasPrefix(dsn, "sqlite:"):
 		return "SQLite", sqlitestore.MaxMaxPayload
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "PostgreSQL", pgstore.MaxMaxPayload
 	}
 	return "", 0
 }
