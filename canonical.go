@@ -7,7 +7,7 @@ import "github.com/idemgo/idem/internal/canonjson"
 type CanonicalLimits = canonjson.Limits
 
 // JSONError reports where and why CanonicalJSON rejected its input; its
-// Unwrap returns one of the ErrJSON… sentinels below.
+// Unwrap returns one of the ErrJSON… sentinels.
 type JSONError = canonjson.Error
 
 // Errors of CanonicalJSON (and of the fingerprints built on it).

@@ -21,7 +21,8 @@ const (
 var DefaultNamespace = idem.MustNamespace("http")
 
 // DefaultReplayHeaders are the response headers recorded and replayed by
-// default.
+// default. It must not be modified: copy it to extend it
+// (append(slices.Clone(DefaultReplayHeaders), "X-Mine")).
 var DefaultReplayHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
 	"Content-Location", "Content-Range", "Location", "ETag", "Last-Modified", "Link",

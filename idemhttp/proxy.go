@@ -37,7 +37,7 @@ type ProxyConfig struct {
 	// has come has no time limit, as through a plain reverse proxy: the
 	// body of an unprotected request's response, an event stream, an
 	// upgraded connection (WebSocket), a body larger than
-	// Middleware.MaxCapture. Defaults to 60 seconds.
+	// [ProxyConfig].Middleware.MaxCapture. Defaults to 60 seconds.
 	Timeout time.Duration
 	// Transport makes the upstream calls. Defaults to a clone of
 	// http.DefaultTransport that keeps up to 100 idle connections to the
@@ -101,7 +101,7 @@ type ProxyConfig struct {
 // is cancelled, and the request may have run); a retry runs again.
 //
 // The upstream call of a protected request is not cancelled when the client
-// disconnects, and the whole response (up to Middleware.MaxCapture) is read
+// disconnects, and the whole response (up to [ProxyConfig].Middleware.MaxCapture) is read
 // from the upstream before it is written to the client, so its result is
 // recorded either way. Server-sent events (text/event-stream), protocol
 // upgrades (101) and responses larger than MaxCapture are streamed through

@@ -183,8 +183,9 @@ func readResponse(b, body []byte, fields []headerField, values []string) (respon
 }
 
 // DecodeRecordedResponse decodes b, the Result of a record the middleware
-// or the proxy wrote (the format described at the top of this file), as
-// it replays: the status, the recorded header fields (those of
+// or the proxy wrote (a JSON document such as
+// {"v":1,"status":201,"header":{"Content-Type":["application/json"]},"body":"<base64>"}),
+// as it replays: the status, the recorded header fields (those of
 // "header_bytes" included, as the bytes they were; trailers under their
 // names prefixed with http.TrailerPrefix), and the body. It
 // fails on anything that is not such a record, as the Result of idem.Do
