@@ -1,11 +1,8 @@
 package durable
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemgo/idem/internal/pgstorable"
@@ -142,11 +139,12 @@ func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPaylo
 // checkPayload returns a *PayloadTooLargeError when doc, encoded by
 // encoding/json, is larger than limit (a limit below 1 checks no size),
 // and an ErrUnstorable error when jsonb cannot store it. The size counts
-// each number as jsonb writes it back, every digit spelled out (see
-// renderedSize): 1e131071 is 8 bytes as sent and 131072 as read, so that
-// a small document cannot come back from the database larger than the
-// limit, and a few of them cannot fail the claims of their whole queue
-// (a claim reads a row's state and inbox as JSON, at most 1 GiB a value).
+// each number as jsonb writes it back, every digit spelled out
+// (pgstorable.RenderedSize): 1e131071 is 8 bytes as sent and 131072 as
+// read, so that a small document cannot come back from the database much
+// larger than the limit, and a few of them cannot fail the claims of their
+// whole queue (a claim reads a row's state and inbox as JSON, at most
+// 1 GiB a value).
 func checkPayload(what string, doc []byte, limit int) error {
 	if limit > 0 && len(doc) > limit {
 		return &PayloadTooLargeError{What: what, Size: len(doc), Limit: limit}
@@ -155,86 +153,11 @@ func checkPayload(what string, doc []byte, limit int) error {
 		return fmt.Errorf("%w: %s %v", ErrUnstorable, what, err)
 	}
 	if limit > 0 {
-		if n := renderedSize(doc); n > limit {
+		if n := pgstorable.RenderedSize(doc); n > limit {
 			return &PayloadTooLargeError{What: what, Size: n, Limit: limit}
 		}
 	}
 	return nil
-}
-
-// renderedSize is the size of doc, valid JSON whose numbers jsonb stores
-// (pgstorable.JSONB), with each number counted at the length PostgreSQL
-// prints it (numericLength). Only an exponent makes a number longer as
-// printed, so a document without one is its own length.
-func renderedSize(doc []byte) int {
-	if !bytes.ContainsAny(doc, "eE") {
-		return len(doc)
-	}
-	n := len(doc)
-	for i := 0; i < len(doc); {
-		switch c := doc[i]; {
-		case c == '"':
-			i = jsonStringEnd(doc, i+1)
-		case c == '-' || '0' <= c && c <= '9':
-			j := i + 1
-			for j < len(doc) && (doc[j] >= '0' && doc[j] <= '9' || strings.IndexByte(".eE+-", doc[j]) >= 0) {
-				j++
-			}
-			n += numericLength(string(doc[i:j])) - (j - i)
-			i = j
-		default:
-			i++
-		}
-	}
-	return n
-}
-
-// jsonStringEnd returns the index after the closing quote of the JSON
-// string whose contents start at doc[i].
-func jsonStringEnd(doc []byte, i int) int {
-	for {
-		j := bytes.IndexAny(doc[i:], `"\`)
-		if j < 0 {
-			return len(doc)
-		}
-		i += j
-		if doc[i] == '"' {
-			return i + 1
-		}
-		i += 2 // a backslash and the character it escapes
-	}
-}
-
-// numericLength is the length of num, a JSON number within numeric's
-// range, as PostgreSQL's numeric prints it: without an exponent, with
-// every digit before the point and as many after it as written (less the
-// exponent), and a sign only when it is not zero.
-func numericLength(num string) int {
-	neg := strings.HasPrefix(num, "-")
-	n := strings.TrimPrefix(num, "-")
-	mantissa, exp := n, 0
-	if k := strings.IndexAny(n, "eE"); k >= 0 {
-		mantissa = n[:k]
-		e, err := strconv.Atoi(strings.TrimPrefix(n[k+1:], "+"))
-		if err != nil {
-			return len(num) // beyond numeric's range: refused before
-		}
-		exp = e
-	}
-	intPart, frac, _ := strings.Cut(mantissa, ".")
-	digits := intPart + frac
-	first := len(digits) - len(strings.TrimLeft(digits, "0")) // index of the first significant digit
-	size := 1                                                 // digits before the point: "0" for a zero, or for no digit there
-	if first < len(digits) {
-		size = max(len(intPart)+exp-first, 1)
-	}
-	if scale := len(frac) - exp; scale > 0 {
-		size += 1 + scale
-	}
-	if neg && first < len(digits) { // numeric has no negative zero
-		size++
-	}
-	return size
 }
 
 // ErrUnstorable is what errors.Is finds in the error of a call given a

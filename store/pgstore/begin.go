@@ -24,7 +24,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		return idem.Outcome{}, err
 	}
 	payload := req.RecordedPayload()
-	if err := checkJSONB("request", payload); err != nil { // after CheckBegin's JSON and UTF-8 checks
+	if err := checkJSONB("request", payload, cfg.MaxPayload); err != nil { // after CheckBegin's JSON and UTF-8 checks
 		return idem.Outcome{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -36,8 +36,13 @@ type Config struct {
 
 	// MaxPayload is the largest request payload, result or encoded stored
 	// error accepted, in bytes; larger ones are rejected with
-	// *idem.PayloadTooLargeError before anything is sent to the server.
-	// Defaults to idem.DefaultMaxPayload (4 MiB); at most MaxMaxPayload.
+	// *idem.PayloadTooLargeError before anything is sent to the server. A
+	// request payload is measured both as sent and as PostgreSQL's jsonb
+	// prints it back, each number with an exponent spelled out in digits
+	// (1e131071 counts 131072 bytes), so that no record is larger read
+	// than the limit allows (but for the space jsonb prints after each
+	// comma and colon). Defaults to idem.DefaultMaxPayload (4 MiB); at
+	// most MaxMaxPayload.
 	MaxPayload int
 
 	// PurgeBatch is how many records PurgeExpired deletes per statement, so

@@ -145,7 +145,8 @@
 // (idem.CheckBegin, idem.CheckLease; a lease token that text cannot hold,
 // with a NUL or invalid UTF-8, is no record's, so idem.ErrStaleToken),
 // sizes (*idem.PayloadTooLargeError; Config.MaxPayload bounds requests,
-// results and encoded stored errors) and
+// also as jsonb prints their numbers back, results and encoded stored
+// errors) and
 // JSON (idem.ErrInvalidPayload), including what PostgreSQL would refuse
 // although encoding/json accepts it: invalid UTF-8, and in the request
 // payload (jsonb) the escape \u0000 and unpaired surrogate escapes. So

@@ -17,12 +17,22 @@ import (
 // JSONB's numeric, are still reported as idem.ErrInvalidPayload (see
 // classify).
 
-// checkJSONB rejects a document, valid JSON in valid UTF-8 (as
-// idem.CheckPayload ensures), that the jsonb column type (request_payload)
-// cannot hold (see pgstorable.JSONB).
-func checkJSONB(what string, b []byte) error {
+// checkJSONB rejects a document, valid JSON in valid UTF-8 no larger than
+// maxPayload (as idem.CheckPayload ensures), that the jsonb column type
+// (request_payload) cannot hold (see pgstorable.JSONB), or that is larger
+// than maxPayload as jsonb prints it back (*idem.PayloadTooLargeError, its
+// Size the printed size; see pgstorable.RenderedSize). jsonb keeps a
+// number as a numeric and prints every digit of it: 1e131071 is 8 bytes as
+// sent and 131072 as read, and a record whose request printed as more
+// than 1 GiB could be written but never read back (by Get, or by the
+// Begin that reports a Mismatch), each attempt costing the server as much
+// memory.
+func checkJSONB(what string, b []byte, maxPayload int) error {
 	if err := pgstorable.JSONB(b); err != nil {
 		return fmt.Errorf("%w: %s %v", idem.ErrInvalidPayload, what, err)
+	}
+	if n := pgstorable.RenderedSize(b); n > maxPayload {
+		return &idem.PayloadTooLargeError{What: what, Size: n, Limit: maxPayload}
 	}
 	return nil
 }
@@ -39,7 +49,9 @@ func jsonArg(b []byte) string { return string(b) }
 // characters, which jsonb cannot store, are replaced with U+FFFD, as
 // encoding/json already does with invalid UTF-8: a permanent failure must
 // be recordable whatever its message says. The encoded size counts against
-// maxPayload (*idem.PayloadTooLargeError, What "error").
+// maxPayload (*idem.PayloadTooLargeError, What "error"); it holds strings
+// and no number, so jsonb prints it back no larger (see checkJSONB), but
+// for the spaces after its colons and commas.
 func encodeError(se idem.StoredError, maxPayload int) ([]byte, error) {
 	clean := pgstorable.CleanText
 	se.Class, se.Message, se.Cause = clean(se.Class), clean(se.Message), clean(se.Cause)
