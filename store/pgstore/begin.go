@@ -171,9 +171,9 @@ func (b binding) releaseOrphan(ctx context.Context, key idem.Key, token string, 
 			return // nothing reserved
 		}
 		lease := idem.Lease{Token: token, Fence: r.newFence.Int64, ExpiresAt: leaseEnd, TTL: ttl}
-		b.s.left.add() // while the call that found the reservation still counts
+		b.s.left.Add() // while the call that found the reservation still counts
 		go func() {
-			defer b.s.left.done()
+			defer b.s.left.Done()
 			rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
 			defer cancel()
 			_ = b.FailTransient(rctx, key, lease)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/leftcalls"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -21,7 +22,7 @@ type Store struct {
 	sql   queries
 	lease binding // the lease-mode binding, on pool
 	// left counts the work done for callers that have left (see Drain).
-	left leftCalls
+	left leftcalls.Counter
 }
 
 var _ idem.Store = (*Store)(nil)

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/internal/leftcalls"
 )
 
 // pipeline is the querier of a lease-mode Store with Config.Pipeline: it
@@ -36,7 +38,7 @@ type pipeline struct {
 	tracer pgx.BatchTracer
 	// left counts the calls sent whose callers left before the answer
 	// came, until it comes (see pipeCall.finish).
-	left *leftCalls
+	left *leftcalls.Counter
 
 	mu      sync.Mutex
 	queue   []*pipeCall
@@ -47,7 +49,7 @@ type pipeline struct {
 // payloads go out in several batches rather than one long write.
 const batchBytes = 1 << 20
 
-func newPipeline(pool *pgxpool.Pool, lanes, depth int, left *leftCalls) *pipeline {
+func newPipeline(pool *pgxpool.Pool, lanes, depth int, left *leftcalls.Counter) *pipeline {
 	p := &pipeline{pool: pool, lanes: lanes, depth: depth, left: left}
 	p.tracer, _ = pool.Config().ConnConfig.Tracer.(pgx.BatchTracer)
 	return p
@@ -101,12 +103,12 @@ type pipeCall struct {
 	orphan orphanFunc // nil, or told of an answer nobody heard
 	// left counts the call from just before its caller leaves (see do)
 	// until finish.
-	left *leftCalls
+	left *leftcalls.Counter
 }
 
 // orphanFunc is given the answer (a way to scan its row) of a statement
 // that succeeded after its caller left. Work it starts that outlives it
-// must be counted in the call's leftCalls before it returns.
+// must be counted in the call's leftcalls.Counter before it returns.
 type orphanFunc func(scan func(dest ...any) error)
 
 // finish records err (nil for success) and wakes the caller; or, when the
@@ -121,7 +123,7 @@ func (c *pipeCall) finish(err error) {
 		if err == nil && c.orphan != nil {
 			c.orphan(c.scan)
 		}
-		c.left.done()
+		c.left.Done()
 	}
 	close(c.done)
 }
@@ -301,13 +303,13 @@ func (p *pipeline) do(ctx context.Context, query string, args []any, orphan orph
 	}
 	// Counted before the caller leaves, so that finish, which may run as
 	// soon as it has, stops counting a call that was counted.
-	p.left.add()
+	p.left.Add()
 	if c.state.CompareAndSwap(callSent, callLeft) {
 		// Sent, so it may still take effect; if it does, c.orphan
 		// will hear of it.
 		return nil, ctx.Err()
 	}
-	p.left.done()
+	p.left.Done()
 	<-c.done // answered just now
 	return c, c.err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/leftcalls"
 	"github.com/idemgo/idem/internal/pgtest"
 )
 
@@ -26,7 +27,7 @@ func pipelineOnOneLane(t *testing.T) (*pipeline, *pgxpool.Pool, func(d time.Dura
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	p := newPipeline(pool, 1, 16, new(leftCalls))
+	p := newPipeline(pool, 1, 16, new(leftcalls.Counter))
 	return p, pool, func(d time.Duration) <-chan error { return keepBusy(t, p, d) }
 }
 
@@ -216,7 +217,7 @@ func TestPipelineTracesBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	p := newPipeline(pool, 1, 16, new(leftCalls))
+	p := newPipeline(pool, 1, 16, new(leftcalls.Counter))
 	blocked := make(chan error, 1)
 	go func() {
 		_, err := p.exec(context.Background(), "SELECT pg_sleep(0.2)")

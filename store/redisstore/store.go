@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/leftcalls"
 )
 
 // Store is an idem.Store on Redis, in lease mode. It is safe for concurrent
@@ -35,7 +35,7 @@ type Store struct {
 	beforeRecordRead func()
 	// apart counts the commands made in a goroutine of their own for
 	// callers that may leave first (see await), which Drain waits for.
-	apart leftCalls
+	apart leftcalls.Counter
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -214,11 +214,11 @@ func (s *Store) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // plain client's call: by a context of detach). When the caller has left,
 // the answer, when it comes, goes to unheard (if not nil) instead. The
 // goroutine counts in counted until call and unheard have ended.
-func await[T any](ctx context.Context, counted *leftCalls, apart bool, call func() (T, error), unheard func(T, error)) (T, error) {
+func await[T any](ctx context.Context, counted *leftcalls.Counter, apart bool, call func() (T, error), unheard func(T, error)) (T, error) {
 	if !apart {
 		return call()
 	}
-	counted.add()
+	counted.Add()
 	type answer struct {
 		v   T
 		err error
@@ -229,7 +229,7 @@ func await[T any](ctx context.Context, counted *leftCalls, apart bool, call func
 	var state atomic.Int32
 	done := make(chan answer, 1)
 	go func() {
-		defer counted.done()
+		defer counted.Done()
 		v, err := call()
 		if state.CompareAndSwap(pending, answered) {
 			done <- answer{v, err}
@@ -262,60 +262,7 @@ func await[T any](ctx context.Context, counted *leftCalls, apart bool, call func
 // nothing left to release it. Drain does not stop the store: calls made
 // meanwhile are left to the caller.
 func (s *Store) Drain(ctx context.Context) error {
-	return s.apart.idle(ctx)
-}
-
-// leftCalls counts the commands made in a goroutine of their own (see
-// await), whose callers may have left; the zero leftCalls counts none.
-// Counting is an atomic add: the lock is taken, at the count's return to
-// 0, only while a Drain waits.
-type leftCalls struct {
-	n       atomic.Int64
-	waiting atomic.Int32 // Drains waiting in idle
-	mu      sync.Mutex
-	// wake is made by the first Drain to wait and closed, and forgotten,
-	// at the count's next return to 0: one channel, however many Drains
-	// wait or give up meanwhile.
-	wake chan struct{}
-}
-
-func (l *leftCalls) add() { l.n.Add(1) }
-
-func (l *leftCalls) done() {
-	if l.n.Add(-1) == 0 && l.waiting.Load() > 0 {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.wake != nil {
-			close(l.wake)
-			l.wake = nil
-		}
-	}
-}
-
-// idle returns once no command is counted, or ctx ends (with its error).
-func (l *leftCalls) idle(ctx context.Context) error {
-	if l.n.Load() == 0 {
-		return nil
-	}
-	l.waiting.Add(1)
-	defer l.waiting.Add(-1)
-	l.mu.Lock()
-	if l.wake == nil {
-		l.wake = make(chan struct{})
-	}
-	c := l.wake
-	l.mu.Unlock()
-	// Counted after waiting: a done that brought the count to 0 before
-	// it saw a Drain waiting is seen here.
-	if l.n.Load() == 0 {
-		return nil
-	}
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.apart.Idle(ctx)
 }
 
 // settleTimeout is how long after its caller's deadline a Begin whose

@@ -1,4 +1,4 @@
-package redisstore
+package leftcalls
 
 import (
 	"context"
@@ -8,37 +8,37 @@ import (
 	"time"
 )
 
-// leftCalls.idle waits while a command is counted, returns when the count
+// Counter.Idle waits while a command is counted, returns when the count
 // is back at 0, and loses no wake-up when calls and Drains race: 200
 // rounds of 8 calls ending while 4 Drains wait each end every Drain.
-func TestLeftCallsIdle(t *testing.T) {
-	var l leftCalls
+func TestIdle(t *testing.T) {
+	var l Counter
 	ctx := context.Background()
-	if err := l.idle(ctx); err != nil {
+	if err := l.Idle(ctx); err != nil {
 		t.Fatalf("idle with nothing counted = %v, want nil at once", err)
 	}
-	l.add()
+	l.Add()
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := l.idle(short); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l.Idle(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("idle with a call counted = %v, want its context's error", err)
 	}
-	l.done()
-	if err := l.idle(ctx); err != nil {
+	l.Done()
+	if err := l.Idle(ctx); err != nil {
 		t.Fatalf("idle after the call ended = %v, want nil", err)
 	}
 	for round := range 200 {
 		var calls, drains sync.WaitGroup
 		for range 8 {
-			l.add()
-			calls.Go(l.done)
+			l.Add()
+			calls.Go(l.Done)
 		}
 		errs := make(chan error, 4)
 		for range 4 {
 			drains.Go(func() {
 				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				errs <- l.idle(ctx)
+				errs <- l.Idle(ctx)
 			})
 		}
 		calls.Wait()
