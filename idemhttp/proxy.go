@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -287,6 +288,11 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 					Detail: "The reservation of this key was lost while the upstream ran the request, which may have run. Retry later with the same key.", RetryAfter: time.Second})
 				return
 			}
+			if b := callOf(r.Context()).body; b != nil && b.failed.Load() {
+				writeProblem(w, client, &Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
+					Detail: "The request body could not be read to its end; the request was not recorded."})
+				return
+			}
 			var ne net.Error
 			if errors.Is(err, errUpstreamTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 				writeProblem(w, client, &Problem{Type: ProblemUpstreamTimeout, Title: "Upstream timed out", Status: http.StatusGatewayTimeout,
@@ -309,7 +315,12 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		}
 		call.timer = time.AfterFunc(cfg.Timeout, call.expire)
 		defer call.end()
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call)))
+		r = r.WithContext(context.WithValue(ctx, upstreamCallKey{}, call))
+		if _, held := r.Body.(*bodyReader); !held && r.Body != nil && r.Body != http.NoBody {
+			call.body = &streamedBody{ReadCloser: r.Body}
+			r.Body = call.body
+		}
+		rp.ServeHTTP(w, r)
 	})
 	proxied := mw(timed)
 	underBase := strings.Trim(upstream.Path, "/") != ""
@@ -373,6 +384,26 @@ type upstreamCall struct {
 	cancel context.CancelCauseFunc
 	// unfollow stops follow's watch, once set.
 	unfollow func() bool
+	// body is the client's body as it streams through, for a request
+	// whose body the middleware did not read first; nil otherwise.
+	body *streamedBody
+}
+
+// streamedBody is a client's body that streams through to the upstream,
+// remembering whether reading it failed: then the call failed on the
+// client's side, not the upstream's. The Transport reads it in a
+// goroutine of its own.
+type streamedBody struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *streamedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
 }
 
 // follow cancels the call when the client goes away: for a protected
