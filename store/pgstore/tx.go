@@ -40,6 +40,7 @@ import (
 // statement does; the store checks its arguments first so that invalid
 // input does not get that far (see the package documentation).
 //
+// Call it on a Store made by New: the zero Store has no configuration.
 // A nil tx (or a nil pointer in it, such as a nil *pgxpool.Tx) gives a
 // store whose every call, once its arguments are checked, fails with an
 // error satisfying errors.Is(err, idem.ErrInvalidArgument), and sends
