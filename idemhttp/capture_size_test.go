@@ -2,9 +2,7 @@ package idemhttp_test
 
 import (
 	"net/http"
-	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/idemgo/idem/idemhttp"
@@ -33,15 +31,7 @@ func TestDeclaredBodyIsKeptInOneBuffer(t *testing.T) {
 			_, _ = w.Write(piece)
 		}
 	}))
-	serve := func(target, key string) float64 {
-		r, _ := http.NewRequest(http.MethodPost, target, strings.NewReader("mug"))
-		r.Header.Set("Idempotency-Key", key)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		h.ServeHTTP(&discardingClient{h: http.Header{}}, r)
-		runtime.ReadMemStats(&after)
-		return float64(after.TotalAlloc-before.TotalAlloc) / size
-	}
+	serve := func(target, key string) float64 { return float64(bytesAllocated(h, target, key)) / size }
 	serve("/orders?declared", "warm-up")
 	serve("/orders", "warm-up")
 	declared, grown := serve("/orders?declared", "declared"), serve("/orders", "grown")
@@ -66,17 +56,8 @@ func TestDeclaredBodyIsNotReservedWhole(t *testing.T) {
 		w.Header().Set("Content-Length", strconv.Itoa(declared))
 		_, _ = w.Write(make([]byte, written)) // and no more: cut short, not recorded
 	}))
-	serve := func(key string) uint64 {
-		r, _ := http.NewRequest(http.MethodPost, "/orders", strings.NewReader("mug"))
-		r.Header.Set("Idempotency-Key", key)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		h.ServeHTTP(&discardingClient{h: http.Header{}}, r)
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
-	}
-	serve("warm-up")
-	if n := serve("short"); n > 3<<20 {
+	bytesAllocated(h, "/orders", "warm-up")
+	if n := bytesAllocated(h, "/orders", "short"); n > 3<<20 {
 		t.Errorf("a response declaring %d bytes that wrote %d allocated %d bytes, want under 3 MiB", declared, written, n)
 	}
 }
