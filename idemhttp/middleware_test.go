@@ -120,15 +120,7 @@ func key(v string) reqOpt { return header("Idempotency-Key", v) }
 
 func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
 	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
-		t.Errorf("Cache-Control = %q, want no-store", cc)
-	}
+	wantErrorAnswer(t, w, status, "application/problem+json")
 	if n := w.Header().Get("X-Content-Type-Options"); n != "nosniff" {
 		t.Errorf("X-Content-Type-Options = %q, want nosniff", n)
 	}

@@ -9,19 +9,26 @@ import (
 	"github.com/idemgo/idem/idemhttp"
 )
 
-// wantStripeError checks that w is an error written as Stripe's API writes
-// them, of type typ.
-func wantStripeError(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
+// wantErrorAnswer checks the status of w, an error answer, its
+// Content-Type ct and its Cache-Control: no-store.
+func wantErrorAnswer(t *testing.T, w *httptest.ResponseRecorder, status int, ct string) {
 	t.Helper()
 	if w.Code != status {
 		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
 	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type = %q, want application/json", ct)
+	if got := w.Header().Get("Content-Type"); got != ct {
+		t.Errorf("Content-Type = %q, want %s", got, ct)
 	}
 	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control = %q, want no-store", cc)
 	}
+}
+
+// wantStripeError checks that w is an error written as Stripe's API writes
+// them, of type typ.
+func wantStripeError(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) {
+	t.Helper()
+	wantErrorAnswer(t, w, status, "application/json")
 	if sr := w.Header().Get("Stripe-Should-Retry"); sr != "false" {
 		t.Errorf("Stripe-Should-Retry = %q, want false", sr)
 	}
