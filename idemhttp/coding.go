@@ -64,10 +64,10 @@ func decodableCoding(v string) string {
 
 // acceptsCoding reports whether a request whose Accept-Encoding field
 // lines are accept takes a body in the content coding name ("gzip" or
-// "deflate"): when the field names it (gzip also as x-gzip), or else
-// names "*", with a weight above 0. A request without the field takes
-// none: as servers that compress read it, a client that says nothing
-// about codings gets none.
+// "deflate"): when the field names it (as decodableCoding reads it, gzip
+// also as x-gzip), or else names "*", with a weight above 0. A request
+// without the field takes none: as servers that compress read it, a
+// client that says nothing about codings gets none.
 func acceptsCoding(accept []string, name string) bool {
 	named, any := -1.0, -1.0
 	for _, line := range accept {
@@ -77,7 +77,7 @@ func acceptsCoding(accept []string, name string) bool {
 			switch {
 			case coding == "*":
 				any = max(any, weight(params))
-			case strings.EqualFold(coding, name) || name == "gzip" && strings.EqualFold(coding, "x-gzip"):
+			case decodableCoding(coding) == name:
 				named = max(named, weight(params))
 			}
 		}
