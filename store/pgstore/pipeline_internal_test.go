@@ -329,35 +329,7 @@ func TestPipelineReleasesABeginNobodyHeard(t *testing.T) {
 	// The only lane is busy; a slow statement, then the Begin, queue
 	// behind it and go out as one batch, the Begin waiting on the server
 	// behind the slow statement.
-	busy := keepBusy(t, p, 300*time.Millisecond)
-	slow := make(chan error, 1)
-	go func() {
-		_, err := p.exec(ctx, "SELECT pg_sleep(1), 'ahead of the Begin'")
-		slow <- err
-	}()
-	waitFor(t, p, func() bool { return len(p.queue) == 1 })
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	begun := make(chan error, 1)
-	go func() {
-		o, err := s.Begin(bctx, key, req, nil)
-		if err == nil {
-			err = fmt.Errorf("Begin answered %s", o.Kind)
-		}
-		begun <- err
-	}()
-	waitFor(t, p, func() bool { return len(p.queue) == 2 })
-	// Until the batch is on the server: the slow statement runs.
-	waitActive(t, pool, `query LIKE '%ahead of the Begin%' AND state = 'active'`, "the batch did not start")
-	cancel()
-	if err := <-begun; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Begin = %v, want context.Canceled", err)
-	}
-	for _, c := range []<-chan error{busy, slow} {
-		if err := <-c; err != nil {
-			t.Fatal(err)
-		}
-	}
+	leaveABeginInABatch(t, s, p, pool, key, req, time.Second)()
 	// The Begin ran after the slow statement; its reservation is released
 	// at once, not held for the minute of its lease.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
