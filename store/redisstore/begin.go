@@ -159,17 +159,14 @@ func (b *beginCall) readRecord(ctx context.Context, token string) (o idem.Outcom
 	if recordToken(v) != token {
 		return idem.Outcome{}, false, nil
 	}
-	switch {
-	case rec.Fingerprint != b.fp:
-		return idem.Outcome{Kind: idem.Mismatch, RecordedHash: rec.Fingerprint, SubmittedHash: b.fp, RecordedRequest: rec.Request}, true, nil
-	case rec.Status == idem.StatusCommitted:
-		return idem.Outcome{Kind: idem.PriorResult, Result: rec.Result}, true, nil
-	case rec.Status == idem.StatusFailed:
-		return idem.Outcome{Kind: idem.PriorError, Error: rec.Error}, true, nil
+	if rec.Fingerprint == b.fp && rec.Status == idem.StatusInProgress {
+		// The script never leaves that to Begin, and a record's status
+		// never goes back to in progress.
+		return idem.Outcome{}, false, replyError("begin", "a record left to Begin in progress")
 	}
-	// In progress with the same fingerprint: the script never leaves that
-	// to Begin, and a record's status never goes back to in progress.
-	return idem.Outcome{}, false, replyError("begin", "a record left to Begin in progress")
+	// A Mismatch, a PriorResult or a PriorError, which need no clock.
+	o, _ = idem.Decide(rec, b.fp, timeOf(b.now))
+	return o, true, nil
 }
 
 // fresh is the Fresh outcome of this call's reservation.
