@@ -507,12 +507,10 @@ func (x *exchange) replay(b []byte) {
 	_, ranged := h["Content-Range"]
 	if name := unacceptedCoding(coding, x.req().Header); name != "" && bodyAllowed(rec.status) && !ranged {
 		if head {
-			delete(h, "Content-Encoding") // as the GET's replay sends it
+			decodedHeader(h) // as the GET's replay sends it
 			delete(h, "Content-Length")
-			decodedValidators(h)
 		} else if body = decoded(name, rec.body); body != nil {
-			delete(h, "Content-Encoding")
-			decodedValidators(h)
+			decodedHeader(h)
 			if _, typed := h["Content-Type"]; !typed && x.m.cfg.replaySet["Content-Type"] {
 				// Sent first with its coding, which net/http does not
 				// sniff: the decoded body is not sniffed either.
@@ -535,11 +533,12 @@ func (x *exchange) replay(b []byte) {
 	_, _ = x.cw.w.Write(rec.body)
 }
 
-// decodedValidators mends, in h, the recorded header of a body replayed
-// decoded: a strong ETag, which names the coded bytes, becomes weak (the
-// decoded body is the same content, not the same bytes), and digests of
-// the coded bytes go.
-func decodedValidators(h http.Header) {
+// decodedHeader mends, in h, the recorded header of a body replayed
+// decoded: its Content-Encoding goes; a strong ETag, which names the coded
+// bytes, becomes weak (the decoded body is the same content, not the same
+// bytes); and digests of the coded bytes go.
+func decodedHeader(h http.Header) {
+	delete(h, "Content-Encoding")
 	if tag := h["Etag"]; len(tag) == 1 && !strings.HasPrefix(tag[0], "W/") {
 		h["Etag"] = []string{"W/" + tag[0]}
 	}
