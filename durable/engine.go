@@ -33,9 +33,11 @@ type engine struct {
 	heldMu sync.Mutex
 	held   map[*claimed]struct{} // claims this run leases: buffered and running
 
-	// deadlines tells the await timer of the deadlines of the rows this
-	// run parks.
-	deadlines *awaitDeadlines
+	// deadlines tells the await timer, without a query, of the earliest
+	// await deadline of the rows this run parked with AwaitTimeout since
+	// the timer last looked: the timer is brought forward to it, if that
+	// is sooner, with no query until then.
+	deadlines *soonest
 }
 
 // Start starts the engine: for each queue of Config.Queues a picker and
@@ -78,7 +80,7 @@ func (c *Client) Start(ctx context.Context) error {
 		stopped:  make(chan struct{}),
 		held:     make(map[*claimed]struct{}),
 
-		deadlines: newAwaitDeadlines(),
+		deadlines: newSoonest(),
 	}
 	e.workCtx, e.hardStop = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), runKey{}, e))
 	e.bgCtx, e.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -268,7 +270,7 @@ func (c *Client) madeLocal(queue string, at time.Time) {
 		return
 	}
 	if q, ok := e.queues[queue]; ok {
-		q.scheduled(at)
+		q.scheduled.note(at)
 	}
 }
 

@@ -16,8 +16,12 @@ type queue struct {
 	concurrency int
 	prefetch    int
 	wakeCh      chan struct{} // a poke for the picker; holds at most one
-	// dueCh tells the picker that soonest has news: holds at most one.
-	dueCh chan struct{}
+	// scheduled holds the earliest moment at which a row this engine made
+	// (inserted, retried, committed) becomes eligible, since the picker
+	// last looked: a moment this engine knows without asking the database.
+	// The picker brings its timer forward to it, if that is sooner, and
+	// claims nothing until then.
+	scheduled *soonest
 
 	// The picker's own: the rate limits its claims apply, whether the
 	// queue had rows that name a bucket at the last claim, what the last
@@ -35,15 +39,11 @@ type queue struct {
 	buffer   []*claimed // claimed, not yet running, in pick order
 	running  int
 	stopping bool
-	// soonest is the earliest moment at which a row this engine made
-	// (inserted, retried, committed) becomes eligible, since the picker
-	// last looked (see scheduled); zero: none.
-	soonest time.Time
 }
 
 func newQueue(e *engine, name string, qc QueueConfig) *queue {
 	q := &queue{e: e, name: name, concurrency: qc.Concurrency, prefetch: qc.Prefetch, wakeCh: make(chan struct{}, 1),
-		dueCh: make(chan struct{}, 1), rates: newRateLimits(e.c.cfg.RateLimits)}
+		scheduled: newSoonest(), rates: newRateLimits(e.c.cfg.RateLimits)}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -56,29 +56,38 @@ func (q *queue) wake() {
 	}
 }
 
-// scheduled tells the picker, without blocking, that a row of the queue
-// becomes eligible at at, a moment this engine knows without asking the
-// database (a row it inserted, or retried, for later): the picker brings
-// its timer forward to it, if that is sooner, and claims nothing until
-// then.
-func (q *queue) scheduled(at time.Time) {
-	q.mu.Lock()
-	if q.soonest.IsZero() || at.Before(q.soonest) {
-		q.soonest = at
-	}
-	q.mu.Unlock()
+// soonest is the earliest of the moments noted since its owner last
+// took it, with a poke for that owner (a timer it moves to the moment),
+// told without blocking.
+type soonest struct {
+	ch chan struct{} // news for the owner; holds at most one
+
+	mu sync.Mutex
+	at time.Time // zero: none
+}
+
+func newSoonest() *soonest {
+	return &soonest{ch: make(chan struct{}, 1)}
+}
+
+// note records at, if it is sooner than the moment recorded, and pokes
+// the owner, without blocking.
+func (s *soonest) note(at time.Time) {
+	s.mu.Lock()
+	s.at = earliest(s.at, at)
+	s.mu.Unlock()
 	select {
-	case q.dueCh <- struct{}{}:
+	case s.ch <- struct{}{}:
 	default:
 	}
 }
 
-// takeSoonest returns, and forgets, the moment scheduled recorded.
-func (q *queue) takeSoonest() time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	at := q.soonest
-	q.soonest = time.Time{}
+// take returns, and forgets, the moment recorded (zero: none).
+func (s *soonest) take() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := s.at
+	s.at = time.Time{}
 	return at
 }
 
@@ -104,7 +113,7 @@ func (q *queue) room() (room, running, buffered int) {
 // when rows are scheduled for later, when the earliest of them it knows
 // of becomes eligible, if that is sooner: one found after a claim that
 // came back short (nextDueSQL, or claimNextDueSQL within a rate-limited
-// claim), or one this engine made (scheduled). Its one timer
+// claim), or one this engine made (queue.scheduled). Its one timer
 // is moved, never doubled, and stopped with it.
 func (q *queue) pick() {
 	defer q.e.pickers.Done()
@@ -121,10 +130,10 @@ func (q *queue) pick() {
 			return
 		case <-q.wakeCh:
 		case <-t.C:
-		case <-q.dueCh:
+		case <-q.scheduled.ch:
 			claimNow = false
 		}
-		due = earliest(due, q.takeSoonest())
+		due = earliest(due, q.scheduled.take())
 		if !claimNow {
 			if !due.IsZero() && due.Before(armed) {
 				armed = due
@@ -362,10 +371,10 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 		q.wake()
 	}
 	if res.later > 0 {
-		q.scheduled(time.Now().Add(res.later))
+		q.scheduled.note(time.Now().Add(res.later))
 	}
 	if res.parkedFor > 0 {
-		e.deadlines.parked(time.Now().Add(res.parkedFor))
+		e.deadlines.note(time.Now().Add(res.parkedFor))
 	}
 }
 

@@ -2,7 +2,6 @@ package durable
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -38,46 +37,10 @@ FROM (SELECT await_deadline AS deadline FROM durable_instance
 
 const dueBatch = 1000
 
-// awaitDeadlines is what the engine's await timer learns without a
-// query: the earliest deadline of the rows this engine parked with
-// AwaitTimeout since the timer last looked.
-type awaitDeadlines struct {
-	ch chan struct{} // news for the timer; holds at most one
-
-	mu      sync.Mutex
-	soonest time.Time // zero: none
-}
-
-func newAwaitDeadlines() *awaitDeadlines {
-	return &awaitDeadlines{ch: make(chan struct{}, 1)}
-}
-
-// parked tells the timer, without blocking, that a row this engine parked
-// has its await deadline at at: the timer is brought forward to it, if
-// that is sooner, with no query until then.
-func (d *awaitDeadlines) parked(at time.Time) {
-	d.mu.Lock()
-	d.soonest = earliest(d.soonest, at)
-	d.mu.Unlock()
-	select {
-	case d.ch <- struct{}{}:
-	default:
-	}
-}
-
-// take returns, and forgets, the moment parked recorded.
-func (d *awaitDeadlines) take() time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	at := d.soonest
-	d.soonest = time.Time{}
-	return at
-}
-
 // timer wakes parked rows past their await deadline: at once, then when
 // the earliest deadline it knows of passes, and every PollInterval at the
 // latest. It learns that deadline from its own statement (dueSQL) and
-// from the Await outcomes this engine commits (awaitDeadlines.parked); a
+// from the Await outcomes this engine commits (engine.deadlines); a
 // deadline set by another engine after this one last looked is learnt at
 // its next look. Its one timer is moved, never doubled, and stopped with
 // it.
