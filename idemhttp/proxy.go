@@ -270,7 +270,8 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 		// client's, as the middleware's own answers are.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			Unrecorded(w) // whatever the profile records: a retry runs again
-			client := callOf(r.Context()).client
+			call := callOf(r.Context())
+			client := call.client
 			cause := context.Cause(r.Context())
 			if errors.Is(cause, errUpstreamTimeout) && !errors.Is(err, errUpstreamTimeout) {
 				err = fmt.Errorf("%w: %w", cause, err) // not only "context canceled"
@@ -288,7 +289,7 @@ func NewProxy(cfg ProxyConfig) (http.Handler, error) {
 					Detail: "The reservation of this key was lost while the upstream ran the request, which may have run. Retry later with the same key.", RetryAfter: time.Second})
 				return
 			}
-			if b := callOf(r.Context()).body; b != nil && b.failed.Load() {
+			if call.body != nil && call.body.failed.Load() {
 				writeProblem(w, client, &Problem{Type: ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
 					Detail: "The request body could not be read to its end; the request was not recorded."})
 				return
