@@ -55,7 +55,7 @@ func (b binding) Begin(ctx context.Context, key idem.Key, req idem.Request, opts
 		} else {
 			err = b.q.queryRow(ctx, b.s.sql.begin, r.args[:], r.dest[:]...)
 		}
-		if err != nil && !b.tx && retryable(err) && ctx.Err() == nil {
+		if b.retryable(ctx, err) {
 			continue // another writer changed the key: look again
 		}
 		if err != nil {

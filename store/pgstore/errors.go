@@ -85,13 +85,14 @@ func corruptError(op, what string, err error) error {
 	return idem.Unavailable(fmt.Errorf("pgstore: %s: stored %s is unreadable: %w", op, what, err))
 }
 
-// retryable reports whether err, from an autocommitted statement of lease
-// mode, is a serialization failure (SQLSTATE 40001): another writer
-// changed the record after the statement's snapshot, where the session's
-// default_transaction_isolation is repeatable read or serializable. The
-// statement's transaction was rolled back, so it may run again, on a new
-// snapshot, as read committed would have had it.
-func retryable(err error) bool {
+// retryable reports whether err, from a statement b ran for ctx, lets the
+// statement run again: in lease mode (autocommitted), while ctx lasts, a
+// serialization failure (SQLSTATE 40001), where another writer changed
+// the record after the statement's snapshot, the session's
+// default_transaction_isolation being repeatable read or serializable.
+// The statement's transaction was rolled back, so it may run again, on a
+// new snapshot, as read committed would have had it.
+func (b binding) retryable(ctx context.Context, err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "40001"
+	return err != nil && !b.tx && ctx.Err() == nil && errors.As(err, &pe) && pe.Code == "40001"
 }

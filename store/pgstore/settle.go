@@ -146,10 +146,7 @@ func storableText(s string) bool {
 // maxBeginAttempts times in all, on a new snapshot.
 func (b binding) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	n, err := b.q.exec(ctx, sql, args...)
-	for range maxBeginAttempts - 1 {
-		if err == nil || b.tx || !retryable(err) || ctx.Err() != nil {
-			break
-		}
+	for attempts := 1; attempts < maxBeginAttempts && b.retryable(ctx, err); attempts++ {
 		n, err = b.q.exec(ctx, sql, args...) // a record changed meanwhile: look again
 	}
 	return n, err
