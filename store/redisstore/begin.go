@@ -152,11 +152,11 @@ func (b *beginCall) readRecord(ctx context.Context, token string) (o idem.Outcom
 	if err != nil {
 		return idem.Outcome{}, false, callError(ctx, "begin", err)
 	}
-	rec, part, err := decodeParts(v)
+	rec, recToken, part, err := decodeParts(v)
 	if err != nil {
 		return idem.Outcome{}, false, corruptError("begin", b.rkey, part, err)
 	}
-	if recordToken(v) != token {
+	if recToken != token {
 		return idem.Outcome{}, false, nil
 	}
 	if rec.Fingerprint == b.fp && rec.Status == idem.StatusInProgress {

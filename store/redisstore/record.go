@@ -80,7 +80,7 @@ func decodeStoredError(enc string) (*idem.StoredError, error) {
 // idem.Record without its key. It fails with an idem.ErrUnavailable error
 // naming the part at fault for a value the store never writes.
 func decodeRecord(rkey, v string) (*idem.Record, error) {
-	rec, part, err := decodeParts(v)
+	rec, _, part, err := decodeParts(v)
 	if err != nil {
 		return nil, corruptError("get", rkey, part, err)
 	}
@@ -88,35 +88,36 @@ func decodeRecord(rkey, v string) (*idem.Record, error) {
 }
 
 // decodeParts is decodeRecord, naming the part at fault rather than
-// making the error.
-func decodeParts(v string) (*idem.Record, string, error) {
+// making the error, and returning the record's lease token as well.
+func decodeParts(v string) (rec *idem.Record, token, part string, err error) {
 	if len(v) < headerLen || v[:len(recordMagic)] != recordMagic {
-		return nil, "header", errNotRecord
+		return nil, "", "header", errNotRecord
 	}
 	u64 := func(off int) int64 { return int64(binary.BigEndian.Uint64([]byte(v[off : off+8]))) }
 	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
 	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
 	nreq := int64(binary.BigEndian.Uint32([]byte(v[offLens+4:])))
 	if int64(len(v)-headerLen) < int64(nfp)+int64(ntok)+nreq {
-		return nil, "lengths", fmt.Errorf("parts of %d, %d and %d bytes in %d", nfp, ntok, nreq, len(v)-headerLen)
+		return nil, "", "lengths", fmt.Errorf("parts of %d, %d and %d bytes in %d", nfp, ntok, nreq, len(v)-headerLen)
 	}
 	fpPart := v[headerLen : headerLen+nfp]
+	token = v[headerLen+nfp : headerLen+nfp+ntok]
 	request := v[headerLen+nfp+ntok : headerLen+nfp+ntok+int(nreq)]
 	tail := v[headerLen+nfp+ntok+int(nreq):]
 	status := v[offStatus]
 	switch status {
 	case statusInProgress, statusCommitted, statusFailed:
 	default:
-		return nil, "status", fmt.Errorf("unknown status %q", status)
+		return nil, "", "status", fmt.Errorf("unknown status %q", status)
 	}
 	if status == statusInProgress && tail != "" {
-		return nil, "tail", errors.New("a record in progress with a result")
+		return nil, "", "tail", errors.New("a record in progress with a result")
 	}
 	fp, err := idem.ParseFingerprint([]byte(fpPart))
 	if err != nil {
-		return nil, "fingerprint", err
+		return nil, "", "fingerprint", err
 	}
-	rec := &idem.Record{Fingerprint: fp, Fence: u64(offFence), CreatedAt: timeOf(u64(offCreated)), ExpiresAt: timeOf(u64(offExpires))}
+	rec = &idem.Record{Fingerprint: fp, Fence: u64(offFence), CreatedAt: timeOf(u64(offCreated)), ExpiresAt: timeOf(u64(offExpires))}
 	if request != "" {
 		rec.Request = []byte(request)
 	}
@@ -128,15 +129,8 @@ func decodeParts(v string) (*idem.Record, string, error) {
 	case statusFailed:
 		rec.Status = idem.StatusFailed
 		if rec.Error, err = decodeStoredError(tail); err != nil {
-			return nil, "error", err
+			return nil, "", "error", err
 		}
 	}
-	return rec, "", nil
-}
-
-// recordToken returns the token of v, a record decodeParts accepts.
-func recordToken(v string) string {
-	nfp := int(binary.BigEndian.Uint16([]byte(v[offLens:])))
-	ntok := int(binary.BigEndian.Uint16([]byte(v[offLens+2:])))
-	return v[headerLen+nfp : headerLen+nfp+ntok]
+	return rec, token, "", nil
 }
