@@ -185,7 +185,7 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			return res, err
 		}
 		if c.concurrencyKey != "" {
-			if res.wake, err = keyWaiterQueues(br); err != nil {
+			if res.wake, err = hintedQueues(br.Query()); err != nil { // keyWaitersSQL
 				return res, err
 			}
 		}
@@ -253,7 +253,7 @@ func commit(ctx context.Context, db dbtx, owner string, c *claimed, r ranStep) (
 			res.ended = append(res.ended, gone...)
 		}
 		if c.concurrencyKey != "" {
-			waiters, err := keyWaiterQueues(br)
+			waiters, err := hintedQueues(br.Query()) // keyWaitersSQL
 			if err != nil {
 				return res, err
 			}

@@ -230,13 +230,6 @@ func keysOf(cs []*claimed) []string {
 	return keys
 }
 
-// keyWaiterQueues reads the result of keyWaitersSQL, the next in br, for
-// the engine of this process to poke its pickers of them at once (with
-// Config.PollOnly, the hints reach no engine).
-func keyWaiterQueues(br pgx.BatchResults) ([]string, error) {
-	return hintedQueues(br.Query())
-}
-
 // execFreeingSlot runs sql, the statement that commits the outcome of c
 // and frees its slot, with args, and returns how many rows it changed:
 // with keyWaitersSQL in the same transaction when c has a concurrency key
@@ -266,7 +259,7 @@ func execFreeingSlot(ctx context.Context, db dbtx, c *claimed, sql string, count
 	if err != nil {
 		return 0, nil, err
 	}
-	if waiters, err = keyWaiterQueues(br); err != nil {
+	if waiters, err = hintedQueues(br.Query()); err != nil { // keyWaitersSQL
 		return 0, nil, err
 	}
 	return n, waiters, br.Close()
