@@ -88,11 +88,11 @@ func (c *Client) Retry(ctx context.Context, target Target, opts *RetryOpts) (int
 	if err != nil {
 		return 0, err
 	}
-	if at := retryAt(opts); at == nil {
-		c.pokeLocal(queue)
-	} else {
-		c.madeLocal(queue, *at)
+	var at time.Time // zero: at once
+	if opts != nil {
+		at = opts.At
 	}
+	c.madeLocal(queue, at)
 	return id, nil
 }
 
