@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -187,9 +186,9 @@ SELECT DISTINCT queue FROM durable_instance
 WHERE concurrency_key = ANY($1::text[]) AND status = 'runnable' AND eligible_at <= now()`
 
 // wakeFreed is wake for queues, of rows that freed slots of the keys
-// (duplicates allowed): it wakes too the engines serving the queues in
-// which rows of those keys wait, which would otherwise learn of the free
-// slots only at their next poll. A failure to look them up is only
+// (duplicates allowed; it sorts them, and adds to queues): it wakes too
+// the engines serving the queues in which rows of those keys wait, which
+// would otherwise learn of the free slots only at their next poll. A failure to look them up is only
 // logged: polling covers the gap.
 func (e *engine) wakeFreed(queues map[string]bool, keys []string) {
 	if len(keys) > 0 {
@@ -206,14 +205,11 @@ func (e *engine) wakeFreed(queues map[string]bool, keys []string) {
 			e.c.cfg.Logger.Warn("durable: looking up the rows waiting for freed concurrency slots failed; their engines will poll",
 				slog.Any("error", err))
 		}
-		if len(waiting) > 0 {
-			queues = maps.Clone(queues)
-			if queues == nil {
-				queues = map[string]bool{}
-			}
-			for _, q := range waiting {
-				queues[q] = true
-			}
+		if len(waiting) > 0 && queues == nil {
+			queues = map[string]bool{}
+		}
+		for _, q := range waiting {
+			queues[q] = true
 		}
 	}
 	e.wake(queues)
