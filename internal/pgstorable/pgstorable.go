@@ -6,6 +6,7 @@ package pgstorable
 import (
 	"bytes"
 	"errors"
+	"iter"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -64,24 +65,36 @@ func numbers(b []byte) error {
 	if len(b) <= maxScale && !bytes.ContainsAny(b, "eE") {
 		return nil
 	}
-	for i := 0; i < len(b); {
-		switch c := b[i]; {
-		case c == '"':
-			i = stringEnd(b, i+1)
-		case c == '-' || '0' <= c && c <= '9':
-			j := i + 1
-			for j < len(b) && numberByte(b[j]) {
-				j++
-			}
-			if err := Number(b[i:j]); err != nil {
-				return err
-			}
-			i = j
-		default:
-			i++
+	for num := range numbersOf(b) {
+		if err := Number(num); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// numbersOf yields the numbers of b, valid JSON, in order, skipping the
+// strings.
+func numbersOf(b []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for i := 0; i < len(b); {
+			switch c := b[i]; {
+			case c == '"':
+				i = stringEnd(b, i+1)
+			case c == '-' || '0' <= c && c <= '9':
+				j := i + 1
+				for j < len(b) && numberByte(b[j]) {
+					j++
+				}
+				if !yield(b[i:j]) {
+					return
+				}
+				i = j
+			default:
+				i++
+			}
+		}
+	}
 }
 
 // stringEnd returns the index after the closing quote of the string whose

@@ -1,6 +1,7 @@
 package pgstorable
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -32,25 +33,12 @@ func RenderedSize(doc []byte) int {
 		return len(doc)
 	}
 	n := len(doc)
-	for i := 0; i < len(doc); {
-		switch c := doc[i]; {
-		case c == '"':
-			i = stringEnd(doc, i+1)
-		case c == '-' || '0' <= c && c <= '9':
-			j, exp := i+1, false
-			for j < len(doc) && numberByte(doc[j]) {
-				exp = exp || doc[j] == 'e' || doc[j] == 'E'
-				j++
+	for num := range numbersOf(doc) {
+		if bytes.ContainsAny(num, "eE") {
+			n += numericLength(string(num)) - len(num)
+			if n > MaxRenderedSize {
+				return MaxRenderedSize
 			}
-			if exp {
-				n += numericLength(string(doc[i:j])) - (j - i)
-				if n > MaxRenderedSize {
-					return MaxRenderedSize
-				}
-			}
-			i = j
-		default:
-			i++
 		}
 	}
 	return n
