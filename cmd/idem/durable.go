@@ -89,10 +89,10 @@ type durableCall struct {
 	stdout io.Writer
 	dsn    string // --db
 	pool   *pgxpool.Pool
-	// given holds the flags that have a value from the command line or
-	// from their IDEM_* variable, once parsed: an --id 0 given is refused,
-	// where --id left out (0 too) is not.
-	given map[string]bool
+	// idGiven says --id has a value from the command line or from its
+	// IDEM_* variable, once parsed: an --id 0 given is refused, where
+	// --id left out (0 too) is not.
+	idGiven bool
 }
 
 // parse parses the subcommand's flags, IDEM_* variables first. Help asked
@@ -103,14 +103,9 @@ func (d *durableCall) parse() error {
 	if err := parseWithHelp(d.fs, d.args, d.getenv, d.stdout); err != nil {
 		return err
 	}
-	d.given = map[string]bool{}
-	d.fs.VisitAll(func(f *flag.Flag) {
-		if _, set := d.getenv(envName(commandOf(d.fs), f.Name)); set {
-			d.given[f.Name] = true
-		}
-	})
-	d.fs.Visit(func(f *flag.Flag) { d.given[f.Name] = true })
-	delete(d.given, commandLineWins(d.fs, "id", "key"))
+	putBack := commandLineWins(d.fs, "id", "key")
+	_, idInVariable := d.getenv(envName(commandOf(d.fs), "id"))
+	d.idGiven = d.fs.Lookup("id") != nil && putBack != "id" && (idInVariable || setOnCommandLine(d.fs, "id"))
 	return nil
 }
 
@@ -257,7 +252,7 @@ func (d *durableCall) fromVariable(name string, err error) error {
 // or more: --id 0 is refused as a value, not taken for --id left out.
 func (d *durableCall) targetOf(id int64, key string) (durable.Target, error) {
 	switch {
-	case id < 0 || id == 0 && d.given["id"]:
+	case id < 0 || id == 0 && d.idGiven:
 		return durable.Target{}, d.fromVariable("id", usagef("--id %d: want an instance id, 1 or more", id))
 	case id > 0 && key != "":
 		return durable.Target{}, usagef("give --id or --key, not both")

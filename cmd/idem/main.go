@@ -523,13 +523,19 @@ func fromVariable(fs *flag.FlagSet, getenv env, name string, err error) error {
 	if !isUsage(err) {
 		return err
 	}
-	onCommandLine := false
-	fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == name })
 	variable := envName(commandOf(fs), name)
-	if _, set := getenv(variable); onCommandLine || !set || strings.Contains(err.Error(), variable) {
+	if _, set := getenv(variable); setOnCommandLine(fs, name) || !set || strings.Contains(err.Error(), variable) {
 		return err
 	}
 	return usagef("%w (--%s from %s)", err, name, variable)
+}
+
+// setOnCommandLine reports whether the command line, not an IDEM_*
+// variable, set fs's flag name, once fs is parsed.
+func setOnCommandLine(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // commandLineWins settles flags a and b of fs, which exclude each other,
@@ -543,13 +549,12 @@ func commandLineWins(fs *flag.FlagSet, a, b string) (putBack string) {
 	if fa == nil || fb == nil {
 		return ""
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true }) // the command line's, not the variables'
+	setA, setB := setOnCommandLine(fs, a), setOnCommandLine(fs, b)
 	switch {
-	case set[a] && !set[b]:
+	case setA && !setB:
 		_ = fb.Value.Set(fb.DefValue)
 		return b
-	case set[b] && !set[a]:
+	case setB && !setA:
 		_ = fa.Value.Set(fa.DefValue)
 		return a
 	}
