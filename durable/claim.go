@@ -265,12 +265,7 @@ SELECT EXISTS (SELECT 1 FROM durable_instance WHERE status = 'runnable' AND queu
 // the first row eligible after $2, an index descent each.
 const nextDueSQL = `
 WITH RECURSIVE ` + claimPriosSQL + `
-SELECT ceil(extract(epoch FROM min(d.eligible_at) - now()) * 1000000)::bigint
-FROM prios p CROSS JOIN LATERAL (
-    SELECT i.eligible_at FROM durable_instance i
-    WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority = p.priority AND i.eligible_at > $2
-    ORDER BY i.eligible_at
-    LIMIT 1) d`
+` + dueAfterSQL + `$2` + dueAfterEndSQL
 
 // The parts claimSQL and claimFreeSQL share.
 const (
@@ -317,6 +312,20 @@ const (
     FROM prios p WHERE p.priority IS NOT NULL
 )`
 
+	// dueAfterSQL, a moment, and dueAfterEndSQL make the statement, on
+	// prios (claimPriosSQL), that returns in us the microseconds from its
+	// now() until the earliest runnable row of queue $1 eligible after
+	// that moment becomes so, rounded up; NULL when there is none. It
+	// takes, for each priority, the first such row in eligible order, an
+	// index descent each.
+	dueAfterSQL = `SELECT ceil(extract(epoch FROM min(d.eligible_at) - now()) * 1000000)::bigint AS us
+FROM prios p CROSS JOIN LATERAL (
+    SELECT i.eligible_at FROM durable_instance i
+    WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority = p.priority AND i.eligible_at > `
+	dueAfterEndSQL = `
+    ORDER BY i.eligible_at
+    LIMIT 1) d`
+
 	// claimNextDueSQL is the last line of a claim (kind 2) that locked
 	// fewer than $2 rows (picked), so that the picker need not wait for
 	// its next poll to start the rows scheduled for later: in due, the
@@ -331,12 +340,7 @@ const (
 	claimNextDueSQL = `
     SELECT 2, 0, '', 0, '', NULL, '', '', 0, 0, NULL, (SELECT count(*) FROM picked), NULL,
            '', true, n.us, 0, 0, 0, NULL
-    FROM (SELECT ceil(extract(epoch FROM min(d.eligible_at) - now()) * 1000000)::bigint AS us
-          FROM prios p CROSS JOIN LATERAL (
-              SELECT i.eligible_at FROM durable_instance i
-              WHERE i.status = 'runnable' AND i.queue = $1 AND i.priority = p.priority AND i.eligible_at > now()
-              ORDER BY i.eligible_at
-              LIMIT 1) d) n
+    FROM (` + dueAfterSQL + `now()` + dueAfterEndSQL + `) n
     WHERE (SELECT count(*) FROM picked) < $2 AND n.us IS NOT NULL`
 
 	// claimColumnsSQL and claimLeasedRowsSQL are the result: the leased
