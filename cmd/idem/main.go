@@ -89,7 +89,7 @@ func main() {
 			// a SIGINT ignored at start, as in a background job of a
 			// non-interactive shell, Reset would put back "ignored".)
 			signal.Reset(second)
-			_ = syscall.Kill(os.Getpid(), second)
+			raise(second)
 		}
 		os.Exit(128 + int(second)) // the status a shell gives one ended by it
 	}()
