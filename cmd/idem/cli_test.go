@@ -293,7 +293,7 @@ func TestCommandFlags(t *testing.T) {
 			t.Errorf("idem %s reads %q; commandFlags gives %q", p, read, want)
 		}
 	}
-	same := map[string]bool{"store": true, "namespace": true, "db": true} // the same thing in every command
+	same := map[string]bool{"store": true, "namespace": true, "scope-by": true, "db": true} // the same thing in every command
 	for f, cs := range commandsOf {
 		if len(cs) > 1 && !same[f] && !perCommand[f] {
 			t.Errorf("--%s, a flag of %q, is neither one variable for all nor per command", f, cs)

@@ -185,7 +185,7 @@ func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
 	// Without --authorization, the record is not found, and the message
 	// says where it is.
 	r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "with-auth")
-	if want := `no live record for key "with-auth" in namespace http (scope ""): never recorded, expired (a record lives --ttl after its request) or purged; the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value`; r.code != 1 || !strings.Contains(r.stderr, want) {
+	if want := `no live record for key "with-auth" in namespace http (scope ""): never recorded, expired (a record lives --ttl after its request) or purged; the record of a request sent with the Authorization header is in a scope of its own: give --credential with its value`; r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Errorf("idem inspect without --authorization: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 	}
 	for _, auth := range []string{"Bearer tok \t", "Bearer tok", " Bearer tok"} {
@@ -195,6 +195,71 @@ func TestInspectAuthorizationAsTheProxyScopes(t *testing.T) {
 		}
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec.Key != "with-auth" || rec.Scope == "" {
 			t.Errorf("idem inspect --authorization %q: exit %d, stdout %q, stderr %q; want the record of the request sent with it", auth, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestInspectCredentialAsTheProxyScopes: idem inspect --scope-by and
+// --credential find the record of a request that a proxy run with that
+// --scope-by received: --credential is the value of the header or cookie
+// --scope-by names (the Authorization header's by default), and the scope
+// is computed from it as the proxy computes it. Without --credential the
+// message says to give it; --authorization, which names the Authorization
+// header, is refused beside a --scope-by of another header or a cookie,
+// and --credential beside --scope-by none.
+func TestInspectCredentialAsTheProxyScopes(t *testing.T) {
+	up := newCounting(t)
+	for _, c := range []struct {
+		scopeBy, header, value, credential string
+	}{
+		{"header:X-Api-Key", "X-Api-Key", "key-1", "key-1"},
+		{"cookie:session", "Cookie", "_ga=1; session=s-1", "s-1"},
+		{"authorization", "Authorization", "Bearer tok", "Bearer tok"},
+	} {
+		t.Run(c.scopeBy, func(t *testing.T) {
+			dsn := sqliteDSN(t)
+			p := startProxy(t, "--upstream", up.srv.URL, "--store", dsn, "--scope-by", c.scopeBy)
+			req, _ := http.NewRequest(http.MethodPost, p.base+"/charges", strings.NewReader(`{"amount":1}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "scoped")
+			req.Header.Set(c.header, c.value)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("POST: status %d, want 201", res.StatusCode)
+			}
+			r := runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "scoped", "--scope-by", c.scopeBy)
+			if r.code != 1 || !strings.Contains(r.stderr, "give --credential") {
+				t.Errorf("without --credential: exit %d, stderr %q; want 1 and a hint to give --credential", r.code, r.stderr)
+			}
+			r = runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "scoped", "--scope-by", c.scopeBy, "--credential", c.credential)
+			var rec struct{ Key, Scope string }
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec.Key != "scoped" || rec.Scope == "" {
+				t.Errorf("--credential %q: exit %d, stdout %q, stderr %q; want the record", c.credential, r.code, r.stdout, r.stderr)
+			}
+			r = runIdem(t, t.TempDir(), nil, "inspect", "--store", dsn, "--key", "scoped", "--scope-by", c.scopeBy, "--credential", c.credential+"x")
+			if r.code != 1 || !strings.Contains(r.stderr, "no live record") {
+				t.Errorf("another credential: exit %d, stderr %q; want 1, no live record", r.code, r.stderr)
+			}
+		})
+	}
+	dsn := sqliteDSN(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scope-by", "header:X-Api-Key", "--authorization", "Bearer t"}, "--authorization"},
+		{[]string{"--scope-by", "none", "--credential", "c"}, "--scope-by none"},
+		{[]string{"--scope-by", "header:", "--credential", "c"}, "--scope-by"},
+		{[]string{"--scope", "s", "--credential", "c"}, "not both"},
+		{[]string{"--authorization", "a", "--credential", "c"}, "not both"},
+	} {
+		r := runIdem(t, t.TempDir(), nil, append([]string{"inspect", "--store", dsn, "--key", "k"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("idem inspect %q: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
 }

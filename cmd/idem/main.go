@@ -3,7 +3,7 @@
 //	idem proxy   --upstream URL [--listen ADDR] [--store DSN] …   Idempotency-Key reverse proxy
 //	idem migrate [--store DSN]                                    create or upgrade the store's schema
 //	idem purge   [--store DSN] [--namespace NS]                   delete expired records
-//	idem inspect [--store DSN] --key K [--scope S | --authorization A]  show a record as JSON
+//	idem inspect [--store DSN] --key K [--scope S | --credential C]  show a record as JSON
 //	idem durable list|inspect|signal|cancel|retry|stats|buckets|migrate --db URL …  operate durable FSM instances
 //	idem version                                                  print the version of idem and of Go
 //
@@ -210,8 +210,8 @@ IDEM_* variable that no command reads is named in a warning on stderr.`)
 // and --id (idem durable's instance id). With one IDEM_KEY for all, a key
 // exported for idem inspect would filter idem durable list, or pick what
 // idem durable cancel cancels. The other flags several commands have,
-// --store, --namespace and --db, mean the same in each and keep one
-// variable.
+// --store, --namespace, --scope-by and --db, mean the same in each and
+// keep one variable.
 var perCommand = map[string]bool{"key": true, "id": true}
 
 // envName is the variable of the flag name of command ("proxy", "durable
@@ -235,7 +235,7 @@ var commandFlags = map[string][]string{
 		"ttl", "lease", "timeout", "store-timeout", "body-timeout", "purge-interval", "shutdown-timeout", "max-body", "max-capture"},
 	"migrate":         {"store"},
 	"purge":           {"store", "namespace"},
-	"inspect":         {"store", "namespace", "key", "scope", "authorization"},
+	"inspect":         {"store", "namespace", "key", "scope", "scope-by", "credential", "authorization"},
 	"version":         nil,
 	"durable list":    {"db", "status", "queue", "fsm", "key", "after", "limit"},
 	"durable inspect": {"db", "id", "key"},

@@ -178,13 +178,19 @@ type inspectedResponse struct {
 }
 
 // inspectHelp is what idem inspect -h says above the flags.
-const inspectHelp = `usage: idem inspect [--store DSN] --key K [--namespace NS] [--scope S | --authorization A]
+const inspectHelp = `usage: idem inspect [--store DSN] --key K [--namespace NS] [--scope S | [--scope-by HOW] --credential C]
 
 Show the live record of a key as JSON: its namespace, scope and key; its
 status (in_progress, committed, failed_permanent); the fingerprint of the
 request that took the key, the fence, created_at, expires_at and, while a
 request holds the key, lease_expires_at; request, what was recorded of
 that request; result, the outcome as stored; and error, for a failure.
+
+The proxy keeps the key of a request in its caller's scope (see idem
+proxy --scope-by): give --credential, the value of the Authorization
+header the request was sent with (or of the header or cookie --scope-by
+names: the same --scope-by as the proxy's, which IDEM_SCOPE_BY sets for
+both), or --scope as stored.
 
 When the record is one of idem proxy or the idemhttp middleware, a
 "response" member beside "result" shows the recorded HTTP response decoded
@@ -249,7 +255,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	nsFlag := fs.String("namespace", "http", "namespace of the record")
 	keyFlag := fs.String("key", "", "the Idempotency-Key value (required; variable "+envName(commandOf(fs), "key")+")")
 	scope := fs.String("scope", "", "the key's scope as stored")
-	auth := fs.String("authorization", "", "compute the scope from this Authorization header value, as the proxy does (spaces and tabs around it are dropped, as HTTP drops them)")
+	scopeBy := fs.String("scope-by", "authorization", "what the proxy kept callers' keys apart by (its --scope-by): authorization, header:NAME, cookie:NAME or none; --credential is the value of that header or cookie")
+	credential := fs.String("credential", "", "compute the scope from the caller's credential, as the proxy does: the value of the Authorization header, or of the header or cookie --scope-by names (spaces and tabs around it are dropped, as HTTP drops them)")
+	auth := fs.String("authorization", "", "the same as --credential, with --scope-by authorization")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), inspectHelp)
 		fs.PrintDefaults()
@@ -258,6 +266,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return err
 	}
 	commandLineWins(fs, "scope", "authorization")
+	commandLineWins(fs, "scope", "credential")
+	commandLineWins(fs, "credential", "authorization")
 	ns, err := parseNamespace(*nsFlag)
 	if err != nil {
 		return fromVariable(fs, getenv, "namespace", err)
@@ -272,22 +282,34 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		}
 		return fromVariable(fs, getenv, "key", usagef("--key: %w", err))
 	}
-	if *auth != "" {
-		if *scope != "" {
-			return usagef("give --scope or --authorization, not both")
+	keyScope, err := parseScopeBy(*scopeBy)
+	if err != nil {
+		return fromVariable(fs, getenv, "scope-by", err)
+	}
+	// scopeFlag is the flag the scope came from.
+	scopeFlag := "scope"
+	for _, f := range []struct {
+		name  string
+		value string
+	}{{"credential", *credential}, {"authorization", *auth}} {
+		switch {
+		case f.value == "":
+		case scopeFlag != "scope" || *scope != "":
+			return usagef("give --%s or --%s, not both", scopeFlag, f.name)
+		default:
+			scopeFlag = f.name
 		}
-		// The proxy computes the scope from the value it received, which
-		// HTTP delivers without the spaces and tabs around it: the value
-		// as the client sent it must give the same scope.
-		r, _ := http.NewRequest(http.MethodPost, "/", nil)
-		r.Header.Set("Authorization", strings.Trim(*auth, " \t"))
-		*scope = idemhttp.ScopeByAuthorization(r)
+	}
+	if scopeFlag != "scope" {
+		given := *credential
+		if scopeFlag == "authorization" {
+			given = *auth
+		}
+		if *scope, err = scopeOfCredential(*scopeBy, keyScope, scopeFlag, given); err != nil {
+			return fromVariable(fs, getenv, scopeFlag, err)
+		}
 	}
 	if k, err = k.WithScope(*scope); err != nil {
-		scopeFlag := "scope"
-		if *auth != "" {
-			scopeFlag = "authorization"
-		}
 		return fromVariable(fs, getenv, scopeFlag, usagef("--scope: %w", err))
 	}
 	st, err := openStoreWritten(ctx, *dsn, storeOpts{existing: true, readOnly: true})
@@ -298,8 +320,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	rec, err := st.Get(ctx, k)
 	if errors.Is(err, idem.ErrNotFound) {
 		hint := ""
-		if k.Scope() == "" { // the proxy keeps the key of a request with an Authorization header in a scope of its own
-			hint = "; the record of a request sent with an Authorization header is in the scope of that header: give --authorization with its value"
+		if what := credentialOf(*scopeBy); k.Scope() == "" && what != "" { // the proxy keeps the key of a request with a credential in a scope of its own
+			hint = "; the record of a request sent with " + what + " is in a scope of its own: give --credential with its value"
 		}
 		return fmt.Errorf("no live record for key %q in namespace %s (scope %q): never recorded, expired (a record lives --ttl after its request) or purged%s", k.Value(), ns, k.Scope(), hint)
 	}
@@ -320,4 +342,49 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	// other records are printed as they always were.
 	enc.SetEscapeHTML(out.Response == nil)
 	return enc.Encode(out)
+}
+
+// scopeOfCredential is the scope the proxy, keeping callers apart by
+// scopeBy (parsed into keyScope), computes for a request sent with
+// credential: the value of the Authorization header, or of the header or
+// cookie scopeBy names. flag is the flag credential came from:
+// "authorization" names the Authorization header, and so goes only with
+// --scope-by authorization.
+func scopeOfCredential(scopeBy string, keyScope func(*http.Request) string, flag, credential string) (string, error) {
+	kind, name, _ := strings.Cut(scopeBy, ":")
+	switch {
+	case kind == "none":
+		return "", usagef("--%s: --scope-by none keeps every key in one scope, computed from no credential", flag)
+	case flag == "authorization" && kind != "authorization":
+		return "", usagef("--authorization is the Authorization header's value, which --scope-by %s does not read: give the value of %s as --credential", scopeBy, credentialOf(scopeBy))
+	}
+	// The proxy computes the scope from the value it received, which HTTP
+	// delivers without the spaces and tabs around it: the value as the
+	// client sent it must give the same scope.
+	credential = strings.Trim(credential, " \t")
+	r, _ := http.NewRequest(http.MethodPost, "/", nil)
+	switch kind {
+	case "authorization":
+		r.Header.Set("Authorization", credential)
+	case "header":
+		r.Header.Set(name, credential)
+	case "cookie":
+		r.Header.Set("Cookie", name+"="+credential)
+	}
+	return keyScope(r), nil
+}
+
+// credentialOf names what the proxy keeping callers apart by scopeBy (a
+// valid --scope-by) reads the scope from, or "" for none.
+func credentialOf(scopeBy string) string {
+	kind, name, _ := strings.Cut(scopeBy, ":")
+	switch kind {
+	case "authorization":
+		return "the Authorization header"
+	case "header":
+		return "the " + http.CanonicalHeaderKey(name) + " header"
+	case "cookie":
+		return "the cookie " + name
+	}
+	return ""
 }
