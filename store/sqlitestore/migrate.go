@@ -50,8 +50,10 @@ func MigrationSQL(table string) (string, error) {
 // several processes at once. A table of that name that exists already
 // must have the store's columns and primary key: one made by something
 // else fails Migrate, which then changes nothing, rather than every later
-// call. Errors from the database satisfy errors.Is(err,
-// idem.ErrUnavailable); a done ctx gives ctx's error.
+// call. So does a database the store cannot write (a read-only file or
+// mount, a connection opened read-only): Migrate takes the write lock
+// even when there is nothing to create. Errors from the database satisfy
+// errors.Is(err, idem.ErrUnavailable); a done ctx gives ctx's error.
 func (s *Store) Migrate(ctx context.Context) error {
 	text, err := MigrationSQL(s.cfg.Table)
 	if err != nil {
@@ -67,6 +69,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	if err := s.checkShape(ctx, tx); err != nil {
 		return err
+	}
+	// A write statement that changes nothing: it fails on a database
+	// SQLite opened read-only, as every Begin would.
+	if _, err := tx.ExecContext(ctx, s.sql.lock); err != nil {
+		return dbError(ctx, err)
 	}
 	return dbError(ctx, tx.Commit())
 }

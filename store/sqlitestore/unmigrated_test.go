@@ -59,3 +59,19 @@ func TestMigrateRefusesATableOfAnotherShape(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateRefusesAReadOnlyDatabase: Migrate on a database the store
+// cannot write (a read-only file or mount, opened read-only) fails with
+// ErrUnavailable naming the cause, even when the table is there already,
+// instead of succeeding and leaving every Begin and settle call to fail.
+func TestMigrateRefusesAReadOnlyDatabase(t *testing.T) {
+	db, path := newDB(t, 1)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro := openDB(t, "file:"+path, dsnParams+"&mode=ro", 1)
+	err := newStore(t, ro, nil).Migrate(context.Background())
+	if !errors.Is(err, idem.ErrUnavailable) || !strings.Contains(err.Error(), "readonly") {
+		t.Fatalf("Migrate on a read-only database: %v; want ErrUnavailable saying it is read-only", err)
+	}
+}
