@@ -94,7 +94,11 @@
 //     concurrent callers (bench/sqlitestore_test.go), one connection gave
 //     about twice the Begin+Commit throughput of four and a third of their
 //     99th-percentile latency; with synchronous(NORMAL) four connections
-//     were some 10% faster, with a somewhat longer tail.
+//     were some 10% faster, with a somewhat longer tail. While another
+//     process, or a transaction of a caller's, holds the write lock, each
+//     call in that queue waits out the busy timeout in turn once it has the
+//     connection, so the tenth waits some ten times as long: give calls a
+//     deadline, or use Config.Batch, whose queued calls share one wait.
 //   - Transactional mode: a caller's transaction holds a connection until it
 //     ends, so with one connection every other call waits for it (until its
 //     ctx is done). Allow a few connections (4 to 8), keep the busy timeout,
