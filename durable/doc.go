@@ -104,7 +104,9 @@
 // InsertAll and Signal reject a larger state or signal payload with a
 // *PayloadTooLargeError (errors.Is(err, ErrPayloadTooLarge)) before writing
 // anything, and a step whose new state or Done result is larger fails with
-// one, handled like any step error. Numbers count as PostgreSQL prints
+// one, handled like any step error; so does one whose new state or result
+// does not encode as JSON (a NaN, a MarshalJSON that fails or panics), its
+// changes discarded. Numbers count as PostgreSQL prints
 // them back, every digit spelled out (1e131071 is 131072 bytes). A step whose outcome names an unknown
 // step, or a row naming one, fails with ErrUnknownStep. A state that does
 // not decode as S is a step error too: the default handling retries it,

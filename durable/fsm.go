@@ -17,7 +17,8 @@ const DefaultMaxAttempts = 25
 
 // ErrorHandler decides the outcome of a step that returned an error,
 // panicked (err is a *PanicError) or returned an outcome that cannot be
-// committed (an unknown step, say). step.State is the state the step was
+// committed (an unknown step, say, or a new state or Done result that does
+// not encode as JSON, such as a NaN). step.State is the state the step was
 // given, before its changes; the handler's changes are committed with the
 // outcome it returns, which may be any outcome. A handler that panics, or
 // returns an outcome that cannot be committed, gets the default error

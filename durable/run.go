@@ -68,9 +68,11 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int, interrupted fun
 	}
 	duration := time.Since(start)
 	if err == nil {
-		r := f.encode(c, step, ranStep{outcome: out, duration: duration})
-		if err = r.check(limit); err == nil {
-			return r
+		r := ranStep{outcome: out, duration: duration}
+		if err = f.encode(step, &r); err == nil {
+			if err = r.check(limit); err == nil {
+				return r
+			}
 		}
 	}
 
@@ -86,11 +88,12 @@ func (f *FSM[S]) run(ctx context.Context, c *claimed, limit int, interrupted fun
 	_ = unmarshalJSON(c.state, &fresh)
 	step.State = fresh
 	out = f.handle(ctx, step, c.state, err, limit)
-	r := f.encode(c, step, withError(out, err, duration))
+	r := withError(out, err, duration)
+	encodeErr := f.encode(step, &r)
 	if undecoded {
 		r.state = c.state // never overwrite a state that could not be read
 	}
-	if r.check(limit) != nil { // the handler's outcome cannot be stored either
+	if encodeErr != nil || r.check(limit) != nil { // the handler's outcome cannot be stored either
 		r = withError(defaultHandling(step.Attempt, f.cfg.MaxAttempts, f.cfg.Backoff, err), err, duration)
 		r.state = c.state
 	}
@@ -221,26 +224,26 @@ func unmarshalJSON(data []byte, v any) (err error) {
 	return json.Unmarshal(data, v)
 }
 
-// encode encodes the state and result to commit; when either cannot be
-// encoded the instance stops, with its state unchanged.
-func (f *FSM[S]) encode(c *claimed, step *Step[S], r ranStep) ranStep {
+// encode encodes the state and the Done result of r into it. A state or
+// result that does not encode (a NaN, a MarshalJSON that fails or panics)
+// is an error, wrapping json's or the *PanicError, for the error handling
+// to decide on, as any step error is.
+func (f *FSM[S]) encode(step *Step[S], r *ranStep) error {
 	if (r.outcome.kind == KindStop || r.outcome.kind == KindCancel) && r.errText == "" {
 		r.errText = r.outcome.reason
 	}
 	state, err := marshalJSON(step.State)
 	if err != nil {
-		r.outcome, r.state = Stop(fmt.Sprintf("durable: state does not encode: %v", err)), c.state
-		r.errText = r.outcome.reason
-		return r
+		return fmt.Errorf("durable: state does not encode: %w", err)
 	}
 	r.state = state
 	if r.outcome.kind == KindDone {
 		if r.result, err = marshalJSON(r.outcome.result); err != nil {
-			r.outcome = Stop(fmt.Sprintf("durable: result does not encode: %v", err))
-			r.errText, r.result = r.outcome.reason, nil
+			r.result = nil
+			return fmt.Errorf("durable: result does not encode: %w", err)
 		}
 	}
-	return r
+	return nil
 }
 
 // unknownFSM is the outcome of a row whose FSM this engine does not have:
