@@ -43,6 +43,13 @@
 // each field of Config, FSMConfig, QueueConfig and InsertOpts; nil options
 // (*Config, *InsertOpts, *RetryOpts, *ListOpts) take every default.
 //
+// To shut down on SIGTERM, call Stop with a deadline inside the grace
+// period the process is given: running steps finish and commit, and those
+// still running at the deadline have their contexts cancelled and their
+// rows handed back, their attempts unchanged. Do not give Start a context
+// that the signal cancels (signal.NotifyContext): cancelling Start's
+// context is the hard stop, which cancels the running steps at once.
+//
 // # The model
 //
 // An FSM instance is a row, not a goroutine. Its state is a Go value (the S

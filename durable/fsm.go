@@ -22,7 +22,9 @@ const DefaultMaxAttempts = 25
 // given, before its changes; the handler's changes are committed with the
 // outcome it returns, which may be any outcome. A handler that panics, or
 // returns an outcome that cannot be committed, gets the default error
-// handling instead.
+// handling instead: a handler that decides on some errors only returns the
+// zero Outcome for the others, which the default handling then retries
+// with the FSM's Backoff up to its MaxAttempts.
 type ErrorHandler[S any] func(ctx context.Context, step *Step[S], err error) Outcome
 
 // FSMConfig defines an FSM whose state is S, stored in the row as JSON
