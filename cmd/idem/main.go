@@ -231,7 +231,7 @@ func commandOf(fs *flag.FlagSet) string { return strings.TrimPrefix(fs.Name(), "
 // the variables any command reads are known (TestCommandFlags checks
 // them against the commands' flag sets).
 var commandFlags = map[string][]string{
-	"proxy": {"listen", "upstream", "store", "admin", "namespace", "scope-by", "require-key", "fail-open", "migrate", "stripe", "upstream-host", "trust-forwarded", "batch-store-calls",
+	"proxy": {"listen", "tls-cert", "tls-key", "upstream", "store", "admin", "namespace", "scope-by", "require-key", "fail-open", "migrate", "stripe", "upstream-host", "trust-forwarded", "batch-store-calls",
 		"ttl", "lease", "timeout", "store-timeout", "body-timeout", "purge-interval", "shutdown-timeout", "max-body", "max-capture"},
 	"migrate":         {"store"},
 	"purge":           {"store", "namespace"},

@@ -23,7 +23,7 @@ import (
 
 type proxyFlags struct {
 	listen, upstream, store, admin, namespace string
-	scopeBy                                   string
+	scopeBy, tlsCert, tlsKey                  string
 	requireKey, failOpen, migrate, stripe     bool
 	batch, upstreamHost, trustForwarded       bool
 	ttl, lease, timeout, purgeEvery, drain    time.Duration
@@ -38,7 +38,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve on")
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the API to protect (required): http or https, a path prefix allowed, no query string")
 	fs.StringVar(&f.store, "store", DefaultDSN, "store DSN: memory, "+storeDSNs)
-	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics (off when empty)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS (and HTTP/2) with this certificate file, PEM, the chain after the leaf; read again when it changes (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key file of --tls-cert, PEM")
+	fs.StringVar(&f.admin, "admin", "", "address for /healthz and /metrics, plain HTTP (off when empty)")
 	fs.StringVar(&f.namespace, "namespace", "http", "namespace of the proxy's records")
 	fs.StringVar(&f.scopeBy, "scope-by", "authorization", "what keeps callers' keys apart: authorization (a hash of the Authorization header), header:NAME (of that header, such as header:X-Api-Key), cookie:NAME (of that cookie alone, such as cookie:session), or none (one key space: for callers whose keys cannot meet); callers without it share one scope")
 	fs.BoolVar(&f.requireKey, "require-key", false, "answer 400 to POST/PATCH without an Idempotency-Key")
@@ -106,7 +108,21 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return fromVariable(fs, getenv, "lease", fromVariable(fs, getenv, "ttl", err))
 	}
 
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		missing, given := "tls-key", "tls-cert"
+		if f.tlsCert == "" {
+			missing, given = given, missing
+		}
+		return fromVariable(fs, getenv, given, usagef("--%s needs --%s: give both to serve HTTPS, or neither", given, missing))
+	}
+
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
+	var cert *servedCert
+	if f.tlsCert != "" {
+		if cert, err = loadServedCert(f.tlsCert, f.tlsKey, logger); err != nil {
+			return err
+		}
+	}
 	// Without --migrate the schema must be there already: a SQLite
 	// database is not created, and a missing table stops the start-up
 	// instead of failing every request with 503.
@@ -213,9 +229,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(serveListener("--listen", ln)) }()
+	scheme := "http"
+	if cert != nil {
+		scheme, srv.TLSConfig = "https", cert.config()
+		go func() { serveErr <- srv.ServeTLS(serveListener("--listen", ln), "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(serveListener("--listen", ln)) }()
+	}
 	ready.Store(true)
-	fmt.Fprintf(stdout, "idem proxy: listening on http://%s, forwarding to %s, store %s\n", ln.Addr(), up.Redacted(), st.name)
+	fmt.Fprintf(stdout, "idem proxy: listening on %s://%s, forwarding to %s, store %s\n", scheme, ln.Addr(), up.Redacted(), st.name)
 
 	// stop waits for the requests being served, and returns what it left
 	// reserved; why opens the line it logs.
