@@ -44,8 +44,10 @@ type engine struct {
 // Concurrency workers, plus the heartbeat, the reaper, the await timer, the
 // garbage collector and, unless Config.PollOnly, the LISTEN connection.
 // It returns once they run. It fails when the client has no queues, is
-// already running, or the database's default isolation is not READ
-// COMMITTED, which the engine's statements rely on.
+// already running, the database's default isolation is not READ
+// COMMITTED, which the engine's statements rely on, or the pool's
+// search_path reaches no table durable_instance (Migrate has not run, or
+// the search_path names no schema that exists).
 //
 // ctx governs the run: cancelling it stops the engine as Stop does with a
 // context that has already ended (running steps' contexts are cancelled).
@@ -63,12 +65,23 @@ func (c *Client) Start(ctx context.Context) error {
 	if len(c.cfg.Queues) == 0 {
 		return errors.New("durable: Start: Config.Queues is empty: the engine has nothing to run")
 	}
-	var isolation, schema string
-	if err := c.pool.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_schema()").Scan(&isolation, &schema); err != nil {
+	var (
+		isolation, schema string
+		migrated          bool
+	)
+	err := c.pool.QueryRow(ctx, `SELECT current_setting('transaction_isolation'), coalesce(current_schema(), ''),
+       to_regclass('durable_instance') IS NOT NULL`).Scan(&isolation, &schema, &migrated)
+	if err != nil {
 		return fmt.Errorf("durable: Start: %w", err)
 	}
 	if isolation != "read committed" {
 		return fmt.Errorf("durable: Start: the default transaction isolation is %q; the engine needs \"read committed\"", isolation)
+	}
+	if schema == "" {
+		return errors.New("durable: Start: the pool's search_path names no schema that exists")
+	}
+	if !migrated {
+		return fmt.Errorf("durable: Start: schema %q has no table durable_instance: run Client.Migrate (idem durable migrate) first", schema)
 	}
 
 	e := &engine{
