@@ -63,11 +63,14 @@ type Config struct {
 	PollInterval time.Duration
 
 	// PollOnly turns the LISTEN/NOTIFY wake-up hints off. Inserts and
-	// signals always send a NOTIFY on the "durable_wakeup" channel; unless
-	// PollOnly is set, a started engine holds one connection of the pool
-	// that LISTENs for them and wakes the queue's picker at once. The
-	// engine is correct without them: they only cut latency. Defaults to
-	// false.
+	// signals always send a NOTIFY on the "durable_wakeup" channel, and
+	// inserts and retries of rows eligible later one on "durable_due";
+	// unless PollOnly is set, a started engine holds one connection of
+	// the pool that LISTENs for them and wakes the queue's picker at once,
+	// or arms its timer for when the row is eligible. With PollOnly, rows
+	// made by other processes are learnt at the picker's next claim, its
+	// next poll at the latest. The engine is correct without the hints:
+	// they only cut latency. Defaults to false.
 	PollOnly bool
 
 	// LeaseTTL is how long a claimed row stays leased to this engine

@@ -419,17 +419,30 @@
 // default backoff; RetryOpts.At) starts when it becomes eligible, not at
 // the next poll, once the picker knows of it: from a claim that found
 // fewer rows than it had room for, which learns when the earliest row not
-// yet eligible becomes so, or at once when this engine's client made it.
-// A row another process schedules is learnt at the picker's next claim,
-// its next poll at the latest: it starts on time if that comes before it
-// is eligible, else up to one PollInterval late.
+// yet eligible becomes so; at once when this engine's client made it; and
+// at once when a client in another process made it with Insert,
+// InsertAll, InsertOrSignal or Retry (or their Tx forms): for a row not
+// yet eligible these send, instead of the wake-up hint, a due hint on the
+// "durable_due" channel, saying how long until the row is eligible as the
+// database's clock sees it when the hint is sent, and the listener moves
+// the picker's timer to then. A hint sent in a transaction reaches the
+// engines when it commits, so a row inserted by a transaction that
+// commits later than its insert is learnt that much late. A row the
+// engines do not hear of so (with Config.PollOnly, a hint lost while the
+// listener reconnects, a client of a version that sends no due hints, a
+// Retry outcome another engine commits, whose own picker knows it) is
+// learnt at the picker's next claim, its next poll at the latest: it
+// starts on time if that comes before it is eligible, else up to one
+// PollInterval late.
 // A timer wakes parked rows whose await deadline passed (AwaitTimeout):
 // at the engine's start, when the earliest deadline it knows of passes,
 // and every PollInterval at the latest. It learns that deadline from its
 // own look for the rows past theirs, and at once from the Await outcomes
-// its engine commits; a deadline another process sets after the look is
-// learnt at the next, and fires on time if that comes before it, else up
-// to one PollInterval late. A collector
+// its engine commits, so that the engine that parks a row fires its
+// deadline on time. Other engines learn it at their next look (no hint
+// tells them: each would run the look at each deadline), which matters
+// when that engine stops first: the deadline then fires at the next look
+// of another engine, up to one PollInterval late. A collector
 // deletes done, failed and cancelled rows older than Config.GCRetention, in
 // batches (a row cancelled while its step ran, once that step has returned
 // or its lease has expired).

@@ -272,17 +272,25 @@ func (c *Client) pokeLocal(queue string) {
 // sooner, with no claim until then. Either way no wake-up hint from the
 // database is needed.
 func (c *Client) madeLocal(queue string, at time.Time) {
-	if at.IsZero() || !at.After(time.Now()) {
-		c.pokeLocal(queue)
-		return
-	}
 	c.mu.Lock()
 	e := c.run
 	c.mu.Unlock()
-	if e == nil {
-		return
+	if e != nil {
+		e.eligibleAt(queue, at)
 	}
-	if q, ok := e.queues[queue]; ok {
+}
+
+// eligibleAt tells the picker of queue, if this engine serves it, that a
+// row becomes eligible at at, or is at once when at is zero or past: the
+// picker is poked, or its timer moved to at if that is sooner, with no
+// claim until then.
+func (e *engine) eligibleAt(queue string, at time.Time) {
+	q, ok := e.queues[queue]
+	switch {
+	case !ok:
+	case at.IsZero() || !at.After(time.Now()):
+		q.wake()
+	default:
 		q.scheduled.note(at)
 	}
 }

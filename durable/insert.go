@@ -99,9 +99,17 @@ type InsertParams struct {
 	Opts *InsertOpts
 }
 
-// wakeupChannel is the NOTIFY channel of wake-up hints; the payload is
-// "schema:queue".
+// wakeupChannel is the NOTIFY channel of wake-up hints: rows of a queue
+// are runnable now. The payload is "schema:queue".
 const wakeupChannel = "durable_wakeup"
+
+// dueChannel is the NOTIFY channel of due hints: a row of a queue becomes
+// eligible later. The payload is "µs:schema:queue", µs (a positive
+// integer, never holding a ':') being how long after the hint was sent,
+// on the database's clock, the row becomes eligible, rounded up. A channel
+// of its own keeps the payload of wakeupChannel what every engine, of
+// this version or an earlier one, reads.
+const dueChannel = "durable_due"
 
 // row is an instance ready to be inserted.
 type row struct {
@@ -119,10 +127,6 @@ type row struct {
 	key      *string
 	scope    []string
 }
-
-// now reports whether the row is eligible as soon as it is inserted, so
-// that a wake-up hint is worth sending.
-func (r *row) now() bool { return r.eligible == nil && r.in <= 0 }
 
 // eligibleAt is, as this process's clock sees it at now, when an
 // instance inserted with opts becomes eligible (see newRow); zero: at
@@ -260,6 +264,21 @@ const occupantSQL = `SELECT id FROM durable_instance WHERE correlation_guard = $
 
 const notifySQL = `SELECT pg_notify('` + wakeupChannel + `', current_schema() || ':' || $1)`
 
+// notifyEligibleSQL sends, for each queue of $1, a hint for the earliest
+// of its rows, each of which becomes eligible at $2 (NULL: now() plus $3
+// microseconds), as insertSQL, insertAllSQL and reviveSQL compute it: a
+// wake-up hint if that moment has passed by the time the hint is sent
+// (clock_timestamp()), else a due hint saying how long until it comes, so
+// that the engines serving the queue arm their pickers' timers for it.
+// One hint per queue is enough: the claim it leads to, coming back short,
+// learns when the next row not yet eligible becomes so.
+const notifyEligibleSQL = `
+SELECT pg_notify(CASE WHEN us > 0 THEN '` + dueChannel + `' ELSE '` + wakeupChannel + `' END,
+                 CASE WHEN us > 0 THEN us || ':' ELSE '' END || current_schema() || ':' || q)
+FROM (SELECT q, ceil(extract(epoch FROM min(coalesce(at, now() + in_us * interval '1 microsecond')) - clock_timestamp()) * 1000000)::bigint AS us
+      FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS t(q, at, in_us)
+      GROUP BY q) due`
+
 // Insert inserts one instance and returns its id. When the correlation key
 // is occupied it inserts nothing and returns a *DuplicateError carrying the
 // occupant's id (errors.Is(err, ErrDuplicate)). A state whose JSON is larger
@@ -307,7 +326,7 @@ func insertOne(ctx context.Context, db dbtx, args Args, opts *InsertOpts, limit 
 }
 
 // tryInsert inserts r in one round trip: the insert, the occupant look-up
-// and the wake-up hint. It returns the new id, or 0 and the occupant's id.
+// and the wake-up or due hint. It returns the new id, or 0 and the occupant's id.
 func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err error) {
 	b := &pgx.Batch{}
 	if r.rateKey != nil {
@@ -318,9 +337,7 @@ func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err er
 	if r.key != nil {
 		b.Queue(occupantSQL, *r.key)
 	}
-	if r.now() {
-		b.Queue(notifySQL, r.queue)
-	}
+	b.Queue(notifyEligibleSQL, []string{r.queue}, []*time.Time{r.eligible}, []int64{r.in})
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if r.rateKey != nil {
@@ -336,10 +353,8 @@ func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err er
 			return 0, 0, err
 		}
 	}
-	if r.now() {
-		if _, err := br.Exec(); err != nil {
-			return 0, 0, err
-		}
+	if _, err := br.Exec(); err != nil { // notifyEligibleSQL
+		return 0, 0, err
 	}
 	if err := br.Close(); err != nil {
 		return 0, 0, err
@@ -416,7 +431,6 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 		rateKeys                    = make([]*string, n)
 		weights                     = make([]int32, n)
 		anyRate                     bool
-		wake                        []string
 	)
 	for i, p := range params {
 		r, err := newRow(p.Args, p.Opts, limit)
@@ -428,9 +442,6 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 		scopes[i] = strings.Join(r.scope, ",")
 		rateKeys[i], weights[i] = r.rateKey, r.weight
 		anyRate = anyRate || r.rateKey != nil
-		if r.now() && !slices.Contains(wake, r.queue) {
-			wake = append(wake, r.queue)
-		}
 	}
 	var distinct []string
 	for _, k := range keys {
@@ -448,9 +459,7 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 	if len(distinct) > 0 {
 		b.Queue(occupantsSQL, distinct)
 	}
-	for _, q := range wake {
-		b.Queue(notifySQL, q)
-	}
+	b.Queue(notifyEligibleSQL, queues, eligible, ins)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 
@@ -493,10 +502,8 @@ func insertAll(ctx context.Context, db dbtx, params []InsertParams, limit int) (
 			}
 		}
 	}
-	for range wake {
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("durable: InsertAll: %w", err)
-		}
+	if _, err := br.Exec(); err != nil { // notifyEligibleSQL
+		return nil, fmt.Errorf("durable: InsertAll: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("durable: InsertAll: %w", err)

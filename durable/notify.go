@@ -3,14 +3,19 @@ package durable
 import (
 	"context"
 	"log/slog"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// listen holds one connection that LISTENs for wake-up hints and pokes the
-// picker of the queue each names. Hints from other schemas (other engines
-// sharing the database) are ignored. On a connection error it tries again
-// after PollInterval; polling covers the gap.
+// listen holds one connection that LISTENs for wake-up hints, and pokes
+// the picker of the queue each names, and for due hints, and moves the
+// timer of the queue's picker to the moment each names, if that is
+// sooner. Hints from other schemas (other engines sharing the database)
+// are ignored, and so are those of a form it does not know. On a
+// connection error it tries again after PollInterval; polling covers the
+// gap.
 func (e *engine) listen() {
 	cfg := &e.c.cfg
 	for e.bgCtx.Err() == nil {
@@ -40,10 +45,13 @@ func (e *engine) listenOnce() error {
 		defer cancel()
 		_ = conn.Close(ctx)
 	}()
-	if _, err := conn.Exec(e.bgCtx, "LISTEN "+wakeupChannel); err != nil {
-		return err
+	for _, channel := range []string{wakeupChannel, dueChannel} {
+		if _, err := conn.Exec(e.bgCtx, "LISTEN "+channel); err != nil {
+			return err
+		}
 	}
 	// After LISTEN, poke every queue once: a hint sent before it is lost.
+	// The claims that follow learn, too, of the rows not yet eligible.
 	for _, q := range e.queues {
 		q.wake()
 	}
@@ -53,10 +61,39 @@ func (e *engine) listenOnce() error {
 		if err != nil {
 			return err
 		}
-		if queue, ok := strings.CutPrefix(n.Payload, prefix); ok {
-			e.poke(queue)
+		switch n.Channel {
+		case wakeupChannel:
+			if queue, ok := strings.CutPrefix(n.Payload, prefix); ok {
+				e.poke(queue)
+			}
+		case dueChannel:
+			if queue, in, ok := parseDueHint(n.Payload, prefix); ok {
+				e.eligibleAt(queue, time.Now().Add(in))
+			}
 		}
 	}
+}
+
+// parseDueHint reads the payload of a due hint (see dueChannel): the
+// queue, and how long until its row becomes eligible. ok is false for a
+// hint of another schema than prefix names ("schema:"), or one that is
+// not of that form.
+func parseDueHint(payload, prefix string) (queue string, in time.Duration, ok bool) {
+	digits, rest, ok := strings.Cut(payload, ":")
+	if !ok {
+		return "", 0, false
+	}
+	us, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || us <= 0 {
+		return "", 0, false
+	}
+	queue, ok = strings.CutPrefix(rest, prefix)
+	if !ok {
+		return "", 0, false
+	}
+	// A moment beyond what a Duration holds is as good as never: the
+	// picker's poll comes first.
+	return queue, time.Duration(min(us, int64(math.MaxInt64/time.Microsecond))) * time.Microsecond, true
 }
 
 // notifyQueuesSQL sends a wake-up hint for each queue $1 names.

@@ -17,8 +17,9 @@ type queue struct {
 	prefetch    int
 	wakeCh      chan struct{} // a poke for the picker; holds at most one
 	// scheduled holds the earliest moment at which a row this engine made
-	// (inserted, retried, committed) becomes eligible, since the picker
-	// last looked: a moment this engine knows without asking the database.
+	// (inserted, retried, committed), or one a due hint told of, becomes
+	// eligible, since the picker last looked: a moment this engine knows
+	// without asking the database.
 	// The picker brings its timer forward to it, if that is sooner, and
 	// claims nothing until then.
 	scheduled *soonest
@@ -113,7 +114,8 @@ func (q *queue) room() (room, running, buffered int) {
 // when rows are scheduled for later, when the earliest of them it knows
 // of becomes eligible, if that is sooner: one found after a claim that
 // came back short (nextDueSQL, or claimNextDueSQL within a rate-limited
-// claim), or one this engine made (queue.scheduled). Its one timer
+// claim), or one this engine made or a due hint told of
+// (queue.scheduled). Its one timer
 // is moved, never doubled, and stopped with it.
 func (q *queue) pick() {
 	defer q.e.pickers.Done()

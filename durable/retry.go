@@ -233,9 +233,7 @@ func revive(ctx context.Context, tx pgx.Tx, target Target, at *time.Time) (id in
 	}
 	b := &pgx.Batch{}
 	b.Queue(reviveSQL, f.id, at)
-	if at == nil {
-		b.Queue(notifySQL, f.queue)
-	}
+	b.Queue(notifyEligibleSQL, []string{f.queue}, []*time.Time{at}, []int64{0})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		// Retry looks for a unique violation in it, and the key.
 		return f.id, f.key, f.queue, fmt.Errorf("durable: Retry: %w", err)

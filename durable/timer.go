@@ -42,8 +42,8 @@ const dueBatch = 1000
 // latest. It learns that deadline from its own statement (dueSQL) and
 // from the Await outcomes this engine commits (engine.deadlines); a
 // deadline set by another engine after this one last looked is learnt at
-// its next look. Its one timer is moved, never doubled, and stopped with
-// it.
+// its next look (that engine's timer fires it on time while it runs). Its
+// one timer is moved, never doubled, and stopped with it.
 func (e *engine) timer() {
 	poll := e.c.cfg.PollInterval
 	t := time.NewTimer(0)
