@@ -46,7 +46,8 @@
 // To shut down on SIGTERM, call Stop with a deadline inside the grace
 // period the process is given: running steps finish and commit, and those
 // still running at the deadline have their contexts cancelled and their
-// rows handed back, their attempts unchanged. Do not give Start a context
+// rows handed back, their attempts unchanged (the cause of their
+// contexts' cancellation is ErrEngineStopping). Do not give Start a context
 // that the signal cancels (signal.NotifyContext): cancelling Start's
 // context is the hard stop, which cancels the running steps at once.
 //
@@ -483,7 +484,8 @@
 // error, or a *PanicError, an error matching ErrStepTimeout (a
 // *StepTimeoutError), ErrUnknownStep, ErrUnknownFSM, ErrPayloadTooLarge or
 // ErrUnstorable. A running step's context is cancelled with the cause
-// ErrLeaseLost (context.Cause) when its lease is lost. An instance failed
+// (context.Cause) ErrLeaseLost when its lease is lost, and
+// ErrEngineStopping when its engine stops hard. An instance failed
 // for being reaped too often has an Instance.Error that begins with
 // ErrReapedTooOften's text. Other errors come from the database, the pool
 // (pgx) or a cancelled context, and match none of these.

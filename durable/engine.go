@@ -15,10 +15,11 @@ type engine struct {
 	schema string
 	queues map[string]*queue
 
-	// workCtx is the parent of the steps' contexts; hardStop cancels it
-	// when Stop's context ends before the steps do.
+	// workCtx is the parent of the steps' contexts; hardStop cancels it,
+	// with cause ErrEngineStopping, when Stop's context ends before the
+	// steps do (or Start's context is cancelled).
 	workCtx  context.Context
-	hardStop context.CancelFunc
+	hardStop func()
 	// bgCtx governs the heartbeat, reaper, timer, collector and listener,
 	// which run until the last step has committed.
 	bgCtx    context.Context
@@ -50,7 +51,8 @@ type engine struct {
 // the search_path names no schema that exists).
 //
 // ctx governs the run: cancelling it stops the engine as Stop does with a
-// context that has already ended (running steps' contexts are cancelled).
+// context that has already ended (running steps' contexts are cancelled,
+// with cause ErrEngineStopping).
 // Call Stop for a graceful stop.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
@@ -95,7 +97,8 @@ func (c *Client) Start(ctx context.Context) error {
 
 		deadlines: newSoonest(),
 	}
-	e.workCtx, e.hardStop = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), runKey{}, e))
+	workCtx, cancelWork := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), runKey{}, e))
+	e.workCtx, e.hardStop = workCtx, func() { cancelWork(ErrEngineStopping) }
 	e.bgCtx, e.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	for name, qc := range c.cfg.Queues {
 		e.queues[name] = newQueue(e, name, qc)
@@ -135,7 +138,7 @@ func (c *Client) Start(ctx context.Context) error {
 // again, attempt unchanged); running steps finish and their outcomes are
 // committed; then the heartbeat and the other background work stop. It
 // returns when all of that is done. If ctx ends first, the running steps'
-// contexts are cancelled, Stop still waits for them to return and commit,
+// contexts are cancelled, with cause ErrEngineStopping, Stop still waits for them to return and commit,
 // and it returns ctx's error. A step so cancelled that fails is not
 // charged with the failure: its error handling (FSMConfig.OnError) is not
 // called, and its row is handed back, runnable with its attempt unchanged

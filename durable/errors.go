@@ -241,6 +241,14 @@ func (e *StepTimeoutError) Unwrap() error { return e.Err }
 // run the step again.
 var ErrLeaseLost = errors.New("durable: lease lost while the step ran")
 
+// ErrEngineStopping is the cause (see context.Cause) of the cancellation
+// of a running step's context when its engine stops hard: Stop's context
+// ended before the step returned, or Start's context was cancelled. A
+// step that fails so cancelled is not charged with the failure: its row
+// is handed back, runnable with its attempt unchanged, without going
+// through the error handling (StepStopEvent.HandedBack).
+var ErrEngineStopping = errors.New("durable: the engine is stopping")
+
 // ErrStopInStep is what Stop returns when a step calls it with its
 // context: the graceful stop has begun, and ends once the step has
 // returned, which Stop cannot wait for.

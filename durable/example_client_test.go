@@ -36,9 +36,11 @@ func ExampleNewFSM() {
 var errDeclined = errors.New("card declined")
 
 // An error handler decides what a failed step does: here a declined card
-// stops the instance at once, a panic (of the step, or of its state's JSON
-// methods) is logged and stops it too, and any other error is retried with
-// the default backoff, five times at most.
+// stops the instance at once, and a panic (of the step, or of its state's
+// JSON methods) is logged and stops it too. Any other error it leaves to
+// the default handling by returning the zero Outcome: retried after the
+// FSM's Backoff (DefaultBackoff here), five attempts at most
+// (MaxAttempts), then the instance stopped with the error's text.
 func ExampleErrorHandler() {
 	onError := func(ctx context.Context, s *durable.Step[Order], err error) durable.Outcome {
 		var pe *durable.PanicError
@@ -48,22 +50,24 @@ func ExampleErrorHandler() {
 		case errors.As(err, &pe):
 			log.Printf("step %s: %s panicked: %v", s.Name, pe.What, pe.Value)
 			return durable.Stop("bug: " + err.Error())
-		case s.Attempt < 5:
-			return durable.Retry(durable.DefaultBackoff(s.Attempt))
 		}
-		return durable.Stop(err.Error())
+		return durable.Outcome{} // the default handling
 	}
-	_ = durable.FSMConfig[Order]{OnError: onError} // as the FSM's OnError
+	_ = durable.FSMConfig[Order]{OnError: onError, MaxAttempts: 5} // as the FSM's OnError
 
 	// The engine calls it with the failed step; here, by hand.
-	ctx := context.Background()
-	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 1}, errDeclined).Kind())
-	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 1}, errors.New("timeout")).Kind())
-	fmt.Println(onError(ctx, &durable.Step[Order]{Name: "charge", Attempt: 5}, errors.New("timeout")).Kind())
+	decide := func(err error) string {
+		out := onError(context.Background(), &durable.Step[Order]{Name: "charge", Attempt: 1}, err)
+		if out.Kind() == "" {
+			return "default handling"
+		}
+		return out.String()
+	}
+	fmt.Println(decide(errDeclined))
+	fmt.Println(decide(errors.New("timeout")))
 	// Output:
-	// stop
-	// retry
-	// stop
+	// stop(payment declined)
+	// default handling
 }
 
 // A step woken by a signal reads its payload from Step.Awaited, as JSON.

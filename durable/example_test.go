@@ -69,7 +69,17 @@ func Example() {
 	if err := client.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = client.Stop(context.Background()) }()
+	defer func() {
+		// A graceful stop, within the grace period a shutdown allows:
+		// running steps finish and commit; those still running after 20 s
+		// are cancelled (with cause durable.ErrEngineStopping) and their
+		// rows handed back, to run again on another engine.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := client.Stop(stopCtx); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	id, err := client.Insert(ctx, checkout.With(Order{ID: 42, Amount: 100}),
 		&durable.InsertOpts{CorrelationKey: "order:42"})
