@@ -18,9 +18,10 @@ type DoOpts struct {
 	// it well below the lease: a longer interval lets the lease lapse
 	// between heartbeats, and another Begin may then take the key over.
 	HeartbeatEvery time.Duration
-	// SettleTimeout bounds the Commit or Fail call after fn returns, and
-	// separately the release (FailTransient) that follows a Commit or
-	// FailPermanent that failed. These calls run even when ctx is
+	// SettleTimeout bounds the Commit or Fail call after fn returns (with
+	// the repeats of a Commit or FailPermanent the store answered
+	// ErrUnavailable), and separately the release (FailTransient) that
+	// follows a Commit or FailPermanent that failed. These calls run even when ctx is
 	// cancelled, so that finished work is recorded. Zero or negative means
 	// the default, 10 seconds.
 	SettleTimeout time.Duration
@@ -78,8 +79,12 @@ var ErrLeaseLost = errors.New("idem: lease lost while running")
 //
 //   - Begin fails (say errors.Is(err, ErrUnavailable)): its error; fn does
 //     not run;
-//   - the result or the permanent failure cannot be recorded (an
-//     unavailable store, a result that does not encode, ErrInvalidPayload,
+//   - a Commit or FailPermanent that fails with ErrUnavailable (a
+//     connection dropped, a failover) is made again under the same lease,
+//     as CommitRetrying does, until it records the outcome or
+//     DoOpts.SettleTimeout ends;
+//   - the result or the permanent failure cannot be recorded (a store
+//     still unavailable, a result that does not encode, ErrInvalidPayload,
 //     or is too large, ErrPayloadTooLarge): Do returns fn's result with an
 //     error wrapping ErrNotRecorded and the store's (joined to fn's error,
 //     if any) and releases the key: the effect happened, but a retry runs
@@ -245,7 +250,8 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 			}
 			return err
 		}
-		if serr := t.FailPermanent(sctx, key, lease, err); serr != nil {
+		se := ErrorOf(err)
+		if serr := recordOutcome(sctx, t.store, key, lease, func(ctx context.Context) error { return t.store.FailPermanent(ctx, key, lease, se) }, failedWith(se)); serr != nil {
 			if !errors.Is(serr, ErrStaleToken) {
 				release() // not recorded, and the key not another owner's
 			}
@@ -253,7 +259,11 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 		}
 		return err
 	}
-	if cerr := t.Commit(sctx, key, lease, res); cerr != nil {
+	b, cerr := t.encode("result", res)
+	if cerr == nil {
+		cerr = CommitRetrying(sctx, t.store, key, lease, b)
+	}
+	if cerr != nil {
 		if !errors.Is(cerr, ErrStaleToken) {
 			// Not recorded (say, a result that does not encode or is too
 			// large, or a store that did not answer in time), and the key

@@ -21,8 +21,9 @@ type Owner struct {
 	Key   Key
 	// Lease is the Fresh reservation, as Begin returned it.
 	Lease Lease
-	// SettleTimeout, when positive, bounds each settle call: the Commit, or
-	// the FailTransient that releases the key. When it is not, see Run.
+	// SettleTimeout, when positive, bounds each settle call: the Commit
+	// (with its repeats, see Run), or the FailTransient that releases the
+	// key. When it is not, see Run.
 	SettleTimeout time.Duration
 	// Timed makes Run measure SettleTime.
 	Timed bool
@@ -71,9 +72,13 @@ type Owner struct {
 // cancellation: work may go on after ctx is cancelled (work's context is
 // cancelled with it) and what it returns is settled all the same, so the
 // key neither lapses under work still running nor stays in flight once it
-// has returned. The settle calls are bounded by SettleTimeout; when it is
-// not set, by 10 seconds for a ctx that can be cancelled, and not at all
-// for one that cannot. Pass a context that cannot be cancelled
+// has returned. A Commit the store answers ErrUnavailable (a connection
+// dropped, a failover) is made again under the same lease, as
+// CommitRetrying does: work's effect has happened, and a key released
+// would let a retry run it again. The settle calls are bounded by
+// SettleTimeout; when it is not set, by 10 seconds for a ctx that can be
+// cancelled, and not at all for one that cannot (a Commit's repeats then
+// stop 10 seconds after the first). Pass a context that cannot be cancelled
 // (context.WithoutCancel of a request's): work's context then costs
 // nothing until work watches it (Done, or a context derived from it), so a
 // short handler that never looks pays for no cancellation machinery.
@@ -143,7 +148,7 @@ func (o *Owner) settle(ctx context.Context, result []byte, record bool, pe *Pani
 		return
 	}
 	sctx, scancel, start := o.settleCtx(ctx)
-	err := o.Store.Commit(sctx, o.Key, o.Lease, result)
+	err := CommitRetrying(sctx, o.Store, o.Key, o.Lease, result)
 	o.settled(scancel, start)
 	if err != nil {
 		o.Err = err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/consumer"
@@ -28,13 +30,13 @@ func (s failingCommit) Commit(ctx context.Context, key idem.Key, lease idem.Leas
 }
 
 // TestStoreLedgerFailedCompleteReleases: when a StoreLedger cannot mark a
-// handled key done (its Commit fails, not with ErrStaleToken), Handle
+// handled key done (its Commit fails, not with ErrStaleToken, through
+// every repeat within half of the Complete's settle bound), Handle
 // answers Handled with the error and releases the key, as idem.Do does,
-// rather than leave it in flight until its lease lapses, within the
-// Complete's settle bound. When the Commit was applied
-// all the same (a lost reply), the store rejects that release
-// (ErrStaleToken: the reservation is settled), so the key stays done and
-// a redelivery is a Duplicate.
+// rather than leave it in flight until its lease lapses. When the Commit
+// was applied all the same (a lost reply), its repeat finds the key done:
+// Handle answers Handled without an error, and a redelivery is a
+// Duplicate.
 func TestStoreLedgerFailedCompleteReleases(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -46,27 +48,33 @@ func TestStoreLedgerFailedCompleteReleases(t *testing.T) {
 		{"applied, reply lost", true, idem.StatusCommitted, consumer.Duplicate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem, err := memstore.New(memstore.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns := idem.MustNamespace("orders")
-			b := setup(t, consumer.StoreLedger(failingCommit{mem, tc.applied}, ns, nil))
-			outcome, err := b.c.Handle(context.Background(), msg{ID: "m1"})
-			if outcome != consumer.Handled || !errors.Is(err, idem.ErrUnavailable) {
-				t.Fatalf("Handle = %v, %v; want Handled with the Commit's error", outcome, err)
-			}
-			k, _ := idem.ParseKey(ns, "m1")
-			rec, err := mem.Get(context.Background(), k)
-			switch {
-			case tc.want == "" && !errors.Is(err, idem.ErrNotFound):
-				t.Errorf("after a Complete that failed: record %+v, %v; want none (released)", rec, err)
-			case tc.want != "" && (err != nil || rec.Status != tc.want):
-				t.Errorf("after a Complete that failed: record %+v, %v; want %v", rec, err, tc.want)
-			}
-			if o := handle(t, b, msg{ID: "m1"}); o != tc.again {
-				t.Errorf("the redelivery: %v, want %v", o, tc.again)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				mem, err := memstore.New(memstore.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ns := idem.MustNamespace("orders")
+				b := setup(t, consumer.StoreLedger(failingCommit{mem, tc.applied}, ns, nil))
+				start := time.Now()
+				outcome, err := b.c.Handle(context.Background(), msg{ID: "m1"})
+				if outcome != consumer.Handled || errors.Is(err, idem.ErrUnavailable) != !tc.applied {
+					t.Fatalf("Handle = %v, %v; want Handled, with the Commit's error unless applied", outcome, err)
+				}
+				if took := time.Since(start); !tc.applied && (took < 4*time.Second || took > 6*time.Second) {
+					t.Errorf("Handle took %v; want the Commit repeated for half the settle bound, 5s", took)
+				}
+				k, _ := idem.ParseKey(ns, "m1")
+				rec, err := mem.Get(context.Background(), k)
+				switch {
+				case tc.want == "" && !errors.Is(err, idem.ErrNotFound):
+					t.Errorf("after a Complete that failed: record %+v, %v; want none (released)", rec, err)
+				case tc.want != "" && (err != nil || rec.Status != tc.want):
+					t.Errorf("after a Complete that failed: record %+v, %v; want %v", rec, err, tc.want)
+				}
+				if o := handle(t, b, msg{ID: "m1"}); o != tc.again {
+					t.Errorf("the redelivery: %v, want %v", o, tc.again)
+				}
+			})
 		})
 	}
 }

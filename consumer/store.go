@@ -209,10 +209,15 @@ func (c *storeClaim) end() (err error) {
 // claim is still held cannot be told, so the key is released instead, and
 // the error carries the panic (*idem.PanicError).
 //
-// A Commit that fails, other than with idem.ErrStaleToken (the key has
-// another owner, or is settled), is followed by a release
-// (FailTransient) within what is left of ctx, as idem.Do releases its
-// key, so that the key is not left in flight until its lease lapses. That
+// The Commit is made again while it fails with idem.ErrUnavailable (a
+// connection dropped, a failover), within half of what is left of ctx
+// (see idem.CommitRetrying):
+// the handler's effect has happened, and a key released would let a
+// redelivery run it again. A Commit that fails for good, other than with
+// idem.ErrStaleToken (the key has another owner, or is settled), is
+// followed by a release (FailTransient) within what is left of ctx, as
+// idem.Do releases its key, so that the key is not left in flight until
+// its lease lapses. That
 // is safe even when the Commit was applied all the same (a lost reply, a
 // context that ended while the store wrote): a store rejects the release
 // of a settled reservation with idem.ErrStaleToken, changing nothing (see
@@ -225,7 +230,15 @@ func (c *storeClaim) Complete(ctx context.Context) error {
 	if err := c.end(); err != nil {
 		return c.releaseAfter(ctx, err)
 	}
-	err := c.s.Commit(ctx, c.key, c.lease, []byte("true"))
+	cctx := ctx
+	if end, ok := ctx.Deadline(); ok {
+		// Half of what is left for the Commit and its repeats, half for
+		// the release.
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(end)/2))
+		defer cancel()
+	}
+	err := idem.CommitRetrying(cctx, c.s, c.key, c.lease, []byte("true"))
 	if err == nil || errors.Is(err, idem.ErrStaleToken) || ctx.Err() != nil {
 		return err
 	}

@@ -44,8 +44,13 @@
 // than the Content-Length the handler set, or longer over HTTP/2 (the
 // client got them cut off, or with an error; over HTTP/1, net/http refuses
 // writes past the declared length, and a body written whole and then on
-// is recorded as declared, as the client got it), and handler panics (the
-// key is released and the panic goes on).
+// is recorded as declared, as the client got it), handler panics (the
+// key is released and the panic goes on), and a response the store could
+// not record: the Commit is made again while the store answers
+// idem.ErrUnavailable (a connection dropped, a failover), within
+// Config.StoreTimeout, and only a store still failing then leaves the
+// response unrecorded and the key released (lease mode; in transaction
+// mode the transaction rolls back).
 // A replay sends the recorded status, headers and body back with
 // Idempotent-Replayed: true and the body's Content-Length (for HEAD, the
 // one the handler declared), or, for a response with trailers, chunked

@@ -79,9 +79,10 @@
 // response, and its client reads as Internal), responses and error
 // statuses (a google.rpc.Status with its message and details) over
 // Config.MaxCapture, no message where the response type cannot be found,
-// outcomes whose Commit fails (the client
-// still gets them; the key is released, or if that fails too stays in
-// progress until its lease ends), and handler panics (the key is released
+// outcomes whose Commit fails for good (a Commit the store answers
+// idem.ErrUnavailable is made again within Config.StoreTimeout; the
+// client still gets the outcome; the key is released, or if that fails
+// too stays in progress until its lease ends), and handler panics (the key is released
 // and the panic goes on, to a recovery interceptor further out if there is
 // one).
 //
