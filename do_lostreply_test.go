@@ -130,3 +130,22 @@ func TestOutcomeRecordedAfterTheStoreFailedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureRecordedAfterALostReplyAsTheStoreKeepsIt: a FailPermanent
+// applied with its reply lost, whose error the store keeps changed (invalid
+// UTF-8 replaced, as every store that keeps JSON does), and whose repeat
+// the store answers ErrStaleToken, counts as recorded: the record is failed
+// under the lease's fence with the error as the store keeps it.
+func TestFailureRecordedAfterALostReplyAsTheStoreKeepsIt(t *testing.T) {
+	mem := newMem(t, nil)
+	s := &failingFirst{Store: mem, n: 1, applied: true}
+	k := testKey(t, "lost-reply-utf8")
+	declined := idem.Permanent("card.declined", errors.New("card declined: \xff"))
+	_, err := idem.Do(context.Background(), s, k, "req", func(context.Context) (int, error) { return 0, declined }, nil)
+	if !errors.Is(err, declined) || errors.Is(err, idem.ErrNotRecorded) {
+		t.Errorf("Do: %v; want fn's error alone", err)
+	}
+	if rec, gerr := mem.Get(context.Background(), k); gerr != nil || rec.Status != idem.StatusFailed || s.releases != 0 {
+		t.Errorf("record %+v, %v, %d releases; want failed, no release", rec, gerr, s.releases)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/idemgo/idem/internal/pgstorable"
 )
 
 // The retries of a settle call that records the outcome of work that has
@@ -76,9 +78,21 @@ func committed(result []byte) func(Record) bool {
 }
 
 // failedWith returns recordOutcome's test of a FailPermanent of e: the
-// record is failed with that error.
+// record is failed with that error, as a store keeps it (see keptAs).
 func failedWith(e StoredError) func(Record) bool {
-	return func(rec Record) bool { return rec.Status == StatusFailed && rec.Error != nil && *rec.Error == e }
+	want := keptAs(e)
+	return func(rec Record) bool {
+		return rec.Status == StatusFailed && rec.Error != nil && keptAs(*rec.Error) == want
+	}
+}
+
+// keptAs returns e with what a store may replace in keeping it replaced:
+// each byte that is not part of valid UTF-8 (every store that keeps it as
+// JSON, as encoding/json does) and each NUL character (pgstore, as jsonb
+// has none) becomes U+FFFD. Two errors a store keeps alike compare equal.
+func keptAs(e StoredError) StoredError {
+	clean := pgstorable.CleanText
+	return StoredError{Class: clean(e.Class), Message: clean(e.Message), Cause: clean(e.Cause)}
 }
 
 // CommitRetrying commits result as the outcome of the reservation held by
