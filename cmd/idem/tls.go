@@ -14,15 +14,19 @@ import (
 // so that a certificate renewed in place (by an ACME client, or a mounted
 // secret updated) is served to the next connections without a restart.
 // A pair that changed but does not load (one file written, the other not
-// yet) is logged once, and the certificate read before is served until it
-// does.
+// yet) is logged once for each version of the files, and the certificate
+// read before is served until it does: while the files differ from the
+// pair last loaded, each look reads them again, since a rewrite need not
+// change a file's stamp (a coarse clock, a file made readable).
 type servedCert struct {
 	certFile, keyFile string
 	logger            *log.Logger
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
-	read    [2]fileStamp // of certFile and keyFile when last read
+	loaded  [2]fileStamp // of certFile and keyFile when cert was read
+	failing bool         // a read failed since cert was read
+	failed  [2]fileStamp // of the two when that read failed, as logged
 	checked time.Time    // when the files were last looked at
 }
 
@@ -40,7 +44,7 @@ const certCheckEvery = time.Second
 // loadServedCert reads the certificate and key at start-up; an error
 // names the flags.
 func loadServedCert(certFile, keyFile string, logger *log.Logger) (*servedCert, error) {
-	c := &servedCert{certFile: certFile, keyFile: keyFile, logger: logger, read: stampsOf(certFile, keyFile)}
+	c := &servedCert{certFile: certFile, keyFile: keyFile, logger: logger, loaded: stampsOf(certFile, keyFile)}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", certFile, keyFile, err)
@@ -67,12 +71,14 @@ func (c *servedCert) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, err
 	defer c.mu.Unlock()
 	if now := time.Now(); now.Sub(c.checked) >= certCheckEvery {
 		c.checked = now
-		if s := stampsOf(c.certFile, c.keyFile); s != c.read {
-			c.read = s
+		if s := stampsOf(c.certFile, c.keyFile); s != c.loaded {
 			if cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile); err != nil {
-				c.logger.Printf("--tls-cert %s, --tls-key %s changed but do not load: %v; still serving the certificate read before", c.certFile, c.keyFile, err)
+				if !c.failing || s != c.failed {
+					c.failing, c.failed = true, s
+					c.logger.Printf("--tls-cert %s, --tls-key %s changed but do not load: %v; still serving the certificate read before", c.certFile, c.keyFile, err)
+				}
 			} else {
-				c.cert = &cert
+				c.cert, c.loaded, c.failing = &cert, s, false
 				c.logger.Printf("--tls-cert %s: serving the certificate read again after it changed", c.certFile)
 			}
 		}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// certPairPEM makes a self-signed certificate of serial and its key, PEM.
+func certPairPEM(t *testing.T, serial int64) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+}
+
+// TestServedCertLoadsAPairThatFailedOnceWhenItLoads: a changed pair that
+// did not load when looked at (the certificate written, its key not yet)
+// is read again at the next look even when neither file's modification
+// time or size tells the key's rewrite apart (a file system whose clock
+// ticks coarser than the two writes): the renewed certificate is served
+// once it loads, not the old one until the files change again.
+func TestServedCertLoadsAPairThatFailedOnceWhenItLoads(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	write := func(name string, b []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := time.Now().Truncate(time.Second)
+	certA, keyA := certPairPEM(t, 1)
+	write(certFile, certA, tick)
+	write(keyFile, keyA, tick)
+	c, err := loadServedCert(certFile, keyFile, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	look := func() int64 {
+		t.Helper()
+		c.mu.Lock()
+		c.checked = time.Time{} // the next handshake looks at the files
+		c.mu.Unlock()
+		cert, err := c.getCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.SerialNumber.Int64()
+	}
+	certB, keyB := certPairPEM(t, 2)
+	if len(keyB) != len(keyA) {
+		t.Fatalf("keys of %d and %d bytes; the test needs them alike", len(keyA), len(keyB))
+	}
+	write(certFile, certB, tick.Add(time.Second)) // the key not yet written
+	if got := look(); got != 1 {
+		t.Fatalf("serving serial %d while the key is the old one; want 1", got)
+	}
+	write(keyFile, keyB, tick) // the same size and, on a coarse clock, time
+	if got := look(); got != 2 {
+		t.Errorf("serving serial %d once the renewed pair loads; want 2", got)
+	}
+}
