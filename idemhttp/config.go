@@ -193,7 +193,9 @@ type Config struct {
 	// the middleware's own: configure timeouts on the store's client (pgx
 	// connect and statement timeouts, go-redis read and write timeouts),
 	// which also apply. The calls are never cancelled by the client going
-	// away.
+	// away. A Commit the store answers idem.ErrUnavailable is made again
+	// (see idem.CommitRetrying) within StoreTimeout, or for 10 seconds
+	// when it is not set.
 	StoreTimeout time.Duration
 	// BodyTimeout, when positive, bounds the time to receive the body of a
 	// protected request with a key, which the middleware reads whole

@@ -80,7 +80,8 @@
 // statuses (a google.rpc.Status with its message and details) over
 // Config.MaxCapture, no message where the response type cannot be found,
 // outcomes whose Commit fails for good (a Commit the store answers
-// idem.ErrUnavailable is made again within Config.StoreTimeout; the
+// idem.ErrUnavailable is made again within Config.StoreTimeout, 10
+// seconds when it is not set; the
 // client still gets the outcome; the key is released, or if that fails
 // too stays in progress until its lease ends), and handler panics (the key is released
 // and the panic goes on, to a recovery interceptor further out if there is
