@@ -160,7 +160,9 @@ type Config struct {
 	// Retention is how long records are kept. Defaults to the store's.
 	Retention time.Duration
 	// Lease is how long a request owns its key before a retry may take it
-	// over; it is extended while the handler runs. Defaults to the store's.
+	// over; it is extended while the handler runs, not while the response
+	// is recorded: keep it longer than StoreTimeout, within which a Commit
+	// is made again through a store outage. Defaults to the store's.
 	Lease time.Duration
 	// FailOpen passes requests through unprotected when the store fails.
 	// Defaults to false: fail closed with 503. New refuses it with BeginTx:

@@ -53,7 +53,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs.DurationVar(&f.ttl, "ttl", 24*time.Hour, "how long responses are kept and replayed; at least --lease (a record outlives its lease, so a shorter --ttl is refused)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a request owns its key before a retry may take over")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the upstream may take to answer: its response header, and the body of a response recorded (streams and upgrades passing through are not cut)")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", 10*time.Second, "bound on each store call; a response's recording is tried again through a store outage for this long (keep --lease longer)")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "how long the body of a protected request with a key may take to arrive, read whole before it is forwarded: 408 beyond, the request not forwarded (0: no bound; requests without a key are passed on as they come)")
 	fs.DurationVar(&f.purgeEvery, "purge-interval", 10*time.Minute, "how often expired records are deleted (0: never)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "how long in-flight requests, upgraded connections (WebSocket) included, may finish after SIGTERM, SIGINT or SIGHUP, or after the --listen listener fails; upgraded connections still open then are closed, and their keys released (a second signal stops at once)")
@@ -117,6 +117,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 
 	logger := log.New(stderr, "idem proxy: ", log.LstdFlags|log.Lmsgprefix)
+	if f.lease <= f.storeTimeout {
+		// A response's Commit is made again through a store outage for up
+		// to --store-timeout, with no heartbeat: a lease that lapses
+		// first lets a retry take the key over and run again.
+		logger.Printf("warning: --lease %s is not longer than --store-timeout %s: a response whose recording waits out a store outage may lose its key to a retry, which then runs again; give --lease more than --store-timeout", f.lease, f.storeTimeout)
+	}
 	var cert *servedCert
 	if f.tlsCert != "" {
 		if cert, err = loadServedCert(f.tlsCert, f.tlsKey, logger); err != nil {
