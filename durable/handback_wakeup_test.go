@@ -13,8 +13,8 @@ import (
 // the engines serving the queues in which rows of that key wait, as a
 // step's end does: a claim still buffered when the engine stops (drain),
 // and a step interrupted by the engine's hard stop that then fails. The
-// row waiting on the key, in a queue that only an engine polling hourly
-// serves, runs at once.
+// rows waiting on the key, in a queue that only an engine polling hourly
+// serves, run at once (see waitOnKey).
 func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"drain", "hard-stop"} {
@@ -35,12 +35,8 @@ func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 					},
 				},
 			})
-			waiter := mustFSM(t, durable.FSMConfig[struct{}]{
-				Name: "waiter", Initial: "a", Queue: "waiters",
-				Steps: map[string]durable.StepFunc[struct{}]{
-					"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
-				},
-			})
+			proceed := make(chan struct{})
+			waiter := heldWaiter(t, proceed)
 			cfg := fast(holder, waiter)
 			// One worker and one buffered claim: with "drain", a row with
 			// no key runs and the keyed one waits in the buffer.
@@ -52,11 +48,7 @@ func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 			keyed := b.insert(t, holder.With(struct{}{}), &durable.InsertOpts{CorrelationKey: "keyed", ConcurrencyKey: "k"})
 			startClient(t, b.client)
 			b.waitStatus(t, keyed, durable.StatusExecuting) // claimed: buffered, or running
-			waiterID := b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"})
-			idleEngine(t, b, cfg, "waiters")
-			if in := b.get(t, waiterID); in.Status != durable.StatusRunnable {
-				t.Fatalf("the waiter is %s while the keyed holder is claimed; want runnable", in.Status)
-			}
+			waiterIDs := waitOnKey(t, b, cfg, waiter, proceed)
 			hints := listenForHints(t, b)
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if how == "hard-stop" {
@@ -66,7 +58,7 @@ func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 			stopped := make(chan error, 1)
 			go func() { stopped <- b.client.Stop(stopCtx) }()
 			hints.wait(t, "waiters", "the slot the handed-back claim freed")
-			b.waitStatus(t, waiterID, durable.StatusDone)
+			waitersDone(t, b, waiterIDs, proceed)
 			close(release) // with "drain", the running step returns: Stop ends
 			if err := <-stopped; how == "drain" && err != nil {
 				t.Fatalf("Stop: %v", err)
@@ -82,8 +74,8 @@ func TestHandedBackClaimWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 // could extend it), and which its engine therefore hands back instead of
 // running it, frees its concurrency key's slot and wakes the engines
 // serving the queues in which rows of that key wait, as a step's end
-// does. The row waiting on the key is in a queue that only an engine
-// polling hourly serves; the handed-back row, claimed again, holds its
+// does. The rows waiting on the key are in a queue that only an engine
+// polling hourly serves (see waitOnKey); the handed-back row, claimed again, holds its
 // step until the test lets it go, so that no commit sends the hint in its
 // stead.
 func TestClaimHandedBackAfterItsLeaseLapsedWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
@@ -102,12 +94,8 @@ func TestClaimHandedBackAfterItsLeaseLapsedWakesTheEnginesWhereItsKeyWaits(t *te
 			},
 		},
 	})
-	waiter := mustFSM(t, durable.FSMConfig[struct{}]{
-		Name: "waiter", Initial: "a", Queue: "waiters",
-		Steps: map[string]durable.StepFunc[struct{}]{
-			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
-		},
-	})
+	proceed := make(chan struct{})
+	waiter := heldWaiter(t, proceed)
 	b := setup(t, nil)
 	first := b.insert(t, holder.With("first"), nil)
 	keyed := b.insert(t, holder.With("keyed"), &durable.InsertOpts{ConcurrencyKey: "k"})
@@ -124,18 +112,14 @@ func TestClaimHandedBackAfterItsLeaseLapsedWakesTheEnginesWhereItsKeyWaits(t *te
 	closeAtCleanup(t, done)
 	<-started
 	b.waitStatus(t, keyed, durable.StatusExecuting) // buffered
-	waiterID := b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"})
-	idleEngine(t, b, cfg, "waiters")
-	if in := b.get(t, waiterID); in.Status != durable.StatusRunnable {
-		t.Fatalf("the waiter is %s while the keyed instance is claimed; want runnable", in.Status)
-	}
+	waiterIDs := waitOnKey(t, b, cfg, waiter, proceed)
 	hints := listenForHints(t, b)
 	hang.on.Store(true) // the buffered claim's lease lapses within LeaseTTL
 
 	hints.wait(t, "waiters", "the slot freed by the claim handed back once its lease lapsed in the buffer")
 	hang.lift()
 	close(release)
-	b.waitStatus(t, waiterID, durable.StatusDone)
+	waitersDone(t, b, waiterIDs, proceed)
 	if in := b.waitStatus(t, keyed, durable.StatusDone); in.Attempt != 1 {
 		t.Errorf("the keyed instance is done at attempt %d; want 1: its lapsed claim handed back, not reaped", in.Attempt)
 	}

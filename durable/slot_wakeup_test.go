@@ -67,9 +67,9 @@ func TestFreedSlotWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 }
 
 // keyedPair returns a holder FSM in queue "holders", whose step blocks on
-// release and then ends, and a waiter FSM in queue "waiters", whose step
-// ends at once.
-func keyedPair(t *testing.T, release chan struct{}) (holder, waiter *durable.FSM[struct{}]) {
+// release and then ends, and a waiter FSM (heldWaiter) whose steps end
+// once proceed is closed.
+func keyedPair(t *testing.T, release, proceed chan struct{}) (holder, waiter *durable.FSM[struct{}]) {
 	t.Helper()
 	holder = mustFSM(t, durable.FSMConfig[struct{}]{
 		Name: "holder", Initial: "a", Queue: "holders",
@@ -80,13 +80,61 @@ func keyedPair(t *testing.T, release chan struct{}) (holder, waiter *durable.FSM
 			},
 		},
 	})
-	waiter = mustFSM(t, durable.FSMConfig[struct{}]{
+	return holder, heldWaiter(t, proceed)
+}
+
+// heldWaiter returns the FSM "waiter", in queue "waiters", whose step
+// holds its concurrency slot until proceed is closed, and then ends.
+func heldWaiter(t *testing.T, proceed chan struct{}) *durable.FSM[struct{}] {
+	t.Helper()
+	return mustFSM(t, durable.FSMConfig[struct{}]{
 		Name: "waiter", Initial: "a", Queue: "waiters",
 		Steps: map[string]durable.StepFunc[struct{}]{
-			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) { return durable.Done(nil), nil },
+			"a": func(context.Context, *durable.Step[struct{}]) (durable.Outcome, error) {
+				<-proceed
+				return durable.Done(nil), nil
+			},
 		},
 	})
-	return holder, waiter
+}
+
+// waitOnKey inserts two rows of waiter (heldWaiter) with the concurrency
+// key "k", whose one slot a holder holds, and starts an engine serving
+// their queue that polls hourly (idleEngine); it returns their ids once
+// that engine's first pick has found the key full.
+//
+// The idle engine may pick once more at any moment, its listener's first
+// poke coming late on a loaded machine: it may take the first waiter the
+// moment a slot freed outside a commit is visible, before the engine that
+// freed it looks up the rows of the key that wait (wakeFreed). The second
+// waiter, barred by the first's slot, still waits then, and the waiters'
+// steps hold that slot until proceed is closed, so that no waiter's commit
+// sends a hint in the look-up's stead: a hint naming "waiters" comes from
+// that look-up, however the idle engine's picks fall.
+func waitOnKey(t *testing.T, b *testBundle, cfg *durable.Config, waiter *durable.FSM[struct{}], proceed chan struct{}) []int64 {
+	t.Helper()
+	ids := []int64{
+		b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"}),
+		b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"}),
+	}
+	idleEngine(t, b, cfg, "waiters")
+	closeAtCleanup(t, proceed) // before the idle engine's Stop
+	for _, id := range ids {
+		if in := b.get(t, id); in.Status != durable.StatusRunnable {
+			t.Fatalf("waiter %d is %s while the holder holds the slot; want runnable", id, in.Status)
+		}
+	}
+	return ids
+}
+
+// waitersDone lets the waiters' steps end and waits until both are done:
+// each one's end frees the slot for the other.
+func waitersDone(t *testing.T, b *testBundle, ids []int64, proceed chan struct{}) {
+	t.Helper()
+	close(proceed)
+	for _, id := range ids {
+		b.waitStatus(t, id, durable.StatusDone)
+	}
 }
 
 // A slot freed behind a step's back wakes the engines serving the queues
@@ -100,9 +148,9 @@ func TestSlotFreedOutsideACommitWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 	for _, how := range []string{"cancelled-step-returns", "reaped-cancelled", "reaped", "failed-reaped"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			release := make(chan struct{})
+			release, proceed := make(chan struct{}), make(chan struct{})
 			closeAtCleanup(t, release)
-			holder, waiter := keyedPair(t, release)
+			holder, waiter := keyedPair(t, release, proceed)
 			cfg := fast(holder, waiter)
 			cfg.ReaperInterval = 20 * time.Millisecond
 			cfg.Queues = map[string]durable.QueueConfig{"holders": {Concurrency: 1}}
@@ -130,11 +178,7 @@ func TestSlotFreedOutsideACommitWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 				b.exec(t, `UPDATE durable_instance SET status = $2, lease_owner = 'dead',
 					lease_expires_at = now() - interval '1 second', claims = claims + 1 WHERE id = $1`, holderID, status)
 			}
-			waiterID := b.insert(t, waiter.With(struct{}{}), &durable.InsertOpts{ConcurrencyKey: "k"})
-			idleEngine(t, b, cfg, "waiters")
-			if in := b.get(t, waiterID); in.Status != durable.StatusRunnable {
-				t.Fatalf("the waiter is %s while the holder holds the slot; want runnable", in.Status)
-			}
+			waiterIDs := waitOnKey(t, b, cfg, waiter, proceed)
 			hints := listenForHints(t, b)
 			if how == "cancelled-step-returns" {
 				close(release)
@@ -142,7 +186,7 @@ func TestSlotFreedOutsideACommitWakesTheEnginesWhereItsKeyWaits(t *testing.T) {
 				startClient(t, b.client) // its reaper frees the slot
 			}
 			hints.wait(t, "waiters", "the slot freed")
-			b.waitStatus(t, waiterID, durable.StatusDone)
+			waitersDone(t, b, waiterIDs, proceed)
 			if want := map[string]durable.Status{"reaped": durable.StatusRunnable, "failed-reaped": durable.StatusFailed}[how]; want != "" {
 				if in := b.get(t, holderID); in.Status != want {
 					t.Fatalf("the holder is %s, want %s", in.Status, want)
