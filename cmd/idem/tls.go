@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,12 +23,16 @@ type servedCert struct {
 	certFile, keyFile string
 	logger            *log.Logger
 
-	mu      sync.Mutex
-	cert    *tls.Certificate
+	cert    atomic.Pointer[tls.Certificate]
+	checked atomic.Int64 // when the files were last looked at, Unix nanoseconds
+
+	// looking is held by the handshake that looks at the files, which
+	// the others do not wait for (a file on a hung mount stalls that one
+	// handshake alone); it guards the fields below.
+	looking sync.Mutex
 	loaded  [2]fileStamp // of certFile and keyFile when cert was read
 	failing bool         // a read failed since cert was read
 	failed  [2]fileStamp // of the two when that read failed, as logged
-	checked time.Time    // when the files were last looked at
 }
 
 // fileStamp tells a file's versions apart: a file rewritten changes its
@@ -49,7 +54,8 @@ func loadServedCert(certFile, keyFile string, logger *log.Logger) (*servedCert, 
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", certFile, keyFile, err)
 	}
-	c.cert, c.checked = &cert, time.Now()
+	c.cert.Store(&cert)
+	c.checked.Store(time.Now().UnixNano())
 	return c, nil
 }
 
@@ -67,23 +73,35 @@ func stampsOf(certFile, keyFile string) [2]fileStamp {
 
 // getCertificate is the server's tls.Config.GetCertificate.
 func (c *servedCert) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.checked) >= certCheckEvery {
-		c.checked = now
-		if s := stampsOf(c.certFile, c.keyFile); s != c.loaded {
-			if cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile); err != nil {
-				if !c.failing || s != c.failed {
-					c.failing, c.failed = true, s
-					c.logger.Printf("--tls-cert %s, --tls-key %s changed but do not load: %v; still serving the certificate read before", c.certFile, c.keyFile, err)
-				}
-			} else {
-				c.cert, c.loaded, c.failing = &cert, s, false
-				c.logger.Printf("--tls-cert %s: serving the certificate read again after it changed", c.certFile)
-			}
-		}
+	if time.Now().UnixNano()-c.checked.Load() >= int64(certCheckEvery) && c.looking.TryLock() {
+		c.look()
+		c.looking.Unlock()
 	}
-	return c.cert, nil
+	return c.cert.Load(), nil
+}
+
+// look reads the files again if they changed, with c.looking held.
+func (c *servedCert) look() {
+	now := time.Now()
+	if now.UnixNano()-c.checked.Load() < int64(certCheckEvery) {
+		return // another handshake has just looked
+	}
+	c.checked.Store(now.UnixNano())
+	s := stampsOf(c.certFile, c.keyFile)
+	if s == c.loaded {
+		return
+	}
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		if !c.failing || s != c.failed {
+			c.failing, c.failed = true, s
+			c.logger.Printf("--tls-cert %s, --tls-key %s changed but do not load: %v; still serving the certificate read before", c.certFile, c.keyFile, err)
+		}
+		return
+	}
+	c.cert.Store(&cert)
+	c.loaded, c.failing = s, false
+	c.logger.Printf("--tls-cert %s: serving the certificate read again after it changed", c.certFile)
 }
 
 // config is the server's TLS configuration: TLS 1.2 or later, HTTP/2

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -64,9 +65,7 @@ func TestServedCertLoadsAPairThatFailedOnceWhenItLoads(t *testing.T) {
 	}
 	look := func() int64 {
 		t.Helper()
-		c.mu.Lock()
-		c.checked = time.Time{} // the next handshake looks at the files
-		c.mu.Unlock()
+		c.checked.Store(0) // the next handshake looks at the files
 		cert, err := c.getCertificate(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -88,5 +87,40 @@ func TestServedCertLoadsAPairThatFailedOnceWhenItLoads(t *testing.T) {
 	write(keyFile, keyB, tick) // the same size and, on a coarse clock, time
 	if got := look(); got != 2 {
 		t.Errorf("serving serial %d once the renewed pair loads; want 2", got)
+	}
+}
+
+// TestServedCertHandshakesDoNotWaitForALook: while one handshake looks at
+// the certificate's files (stalled on a hung mount, say), the others are
+// served the certificate read before without waiting for it.
+func TestServedCertHandshakesDoNotWaitForALook(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	certA, keyA := certPairPEM(t, 1)
+	if err := os.WriteFile(certFile, certA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadServedCert(certFile, keyFile, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.looking.Lock() // a look under way that does not end
+	defer c.looking.Unlock()
+	c.checked.Store(0)
+	done := make(chan *tls.Certificate)
+	go func() {
+		cert, _ := c.getCertificate(nil)
+		done <- cert
+	}()
+	select {
+	case cert := <-done:
+		if cert != c.cert.Load() {
+			t.Error("a handshake during a look got another certificate than the one read before")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a handshake waited for another's look at the files")
 	}
 }
