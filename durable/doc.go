@@ -71,7 +71,11 @@
 // The engine commits the outcome and the new state in one transaction before
 // anything else happens to the instance. Execution is therefore
 // at-least-once per step: a step whose engine dies, or loses its lease,
-// before the commit runs again from the last committed state. Steps must be
+// before the commit runs again from the last committed state. A commit that
+// fails because the connection or the server failed (a dropped connection,
+// a failover, a restarting server) is made again, at most half a second
+// apart, while the lease lasts (the heartbeat extends it meanwhile); a
+// commit applied whose reply was lost counts as committed. Steps must be
 // idempotent. For effects outside this database (an HTTP call, a payment),
 // derive a key from the instance id and step with idem.Minter and run the
 // effect through idem.Do, so that a repeated step replays the recorded

@@ -336,7 +336,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	}
 
 	cctx, ccancel := e.commitContext(c)
-	res, err := commit(cctx, e.c.pool, e.owner, c, r)
+	res, err := e.commitOutcome(cctx, c, r)
 	ccancel()
 	if err == nil {
 		e.committed(res.ended, res.wake)
@@ -346,7 +346,7 @@ func (e *engine) runClaim(q *queue, c *claimed) {
 	attrs := []any{slog.Int64("id", c.id), slog.String("fsm", c.fsm), slog.String("step", c.step), slog.Int("attempt", c.attempt)}
 	switch {
 	case err != nil:
-		cfg.Logger.Error("durable: outcome commit failed; the lease will expire and the step run again",
+		cfg.Logger.Error("durable: outcome commit failed while the lease lasted; the lease will expire and the step run again",
 			append(attrs, slog.String("outcome", r.outcome.String()), slog.Any("error", err))...)
 	case !res.committed:
 		cfg.Logger.Warn("durable: outcome not committed: the lease was lost",

@@ -1,0 +1,136 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The repeats of an outcome commit that failed for want of the database:
+// the first after commitRetryFirst, each next one after twice the wait
+// before it, at most commitRetryLongest.
+const (
+	commitRetryFirst   = 10 * time.Millisecond
+	commitRetryLongest = 500 * time.Millisecond
+)
+
+// claimHeldSQL counts the row $1 if engine $2 still holds its lease under
+// the claim count $3: after a commit under that claim was fenced off,
+// the row was cancelled while the step ran (Cancel keeps an executing
+// row's lease), as no commit under the claim can have been applied (a
+// commit clears the lease, and a later claim counts up). It does not
+// lock.
+const claimHeldSQL = `SELECT count(*) FROM durable_instance WHERE id = $1 AND lease_owner = $2 AND claims = $3`
+
+// commitOutcome commits r, the outcome of the step c ran, as commit does,
+// and makes the commit again while it fails because the connection or
+// the server failed (see connectionFailed), after 10 ms, then twice as
+// long each time, at most 500 ms: until it succeeds, fails otherwise, or
+// ctx ends (commitContext ends it once c's lease may have expired, the
+// heartbeat extending the lease meanwhile). The step's effect has
+// happened: an outcome not committed leaves the row to the reaper and the
+// step to run again. A commit is safe to make again under the same fence:
+// once one is applied, the others match no row.
+//
+// A commit applied whose reply was lost makes the repeat fenced off. A
+// repeat fenced off after a failed attempt is therefore told apart from a
+// lost lease by reading the row (claimHeldSQL): within the lease, the
+// claim is lost only to a cancel, which leaves the row's lease to the
+// claim; any other row moved on under this commit. The commit then counts
+// as committed, its result told by the outcome alone (see
+// appliedResult). When that cannot be told, the row's lease having
+// perhaps expired before the read (the reaper may then have taken it), it
+// counts as fenced off, as a commit fenced at once does.
+func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (commitResult, error) {
+	res, err := commit(ctx, e.c.pool, e.owner, c, r)
+	if err == nil || !connectionFailed(ctx, err) {
+		return res, err
+	}
+	e.c.cfg.Logger.Warn("durable: outcome commit failed; trying again while the lease lasts",
+		slog.Int64("id", c.id), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("error", err))
+	t := time.NewTimer(commitRetryFirst)
+	defer t.Stop()
+	for wait := commitRetryFirst; ; {
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-t.C:
+		}
+		res, err = commit(ctx, e.c.pool, e.owner, c, r)
+		if err == nil && !res.committed {
+			var held int
+			if err = e.c.pool.QueryRow(ctx, claimHeldSQL, c.id, e.owner, c.claims).Scan(&held); err == nil {
+				if held == 0 && c.leaseLeft() > 0 {
+					return appliedResult(c, r), nil
+				}
+				return res, nil
+			}
+			if !connectionFailed(ctx, err) {
+				return res, nil // fenced off, as far as can be told
+			}
+		}
+		if err == nil || !connectionFailed(ctx, err) {
+			return res, err
+		}
+		wait = min(2*wait, commitRetryLongest)
+		t.Reset(wait)
+	}
+}
+
+// appliedResult is the result of the commit of r, the outcome of the step
+// c ran, that was applied though its reply was lost, as far as the
+// outcome tells it: the row's own moves (runnable, later, parked, ended),
+// not the other rows it woke or ended (a Cancel's descendants), whose
+// Waits and pickers learn of them by polling or by the wake-up hints the
+// commit sent.
+func appliedResult(c *claimed, r ranStep) commitResult {
+	o := r.outcome
+	res := commitResult{committed: true}
+	switch o.kind {
+	case KindNext, KindChildren:
+		res.runnable = true // a poke, at worst needless
+	case KindRetry:
+		res.runnable, res.later = o.delay == 0, o.delay
+	case KindAwait:
+		res.parkedFor = o.timeout
+	case KindDone, KindStop, KindCancel:
+		res.ended = []int64{c.id}
+	}
+	return res
+}
+
+// connectionFailed reports whether err, from a statement run under ctx
+// that has not ended, says that the connection to the server, or the
+// server, failed, rather than the statement: the same statement may
+// succeed on another connection, or once the server is back. So do the
+// errors that come before anything is sent (pgconn.SafeToRetry), those
+// of the network and of connecting, a connection closed under the
+// statement, and the server's errors of classes 08 (connection
+// exception), 53 (insufficient resources), 57 (operator intervention:
+// an administrator's shutdown or termination, a server starting or
+// crashed) and 58 (system error). Not so a value the server refuses, a
+// constraint, a missing table, nor any other error the server reports.
+func connectionFailed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:min(2, len(pe.Code))] {
+		case "08", "53", "57", "58":
+			return true
+		}
+		return false
+	}
+	var (
+		ne net.Error
+		ce *pgconn.ConnectError
+	)
+	return pgconn.SafeToRetry(err) || errors.As(err, &ne) || errors.As(err, &ce) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed)
+}
