@@ -251,7 +251,7 @@ func settleFresh[Req, Res any](ctx context.Context, t *Typed[Req, Res], key Key,
 			return err
 		}
 		se := ErrorOf(err)
-		if serr := recordOutcome(sctx, t.store, key, lease, func(ctx context.Context) error { return t.store.FailPermanent(ctx, key, lease, se) }, failedWith(se)); serr != nil {
+		if serr := recordOutcome(sctx, t.store, key, lease, func(ctx context.Context) error { return t.store.FailPermanent(ctx, key, lease, se) }, failedWith(se), nil); serr != nil {
 			if !errors.Is(serr, ErrStaleToken) {
 				release() // not recorded, and the key not another owner's
 			}

@@ -121,11 +121,23 @@ func TestOutcomeRecordedAfterTheStoreFailedOnce(t *testing.T) {
 			if err != nil || o.Kind != idem.Fresh {
 				t.Fatal(o, err)
 			}
-			owner := idem.Owner{Store: s, Key: k, Lease: o.Lease}
+			told := 0
+			owner := idem.Owner{Store: s, Key: k, Lease: o.Lease, OnCommitRetry: func() { told++ }}
 			owner.Run(context.Background(), func(context.Context) ([]byte, bool) { return []byte(`{"ok":true}`), true })
 			rec, gerr := mem.Get(context.Background(), k)
-			if owner.Err != nil || !owner.Recorded || gerr != nil || rec.Status != idem.StatusCommitted || s.releases != 0 {
-				t.Errorf("Owner.Run: Err %v, Recorded %v; record %+v, %v; %d releases; want recorded, no release", owner.Err, owner.Recorded, rec, gerr, s.releases)
+			if owner.Err != nil || !owner.Recorded || gerr != nil || rec.Status != idem.StatusCommitted || s.releases != 0 || told != 1 {
+				t.Errorf("Owner.Run: Err %v, Recorded %v; record %+v, %v; %d releases, OnCommitRetry called %d times; want recorded, no release, called once", owner.Err, owner.Recorded, rec, gerr, s.releases, told)
+			}
+			// A Commit that succeeds at once is not retried.
+			k2 := testKey(t, "owner-healthy")
+			o2, err := mem.Begin(context.Background(), k2, idem.Request{Fingerprint: idem.FingerprintBytes([]byte("r"))}, nil)
+			if err != nil || o2.Kind != idem.Fresh {
+				t.Fatal(o2, err)
+			}
+			healthy := idem.Owner{Store: mem, Key: k2, Lease: o2.Lease, OnCommitRetry: func() { told++ }}
+			healthy.Run(context.Background(), func(context.Context) ([]byte, bool) { return []byte(`{"ok":true}`), true })
+			if !healthy.Recorded || told != 1 {
+				t.Errorf("healthy Owner.Run: Recorded %v, OnCommitRetry called %d times in all; want recorded, not called", healthy.Recorded, told)
 			}
 		})
 	}

@@ -27,6 +27,12 @@ type Owner struct {
 	SettleTimeout time.Duration
 	// Timed makes Run measure SettleTime.
 	Timed bool
+	// OnCommitRetry, when set, is called once, on Run's goroutine, before
+	// a Commit that failed with ErrUnavailable is made again (see Run):
+	// what work returned is not recorded yet, and may take a while to be.
+	// A caller holding work's answer back until it is recorded may deliver
+	// it then; idemhttp sends the response to the client.
+	OnCommitRetry func()
 
 	// Recorded reports that the result was committed.
 	Recorded bool
@@ -148,7 +154,7 @@ func (o *Owner) settle(ctx context.Context, result []byte, record bool, pe *Pani
 		return
 	}
 	sctx, scancel, start := o.settleCtx(ctx)
-	err := CommitRetrying(sctx, o.Store, o.Key, o.Lease, result)
+	err := commitRetrying(sctx, o.Store, o.Key, o.Lease, result, o.OnCommitRetry)
 	o.settled(scancel, start)
 	if err != nil {
 		o.Err = err

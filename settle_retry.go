@@ -36,13 +36,17 @@ const (
 // lease's fence as recorded says (the outcome given), the call counts as
 // having succeeded. A store bound to a transaction is called once: a
 // failed statement ends the transaction, and the caller's writes with it.
-func recordOutcome(ctx context.Context, s Store, key Key, lease Lease, call func(context.Context) error, recorded func(Record) bool) error {
+// beforeRepeat, when not nil, is called once, before the first repeat.
+func recordOutcome(ctx context.Context, s Store, key Key, lease Lease, call func(context.Context) error, recorded func(Record) bool, beforeRepeat func()) error {
 	err := call(ctx)
 	if err == nil || !errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	if tb, ok := s.(TxBound); ok && tb.TxBound() {
 		return err
+	}
+	if beforeRepeat != nil {
+		beforeRepeat()
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -110,5 +114,11 @@ func keptAs(e StoredError) StoredError {
 // transaction (TxBound) is called once: a failed statement ends the
 // transaction. The error is the last call's. Do and Owner.Run commit so.
 func CommitRetrying(ctx context.Context, s Store, key Key, lease Lease, result []byte) error {
-	return recordOutcome(ctx, s, key, lease, func(ctx context.Context) error { return s.Commit(ctx, key, lease, result) }, committed(result))
+	return commitRetrying(ctx, s, key, lease, result, nil)
+}
+
+// commitRetrying is CommitRetrying, calling beforeRepeat (when not nil)
+// once, before the first repeat.
+func commitRetrying(ctx context.Context, s Store, key Key, lease Lease, result []byte, beforeRepeat func()) error {
+	return recordOutcome(ctx, s, key, lease, func(ctx context.Context) error { return s.Commit(ctx, key, lease, result) }, committed(result), beforeRepeat)
 }

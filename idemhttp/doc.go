@@ -48,8 +48,9 @@
 // key is released and the panic goes on), and a response the store could
 // not record: the Commit is made again while the store answers
 // idem.ErrUnavailable (a connection dropped, a failover), within
-// Config.StoreTimeout (10 seconds when it is not set), and only a store
-// still failing then leaves the
+// Config.StoreTimeout (10 seconds when it is not set; meanwhile a
+// response of declared Content-Length, as NewProxy relays, is sent to
+// the client at once), and only a store still failing then leaves the
 // response unrecorded and the key released (lease mode; in transaction
 // mode the transaction rolls back).
 // A replay sends the recorded status, headers and body back with

@@ -419,7 +419,8 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	cw.outside()
 	// What a panic in the handler leaves: the key released.
 	x.ev.Outcome = OutcomeReleased
-	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed}
+	o := idem.Owner{Store: x.m.cfg.Store, Key: key, Lease: lease, SettleTimeout: x.m.cfg.StoreTimeout, Timed: x.m.timed,
+		OnCommitRetry: x.sendHeld}
 	defer func() { // also when the handler panicked
 		x.ev.StoreTime += o.SettleTime
 		if x.ev.Err == nil {
@@ -444,6 +445,20 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 	})
 	if o.Recorded {
 		x.ev.Outcome = OutcomeExecuted
+	}
+}
+
+// sendHeld sends the client what net/http still holds of the response,
+// which the handler has written whole, while its Commit is made again
+// through a store outage, so that the client need not wait for the record
+// (a response relayed by NewProxy, say, with its upstream's
+// Content-Length). Over HTTP/1 only a response whose end the client can
+// tell without the connection's next bytes is sent so (a declared
+// Content-Length, no body): one of undeclared length would be sent
+// chunked, its last chunk still held.
+func (x *exchange) sendHeld() {
+	if cw := &x.cw; !cw.h1 || cw.unchunked || cw.head || !bodyAllowed(cw.status) {
+		_ = http.NewResponseController(cw.w).Flush()
 	}
 }
 

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,9 +10,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/pgtest"
+	"github.com/idemgo/idem/store/memstore"
 	"github.com/idemgo/idem/store/pgstore"
 )
 
@@ -59,5 +63,95 @@ func TestResponseRecordedAfterTheStoresConnectionDropped(t *testing.T) {
 				t.Errorf("retry: %d %s, replayed %q, handler ran %d times; want the first response replayed, one run", code, body, replayed, runs.Load())
 			}
 		})
+	}
+}
+
+// gatedCommit is a store whose Commit fails as an unreachable store's does
+// until open is closed; it counts its Commit calls.
+type gatedCommit struct {
+	idem.Store
+	open  chan struct{}
+	calls atomic.Int32
+}
+
+func (s *gatedCommit) Commit(ctx context.Context, key idem.Key, lease idem.Lease, result []byte) error {
+	s.calls.Add(1)
+	select {
+	case <-s.open:
+		return s.Store.Commit(ctx, key, lease, result)
+	default:
+		return idem.Unavailable(errors.New("connection refused"))
+	}
+}
+
+// TestResponseSentWhileItsCommitIsMadeAgain: while the Commit of a
+// response of declared length (as NewProxy relays its upstream's) is made
+// again through a store outage, the client gets the response at once
+// rather than after the outage (or after StoreTimeout); once the store is
+// back, the response is recorded and a retry replayed, the handler run
+// once.
+func TestResponseSentWhileItsCommitIsMadeAgain(t *testing.T) {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &gatedCommit{Store: mem, open: make(chan struct{})}
+	var runs atomic.Int32
+	const body = `{"id":1}`
+	h := idemhttp.Middleware(idemhttp.Config{Store: store, StoreTimeout: 5 * time.Second})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, body)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func() (*http.Response, string, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "outage")
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res, string(b), err
+	}
+	type answer struct {
+		res  *http.Response
+		body string
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		res, b, err := post()
+		first <- answer{res, b, err}
+	}()
+	select {
+	case a := <-first:
+		if a.err != nil || a.res.StatusCode != http.StatusCreated || a.body != body {
+			t.Fatalf("first request: %v, %q, %v; want 201 %s", a.res, a.body, a.err, body)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the response was held while its Commit was made again")
+	}
+	if store.calls.Load() < 1 {
+		t.Fatal("no Commit was made")
+	}
+	close(store.open) // the store is back
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, b, err := post()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // still being recorded
+			continue
+		}
+		if res.StatusCode != http.StatusCreated || b != body || res.Header.Get(idemhttp.ReplayedHeader) != "true" || runs.Load() != 1 {
+			t.Errorf("retry: %d %q, replayed %q, handler ran %d times; want the response replayed, one run", res.StatusCode, b, res.Header.Get(idemhttp.ReplayedHeader), runs.Load())
+		}
+		break
 	}
 }
