@@ -30,9 +30,12 @@ const claimHeldSQL = `SELECT count(*) FROM durable_instance WHERE id = $1 AND le
 // commitOutcome commits r, the outcome of the step c ran, as commit does,
 // and makes the commit again while it fails because the connection or
 // the server failed (see connectionFailed), after 10 ms, then twice as
-// long each time, at most 500 ms: until it succeeds, fails otherwise, or
-// ctx ends (commitContext ends it once c's lease may have expired, the
-// heartbeat extending the lease meanwhile). The step's effect has
+// long each time, at most 500 ms: until it succeeds, fails otherwise, ctx
+// ends (commitContext ends it once c's lease may have expired, the
+// heartbeat extending the lease meanwhile), or the lease as it stood at
+// the first failure may have expired, however the heartbeat extended it
+// since (the row is then left to the reaper, as a commit that failed
+// otherwise leaves it). The step's effect has
 // happened: an outcome not committed leaves the row to the reaper and the
 // step to run again. A commit is safe to make again under the same fence:
 // once one is applied, the others match no row.
@@ -53,6 +56,12 @@ func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (comm
 	}
 	e.c.cfg.Logger.Warn("durable: outcome commit failed; trying again while the lease lasts",
 		slog.Int64("id", c.id), slog.String("step", c.step), slog.Int("attempt", c.attempt), slog.Any("error", err))
+	// The repeats end with the lease as it stood when the commit failed,
+	// not as the heartbeat extends it since: a server refusing this
+	// commit alone, while the heartbeat's statements succeed (a
+	// statement timeout the commit always overruns, a file that cannot
+	// be read), would keep the row, and its engine's slot, forever.
+	repeatsEnd := c.leaseEnd.Load()
 	t := time.NewTimer(commitRetryFirst)
 	defer t.Stop()
 	for wait := commitRetryFirst; ; {
@@ -60,6 +69,9 @@ func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (comm
 		case <-ctx.Done():
 			return res, err
 		case <-t.C:
+		}
+		if monoNow() >= repeatsEnd {
+			return res, err
 		}
 		res, err = commit(ctx, e.c.pool, e.owner, c, r)
 		if err == nil && !res.committed {

@@ -286,3 +286,42 @@ func TestStepCancelledWhileItsCommitIsMadeAgainIsFencedAndFreesItsLease(t *testi
 		t.Errorf("the step ran %d times; want once", n)
 	}
 }
+
+func TestStepWhoseCommitTheServerKeepsRefusingIsGivenUpWithItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	// The server fails every end of an instance with a system error (as a
+	// relation's file that cannot be read would), while the heartbeat's
+	// statements, which end nothing, succeed and extend the lease.
+	b.exec(t, `CREATE FUNCTION fail_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'end refused (test)' USING ERRCODE = '58030'; END $$`)
+	b.exec(t, `CREATE TRIGGER fail_end BEFORE UPDATE ON durable_instance
+FOR EACH ROW WHEN (NEW.status = 'done') EXECUTE FUNCTION fail_end()`)
+	fsm := onceFSM(t, func(context.Context) {})
+	rec := &recorder{}
+	const lease = time.Second
+	cfg := onceConfig(fsm, lease)
+	client := newClient(t, b.pool, cfg, rec)
+	id := b.insert(t, fsm.With(faultState{}), nil)
+	startClient(t, client)
+
+	// The commit is made again while the lease it began under lasts, not
+	// for as long as the heartbeat extends it: given up, the row is left
+	// to the reaper, and the step to run again.
+	start := time.Now()
+	var e durable.StepStopEvent
+	waitFor(t, "the commit to be given up", func() bool {
+		for _, e = range rec.stepEvents() {
+			if e.ID == id {
+				return true
+			}
+		}
+		return false
+	})
+	if e.CommitErr == nil || e.Fenced {
+		t.Errorf("StepStop: CommitErr %v, Fenced %v; want the commit's failure", e.CommitErr, e.Fenced)
+	}
+	if took := time.Since(start); took > 5*lease {
+		t.Errorf("the commit was given up after %v; want within about the lease, %v", took, lease)
+	}
+}
