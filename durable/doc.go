@@ -74,7 +74,7 @@
 // before the commit runs again from the last committed state. A commit that
 // fails because the connection or the server failed (a dropped connection,
 // a failover, a restarting server) is made again, at most half a second
-// apart, while the lease lasts (the heartbeat extends it meanwhile); a
+// apart, while the lease lasts as it stood when the commit failed; a
 // commit applied whose reply was lost counts as committed. Steps must be
 // idempotent. For effects outside this database (an HTTP call, a payment),
 // derive a key from the instance id and step with idem.Minter and run the
