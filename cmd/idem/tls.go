@@ -73,17 +73,25 @@ func stampsOf(certFile, keyFile string) [2]fileStamp {
 
 // getCertificate is the server's tls.Config.GetCertificate.
 func (c *servedCert) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if time.Now().UnixNano()-c.checked.Load() >= int64(certCheckEvery) && c.looking.TryLock() {
+	if c.lookDue(time.Now()) && c.looking.TryLock() {
 		c.look()
 		c.looking.Unlock()
 	}
 	return c.cert.Load(), nil
 }
 
+// lookDue reports whether the files are to be looked at now: certCheckEvery
+// has passed since the last look, or the wall clock, which checked keeps,
+// was set back since (it is not left to catch up first).
+func (c *servedCert) lookDue(now time.Time) bool {
+	since := now.UnixNano() - c.checked.Load()
+	return since >= int64(certCheckEvery) || since < 0
+}
+
 // look reads the files again if they changed, with c.looking held.
 func (c *servedCert) look() {
 	now := time.Now()
-	if now.UnixNano()-c.checked.Load() < int64(certCheckEvery) {
+	if !c.lookDue(now) {
 		return // another handshake has just looked
 	}
 	c.checked.Store(now.UnixNano())

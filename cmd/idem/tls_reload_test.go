@@ -124,3 +124,46 @@ func TestServedCertHandshakesDoNotWaitForALook(t *testing.T) {
 		t.Fatal("a handshake waited for another's look at the files")
 	}
 }
+
+// TestServedCertLooksAfterTheClockWasSetBack: a wall clock set back (by
+// NTP stepping it, say) after a look does not keep the next handshakes
+// from looking at the certificate's files until it catches up again: a
+// certificate renewed meanwhile is served at the next look.
+func TestServedCertLooksAfterTheClockWasSetBack(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	write := func(name string, b []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Minute)
+	certA, keyA := certPairPEM(t, 1)
+	write(certFile, certA, old)
+	write(keyFile, keyA, old)
+	c, err := loadServedCert(certFile, keyFile, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last look, as the clock read then: an hour ahead of the clock
+	// as it reads now, set back since.
+	c.checked.Store(time.Now().Add(time.Hour).UnixNano())
+	certB, keyB := certPairPEM(t, 2)
+	write(certFile, certB, time.Now())
+	write(keyFile, keyB, time.Now())
+	cert, err := c.getCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leaf.SerialNumber.Int64(); got != 2 {
+		t.Errorf("serving serial %d after the clock was set back; want the renewed 2", got)
+	}
+}
