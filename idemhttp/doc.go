@@ -50,7 +50,9 @@
 // idem.ErrUnavailable (a connection dropped, a failover), within
 // Config.StoreTimeout (10 seconds when it is not set; meanwhile a
 // response of declared Content-Length, as NewProxy relays, is sent to
-// the client at once), and only a store still failing then leaves the
+// the client at once over HTTP/1, while over HTTP/2 its header and body
+// go at once but its stream ends only once the Commit is done), and
+// only a store still failing then leaves the
 // response unrecorded and the key released (lease mode; in transaction
 // mode the transaction rolls back).
 // A replay sends the recorded status, headers and body back with

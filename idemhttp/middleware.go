@@ -455,7 +455,9 @@ func (x *exchange) run(next http.Handler, key idem.Key, lease idem.Lease) {
 // Content-Length). Over HTTP/1 only a response whose end the client can
 // tell without the connection's next bytes is sent so (a declared
 // Content-Length, no body): one of undeclared length would be sent
-// chunked, its last chunk still held.
+// chunked, its last chunk still held. Over HTTP/2 the header and body go
+// out, but the stream ends only when the handler chain returns, once the
+// Commit is done: the client has the header, not the end of the response.
 func (x *exchange) sendHeld() {
 	if cw := &x.cw; !cw.h1 || cw.unchunked || cw.head || !bodyAllowed(cw.status) {
 		_ = http.NewResponseController(cw.w).Flush()
