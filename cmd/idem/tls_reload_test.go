@@ -46,15 +46,7 @@ func certPairPEM(t *testing.T, serial int64) (certPEM, keyPEM []byte) {
 func TestServedCertLoadsAPairThatFailedOnceWhenItLoads(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	write := func(name string, b []byte, mod time.Time) {
-		t.Helper()
-		if err := os.WriteFile(name, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(name, mod, mod); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name string, b []byte, mod time.Time) { t.Helper(); writeStamped(t, name, b, mod) }
 	tick := time.Now().Truncate(time.Second)
 	certA, keyA := certPairPEM(t, 1)
 	write(certFile, certA, tick)
@@ -132,15 +124,7 @@ func TestServedCertHandshakesDoNotWaitForALook(t *testing.T) {
 func TestServedCertLooksAfterTheClockWasSetBack(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	write := func(name string, b []byte, mod time.Time) {
-		t.Helper()
-		if err := os.WriteFile(name, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(name, mod, mod); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name string, b []byte, mod time.Time) { t.Helper(); writeStamped(t, name, b, mod) }
 	old := time.Now().Add(-time.Minute)
 	certA, keyA := certPairPEM(t, 1)
 	write(certFile, certA, old)
@@ -165,5 +149,16 @@ func TestServedCertLooksAfterTheClockWasSetBack(t *testing.T) {
 	}
 	if got := leaf.SerialNumber.Int64(); got != 2 {
 		t.Errorf("serving serial %d after the clock was set back; want the renewed 2", got)
+	}
+}
+
+// writeStamped writes b to the file name, modified at mod.
+func writeStamped(t *testing.T, name string, b []byte, mod time.Time) {
+	t.Helper()
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(name, mod, mod); err != nil {
+		t.Fatal(err)
 	}
 }
