@@ -29,7 +29,8 @@ const claimHeldSQL = `SELECT count(*) FROM durable_instance WHERE id = $1 AND le
 
 // commitOutcome commits r, the outcome of the step c ran, as commit does,
 // and makes the commit again while it fails because the connection or
-// the server failed (see connectionFailed), after 10 ms, then twice as
+// the server failed, or the server rolled it back as a deadlock's victim
+// (see passesWhenRepeated), after 10 ms, then twice as
 // long each time, at most 500 ms: until it succeeds, fails otherwise, ctx
 // ends (commitContext ends it once c's lease may have expired, the
 // heartbeat extending the lease meanwhile), or the lease as it stood at
@@ -51,7 +52,7 @@ const claimHeldSQL = `SELECT count(*) FROM durable_instance WHERE id = $1 AND le
 // counts as fenced off, as a commit fenced at once does.
 func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (commitResult, error) {
 	res, err := commit(ctx, e.c.pool, e.owner, c, r)
-	if err == nil || !connectionFailed(ctx, err) {
+	if err == nil || !passesWhenRepeated(ctx, err) {
 		return res, err
 	}
 	e.c.cfg.Logger.Warn("durable: outcome commit failed; trying again while the lease lasts",
@@ -82,11 +83,11 @@ func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (comm
 				}
 				return res, nil
 			}
-			if !connectionFailed(ctx, err) {
+			if !passesWhenRepeated(ctx, err) {
 				return res, nil // fenced off, as far as can be told
 			}
 		}
-		if err == nil || !connectionFailed(ctx, err) {
+		if err == nil || !passesWhenRepeated(ctx, err) {
 			return res, err
 		}
 		wait = min(2*wait, commitRetryLongest)
@@ -116,23 +117,30 @@ func appliedResult(c *claimed, r ranStep) commitResult {
 	return res
 }
 
-// connectionFailed reports whether err, from a statement run under ctx
+// passesWhenRepeated reports whether err, from a statement run under ctx
 // that has not ended, says that the connection to the server, or the
-// server, failed, rather than the statement: the same statement may
+// server, failed, rather than the statement, or that the server rolled
+// the transaction back for another's sake: the same statement may
 // succeed on another connection, or once the server is back. So do the
 // errors that come before anything is sent (pgconn.SafeToRetry), those
 // of the network and of connecting, a connection closed under the
 // statement, and the server's errors of classes 08 (connection
 // exception), 53 (insufficient resources), 57 (operator intervention:
 // an administrator's shutdown or termination, a server starting or
-// crashed) and 58 (system error). Not so a value the server refuses, a
-// constraint, a missing table, nor any other error the server reports.
-func connectionFailed(ctx context.Context, err error) bool {
+// crashed) and 58 (system error); and, as a transaction the server rolled
+// back for another's sake that the same statements pass when made again,
+// a deadlock's victim (40P01) and a serialization failure (40001). Not so
+// a value the server refuses, a constraint, a missing table, nor any
+// other error the server reports.
+func passesWhenRepeated(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		if pe.Code == "40P01" || pe.Code == "40001" {
+			return true
+		}
 		switch pe.Code[:min(2, len(pe.Code))] {
 		case "08", "53", "57", "58":
 			return true

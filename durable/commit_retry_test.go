@@ -325,3 +325,44 @@ FOR EACH ROW WHEN (NEW.status = 'done') EXECUTE FUNCTION fail_end()`)
 		t.Errorf("the commit was given up after %v; want within about the lease, %v", took, lease)
 	}
 }
+
+// TestStepWhoseCommitIsADeadlocksVictimIsCommittedOnce: an outcome commit
+// that the server rolls back as a deadlock's victim (or a serialization
+// failure), which the same statements can pass when made again, is made
+// again under its lease and committed once; the step does not run again.
+func TestStepWhoseCommitIsADeadlocksVictimIsCommittedOnce(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"40P01", "40001"} {
+		t.Run(code, func(t *testing.T) {
+			b := setup(t, nil)
+			// The first end of an instance is rolled back as a deadlock's
+			// victim; a sequence counts the tries, as it is not rolled back.
+			b.exec(t, `CREATE SEQUENCE end_tries`)
+			b.exec(t, `CREATE FUNCTION victim_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF nextval('end_tries') = 1 THEN
+		RAISE EXCEPTION 'rolled back (test)' USING ERRCODE = '`+code+`';
+	END IF;
+	RETURN NEW;
+END $$`)
+			b.exec(t, `CREATE TRIGGER victim_once BEFORE UPDATE ON durable_instance
+FOR EACH ROW WHEN (NEW.status = 'done') EXECUTE FUNCTION victim_once()`)
+			var runs atomic.Int32
+			fsm := onceFSM(t, func(context.Context) { runs.Add(1) })
+			rec := &recorder{}
+			client := newClient(t, b.pool, onceConfig(fsm, time.Second), rec)
+			id := b.insert(t, fsm.With(faultState{}), nil)
+			startClient(t, client)
+			e := onlyStepEvent(t, rec, id)
+			if e.CommitErr != nil || e.Fenced {
+				t.Errorf("StepStop: CommitErr %v, Fenced %v; want the outcome committed", e.CommitErr, e.Fenced)
+			}
+			// Done once; left to the reaper, it would be done only after a
+			// second run.
+			waitFor(t, "the instance to be done", func() bool { return b.get(t, id).Status == durable.StatusDone })
+			if n := runs.Load(); n != 1 {
+				t.Errorf("the step ran %d times; want once", n)
+			}
+		})
+	}
+}

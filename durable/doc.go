@@ -73,7 +73,9 @@
 // at-least-once per step: a step whose engine dies, or loses its lease,
 // before the commit runs again from the last committed state. A commit that
 // fails because the connection or the server failed (a dropped connection,
-// a failover, a restarting server) is made again, at most half a second
+// a failover, a restarting server), or that the server rolled back as a
+// deadlock's victim or a serialization failure, is made again, at most
+// half a second
 // apart, while the lease lasts as it stood when the commit failed; a
 // commit applied whose reply was lost counts as committed. Steps must be
 // idempotent. For effects outside this database (an HTTP call, a payment),
