@@ -6,19 +6,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/idemgo/idem/internal/backoff"
 	"github.com/idemgo/idem/internal/pgstorable"
 )
 
-// The retries of a settle call that records the outcome of work that has
-// run: the first after settleRetryFirst, each next one after twice the
-// wait before it, at most settleRetryLongest, for at most
-// settleRetryBudget in all when the call's context has no deadline of its
-// own.
-const (
-	settleRetryFirst   = 10 * time.Millisecond
-	settleRetryLongest = 500 * time.Millisecond
-	settleRetryBudget  = 10 * time.Second
-)
+// settleRetryBudget bounds the repeats of a settle call whose context
+// has no deadline of its own.
+const settleRetryBudget = 10 * time.Second
 
 // recordOutcome makes call, a settle call recording the outcome of work
 // that has run (Commit, FailPermanent) under lease, with ctx, and makes it
@@ -53,26 +47,16 @@ func recordOutcome(ctx context.Context, s Store, key Key, lease Lease, call func
 		ctx, cancel = context.WithTimeout(ctx, settleRetryBudget)
 		defer cancel()
 	}
-	t := time.NewTimer(settleRetryFirst)
-	defer t.Stop()
-	for wait := settleRetryFirst; ; {
-		select {
-		case <-ctx.Done():
-			return err
-		case <-t.C:
-		}
+	backoff.Repeat(ctx, func() bool {
 		err = call(ctx)
 		if errors.Is(err, ErrStaleToken) {
 			if rec, gerr := s.Get(ctx, key); gerr == nil && rec.Fence == lease.Fence && recorded(rec) {
-				return nil
+				err = nil
 			}
 		}
-		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-			return err
-		}
-		wait = min(2*wait, settleRetryLongest)
-		t.Reset(wait)
-	}
+		return err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil
+	})
+	return err
 }
 
 // committed returns recordOutcome's test of a Commit of result: the

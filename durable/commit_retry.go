@@ -6,17 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// The repeats of an outcome commit that failed for want of the database:
-// the first after commitRetryFirst, each next one after twice the wait
-// before it, at most commitRetryLongest.
-const (
-	commitRetryFirst   = 10 * time.Millisecond
-	commitRetryLongest = 500 * time.Millisecond
+	"github.com/idemgo/idem/internal/backoff"
 )
 
 // claimHeldSQL counts the row $1 if engine $2 still holds its lease under
@@ -63,36 +56,27 @@ func (e *engine) commitOutcome(ctx context.Context, c *claimed, r ranStep) (comm
 	// statement timeout the commit always overruns, a file that cannot
 	// be read), would keep the row, and its engine's slot, forever.
 	repeatsEnd := c.leaseEnd.Load()
-	t := time.NewTimer(commitRetryFirst)
-	defer t.Stop()
-	for wait := commitRetryFirst; ; {
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-t.C:
-		}
+	backoff.Repeat(ctx, func() bool {
 		if monoNow() >= repeatsEnd {
-			return res, err
+			return true
 		}
 		res, err = commit(ctx, e.c.pool, e.owner, c, r)
 		if err == nil && !res.committed {
 			var held int
 			if err = e.c.pool.QueryRow(ctx, claimHeldSQL, c.id, e.owner, c.claims).Scan(&held); err == nil {
 				if held == 0 && c.leaseLeft() > 0 {
-					return appliedResult(c, r), nil
+					res = appliedResult(c, r)
 				}
-				return res, nil
+				return true
 			}
 			if !passesWhenRepeated(ctx, err) {
-				return res, nil // fenced off, as far as can be told
+				err = nil // fenced off, as far as can be told
+				return true
 			}
 		}
-		if err == nil || !passesWhenRepeated(ctx, err) {
-			return res, err
-		}
-		wait = min(2*wait, commitRetryLongest)
-		t.Reset(wait)
-	}
+		return err == nil || !passesWhenRepeated(ctx, err)
+	})
+	return res, err
 }
 
 // appliedResult is the result of the commit of r, the outcome of the step
