@@ -337,7 +337,11 @@ func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err er
 	if r.key != nil {
 		b.Queue(occupantSQL, *r.key)
 	}
-	b.Queue(notifyEligibleSQL, []string{r.queue}, []*time.Time{r.eligible}, []int64{r.in})
+	if r.eligible == nil && r.in <= 0 {
+		b.Queue(notifySQL, r.queue) // eligible at once: the plain wake-up hint
+	} else {
+		b.Queue(notifyEligibleSQL, []string{r.queue}, []*time.Time{r.eligible}, []int64{r.in})
+	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if r.rateKey != nil {
@@ -353,7 +357,7 @@ func tryInsert(ctx context.Context, db dbtx, r *row) (id, occupant int64, err er
 			return 0, 0, err
 		}
 	}
-	if _, err := br.Exec(); err != nil { // notifyEligibleSQL
+	if _, err := br.Exec(); err != nil { // the hint
 		return 0, 0, err
 	}
 	if err := br.Close(); err != nil {
